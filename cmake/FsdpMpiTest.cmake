@@ -1,0 +1,28 @@
+# fsdp_add_mpi_test(<name> SOURCE <file> NPROCS <n>... [ENV <VAR=value>...] [LABELS <label>...])
+# Builds one test program and registers it under mpiexec once per rank count, as <name>.np<n>.
+# Oversubscription (4 ranks on 2 cores) must work: MPICH allows it; Open MPI needs a flag.
+if(NOT DEFINED FSDP_MPIEXEC_OVERSUBSCRIBE)
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _mpiexec_version
+                  ERROR_VARIABLE _mpiexec_version RESULT_VARIABLE _ignored)
+  if(_mpiexec_version MATCHES "Open MPI|OpenRTE")
+    set(FSDP_MPIEXEC_OVERSUBSCRIBE --oversubscribe CACHE STRING "mpiexec flag for more ranks than cores")
+  else()
+    set(FSDP_MPIEXEC_OVERSUBSCRIBE "" CACHE STRING "mpiexec flag for more ranks than cores")
+  endif()
+endif()
+
+function(fsdp_add_mpi_test name)
+  cmake_parse_arguments(T "" "SOURCE;SUFFIX" "NPROCS;ENV;LABELS" ${ARGN})
+  if(NOT TARGET ${name})
+    add_executable(${name} ${T_SOURCE})
+    target_link_libraries(${name} PRIVATE fsdp::fsdp fsdp_test_harness)
+  endif()
+  foreach(n IN LISTS T_NPROCS)
+    set(test_name ${name}${T_SUFFIX}.np${n})
+    add_test(NAME ${test_name}
+      COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${FSDP_MPIEXEC_OVERSUBSCRIBE}
+              ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(${test_name} PROPERTIES PROCESSORS ${n} TIMEOUT 300
+      LABELS "mpi;np${n};${T_LABELS}" ENVIRONMENT "${T_ENV}")
+  endforeach()
+endfunction()

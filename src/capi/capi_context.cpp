@@ -1,0 +1,139 @@
+// C entry points for contexts.
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "capi/config.hpp"
+#include "capi/guard.hpp"
+#include "capi/handles.hpp"
+#include "core/mpi_check.hpp"
+
+using fsdp::Context;
+using fsdp::Errc;
+using fsdp::Error;
+using fsdp::fail;
+using fsdp::capi::context_from;
+using fsdp::capi::guard;
+
+namespace {
+
+void require_usable_mpi(MPI_Comm comm) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    fail(Errc::Mpi, "MPI is not initialized (call MPI_Init before fsdp_init) or already finalized");
+  if (comm == MPI_COMM_NULL) fail(Errc::InvalidArgument, "comm: MPI_COMM_NULL");
+  int inter = 0;
+  fsdp::mpi_check(MPI_Comm_test_inter(comm, &inter), "MPI_Comm_test_inter");
+  if (inter) fail(Errc::InvalidArgument, "comm: an inter-communicator; pass an intra-communicator");
+}
+
+fsdp_status_t init(const char* call, MPI_Comm comm, const fsdp_config_t* cfg,
+                   fsdp_context_t* ctx) {
+  return guard(call, [&] {
+    require_usable_mpi(comm);
+    // Errors in this rank's own arguments still take part in the collective check, so every rank
+    // fails together instead of the others hanging.
+    std::optional<Error> local;
+    fsdp::ContextOptions options;
+    try {
+      if (!ctx) fail(Errc::InvalidArgument, "ctx: NULL output pointer");
+      options = fsdp::capi::options_from_config(cfg);
+      fsdp::apply_environment(options);
+    } catch (const Error& e) {
+      local = e;
+    }
+    std::unique_ptr<Context> c = Context::create(comm, options, local);
+    fsdp::capi::register_context(c.get());
+    *ctx = fsdp::capi::to_handle(c.release());
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+fsdp_status_t fsdp_init(MPI_Comm comm, const fsdp_config_t* cfg, fsdp_context_t* ctx) {
+  return init(__func__, comm, cfg, ctx);
+}
+
+fsdp_status_t fsdp_init_fcomm(int fcomm, const fsdp_config_t* cfg, fsdp_context_t* ctx) {
+  static_assert(sizeof(MPI_Fint) == sizeof(int), "MPI_Fint is not an int in this MPI");
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  // MPI_Comm_f2c needs MPI initialized; init() reports it when not.
+  return init(__func__, initialized ? MPI_Comm_f2c(static_cast<MPI_Fint>(fcomm)) : MPI_COMM_NULL,
+              cfg, ctx);
+}
+
+fsdp_status_t fsdp_finalize(fsdp_context_t* ctx) {
+  return guard(__func__, [&] {
+    if (!ctx) fail(Errc::InvalidArgument, "ctx: NULL pointer to a context handle");
+    Context& c = context_from(*ctx, "*ctx");
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    for (fsdp::Unit* u : c.units()) fsdp::capi::retire(u, fsdp::capi::Retired::Finalized);
+    fsdp::capi::retire(&c, fsdp::capi::Retired::Finalized);
+    delete &c;
+    *ctx = nullptr;
+    if (finalized)
+      fail(Errc::Mpi, "*ctx: called after MPI_Finalize; host memory was freed but the context's "
+                      "communicators could not be");
+  });
+}
+
+fsdp_status_t fsdp_group_info(fsdp_context_t ctx, fsdp_group_t group, int* rank, int* size) {
+  return guard(__func__, [&] {
+    const Context& c = context_from(ctx, "ctx");
+    const fsdp::Group* g = nullptr;
+    switch (group) {
+      case FSDP_GROUP_WORLD: g = &c.groups().world(); break;
+      case FSDP_GROUP_SHARD: g = &c.groups().shard(); break;
+      case FSDP_GROUP_REPLICATE: g = &c.groups().replicate(); break;
+      default:
+        fail(Errc::InvalidArgument,
+             "group = " + std::to_string(static_cast<int>(group)) + ": not an fsdp_group_t");
+    }
+    if (rank) *rank = g->rank;
+    if (size) *size = g->size;
+  });
+}
+
+fsdp_status_t fsdp_context_config(fsdp_context_t ctx, int* sharding_factor,
+                                  fsdp_sharding_strategy_t* strategy,
+                                  fsdp_grad_reduction_t* grad_reduction) {
+  return guard(__func__, [&] {
+    const Context& c = context_from(ctx, "ctx");
+    if (sharding_factor) *sharding_factor = c.sharding_factor();
+    if (strategy) *strategy = static_cast<fsdp_sharding_strategy_t>(c.options().strategy);
+    if (grad_reduction)
+      *grad_reduction = static_cast<fsdp_grad_reduction_t>(c.options().grad_reduction);
+  });
+}
+
+fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t* stats) {
+  return guard(__func__, [&] {
+    Context& c = context_from(ctx, "ctx");
+    if (!stats) fail(Errc::InvalidArgument, "stats: NULL");
+    if (stats->size < sizeof(size_t))
+      fail(Errc::InvalidArgument, "stats->size = " + std::to_string(stats->size) +
+                                      ": set it to sizeof(fsdp_memory_stats_t)");
+    const fsdp::MemoryAccounting& a = c.accounting();
+    fsdp_memory_stats_t s;
+    s.size = stats->size < sizeof s ? stats->size : sizeof s;
+    s.shard_bytes = a.bytes(fsdp::MemoryKind::Shard);
+    s.grad_shard_bytes = a.bytes(fsdp::MemoryKind::GradShard);
+    s.unsharded_bytes = a.bytes(fsdp::MemoryKind::Unsharded);
+    s.pool_cached_bytes = a.bytes(fsdp::MemoryKind::PoolCached);
+    s.peak_bytes = a.peak();
+    s.unsharded_model_bytes = c.unsharded_model_bytes();
+    std::memcpy(stats, &s, s.size);
+  });
+}
+
+fsdp_status_t fsdp_trim_pool(fsdp_context_t ctx) {
+  return guard(__func__, [&] { context_from(ctx, "ctx").pool().trim(); });
+}
+
+}  // extern "C"

@@ -1,0 +1,70 @@
+#include "capi/config.hpp"
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+#include "capi/guard.hpp"
+
+namespace fsdp::capi {
+namespace {
+
+constexpr std::size_t kHeaderBytes = offsetof(fsdp_config_t, version) + sizeof(uint32_t);
+
+const fsdp_config_t kDefaults = FSDP_CONFIG_INIT;
+
+std::string version_text(uint32_t v) {
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100);
+}
+
+}  // namespace
+
+ContextOptions options_from_config(const fsdp_config_t* cfg) {
+  fsdp_config_t c = kDefaults;
+  if (cfg) {
+    if (cfg->size < kHeaderBytes)
+      fail(Errc::InvalidArgument, "cfg->size = " + std::to_string(cfg->size) +
+                                      ": too small; initialize the config with FSDP_CONFIG_INIT");
+    if (cfg->magic != FSDP_CONFIG_MAGIC)
+      fail(Errc::InvalidArgument,
+           "cfg->magic: the config was not initialized with FSDP_CONFIG_INIT or "
+           "fsdp_config_defaults");
+    const uint32_t major = cfg->version / 10000, minor = cfg->version / 100 % 100;
+    if (major != FSDP_VERSION_MAJOR || minor > FSDP_VERSION_MINOR)
+      fail(Errc::Version, "cfg->version = " + version_text(cfg->version) +
+                              ": the program was compiled against libfsdp " +
+                              version_text(cfg->version) + " headers but runs with library " +
+                              version_text(FSDP_VERSION));
+    std::memcpy(&c, cfg, cfg->size < sizeof c ? cfg->size : sizeof c);
+  }
+  if (c.strategy < 0 || c.strategy >= FSDP_SHARDING_STRATEGY_COUNT)
+    fail(Errc::InvalidArgument, "cfg->strategy = " + std::to_string(c.strategy) +
+                                    ": not an fsdp_sharding_strategy_t");
+  if (c.grad_reduction < 0 || c.grad_reduction >= FSDP_GRAD_REDUCTION_COUNT)
+    fail(Errc::InvalidArgument, "cfg->grad_reduction = " + std::to_string(c.grad_reduction) +
+                                    ": not an fsdp_grad_reduction_t");
+  if (c.sharding_factor < 0)
+    fail(Errc::InvalidArgument,
+         "cfg->sharding_factor = " + std::to_string(c.sharding_factor) + ": must be >= 0");
+  ContextOptions o;
+  o.strategy = static_cast<Strategy>(c.strategy);
+  o.sharding_factor = c.sharding_factor;
+  o.grad_reduction = static_cast<GradReduction>(c.grad_reduction);
+  return o;
+}
+
+}  // namespace fsdp::capi
+
+extern "C" fsdp_status_t fsdp_config_defaults(fsdp_config_t* cfg, size_t size) {
+  return fsdp::capi::guard(__func__, [&] {
+    using fsdp::Errc;
+    if (!cfg) fsdp::fail(Errc::InvalidArgument, "cfg: NULL");
+    if (size < fsdp::capi::kHeaderBytes)
+      fsdp::fail(Errc::InvalidArgument, "size = " + std::to_string(size) +
+                                            ": smaller than the config's size/magic/version header");
+    fsdp_config_t c = fsdp::capi::kDefaults;
+    c.size = size < sizeof c ? size : sizeof c;
+    std::memcpy(cfg, &c, c.size);
+  });
+}

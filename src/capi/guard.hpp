@@ -1,0 +1,32 @@
+// The one place where C++ exceptions become status codes: every C entry point is
+//   return guard(__func__, [&] { ... });
+// and nothing throws across the ABI.
+#pragma once
+
+#include <new>
+
+#include "core/error.hpp"
+#include "fsdp.h"
+
+namespace fsdp::capi {
+
+// Records "<call>: <what>" as the calling thread's last error and returns the status for `code`.
+fsdp_status_t record_error(const char* call, Errc code, const char* what) noexcept;
+
+template <class Body>
+fsdp_status_t guard(const char* call, Body&& body) noexcept {
+  try {
+    body();
+    return FSDP_SUCCESS;
+  } catch (const Error& e) {
+    return record_error(call, e.code(), e.what());
+  } catch (const std::bad_alloc&) {
+    return record_error(call, Errc::OutOfMemory, "out of host memory");
+  } catch (const std::exception& e) {
+    return record_error(call, Errc::Internal, e.what());
+  } catch (...) {
+    return record_error(call, Errc::Internal, "unknown exception");
+  }
+}
+
+}  // namespace fsdp::capi

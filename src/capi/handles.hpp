@@ -1,0 +1,24 @@
+// The registry of live handles. A handle is checked here before it is dereferenced, so a NULL,
+// foreign, destroyed or finalized handle is reported instead of crashing.
+#pragma once
+
+#include "core/context.hpp"
+#include "core/unit.hpp"
+#include "fsdp.h"
+
+namespace fsdp::capi {
+
+enum class Retired { Destroyed, Finalized };
+
+void register_context(Context* c);
+void register_unit(Unit* u);
+void retire(const void* handle, Retired why) noexcept;
+
+// Throw InvalidHandle / DestroyedHandle / Finalized naming `arg`.
+Context& context_from(fsdp_context_t h, const char* arg);
+Unit& unit_from(fsdp_unit_t h, const char* arg);
+
+inline fsdp_context_t to_handle(Context* c) { return reinterpret_cast<fsdp_context_t>(c); }
+inline fsdp_unit_t to_handle(Unit* u) { return reinterpret_cast<fsdp_unit_t>(u); }
+
+}  // namespace fsdp::capi

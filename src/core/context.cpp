@@ -1,0 +1,114 @@
+#include "core/context.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/agreement.hpp"
+#include "core/fingerprint.hpp"
+#include "core/mpi_check.hpp"
+#include "core/unit.hpp"
+#include "memory/host/host_memory_space.hpp"
+
+namespace fsdp {
+
+uint64_t ContextOptions::fingerprint() const {
+  Fingerprint f;
+  f.add(static_cast<uint64_t>(strategy));
+  f.add(static_cast<uint64_t>(sharding_factor));
+  f.add(static_cast<uint64_t>(grad_reduction));
+  f.add(static_cast<uint64_t>(transport.algorithm));
+  f.add(static_cast<uint64_t>(transport.ring_min_block_bytes));
+  return f.value();
+}
+
+void apply_environment(ContextOptions& options) {
+  if (const char* v = std::getenv("FSDP_REDUCE_SCATTER_ALGORITHM"); v && *v) {
+    if (!std::strcmp(v, "auto"))
+      options.transport.algorithm = ReduceScatterAlgorithm::Auto;
+    else if (!std::strcmp(v, "ring"))
+      options.transport.algorithm = ReduceScatterAlgorithm::Ring;
+    else if (!std::strcmp(v, "mpi"))
+      options.transport.algorithm = ReduceScatterAlgorithm::Mpi;
+    else
+      fail(Errc::InvalidArgument, std::string("environment FSDP_REDUCE_SCATTER_ALGORITHM=") + v +
+                                      ": expected auto, ring or mpi");
+  }
+  if (const char* v = std::getenv("FSDP_RING_MIN_BLOCK_BYTES"); v && *v) {
+    char* end = nullptr;
+    const unsigned long long bytes = std::strtoull(v, &end, 10);
+    if (*end != '\0' || v[0] == '-')
+      fail(Errc::InvalidArgument,
+           std::string("environment FSDP_RING_MIN_BLOCK_BYTES=") + v + ": expected a byte count");
+    options.transport.ring_min_block_bytes = static_cast<std::size_t>(bytes);
+  }
+}
+
+std::unique_ptr<Context> Context::create(MPI_Comm comm, const ContextOptions& options,
+                                         const std::optional<Error>& local_error) {
+  MPI_Comm world = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_dup(comm, &world), "MPI_Comm_dup");
+  try {
+    Group g;
+    g.comm = world;
+    mpi_check(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    mpi_check(MPI_Comm_rank(world, &g.rank), "MPI_Comm_rank");
+    mpi_check(MPI_Comm_size(world, &g.size), "MPI_Comm_size");
+    agree(g, "configurations (cfg and FSDP_* environment)", options.fingerprint(), local_error);
+    const Topology topo = discover_topology(world);
+    const int factor = resolve_sharding_factor(options.strategy, options.sharding_factor, topo);
+    auto groups = std::make_unique<ProcessGroups>(world, topo, factor);
+    world = MPI_COMM_NULL;  // owned by `groups` from here on
+    return std::unique_ptr<Context>(new Context(std::move(groups), options));
+  } catch (...) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (world != MPI_COMM_NULL && !finalized) MPI_Comm_free(&world);
+    throw;
+  }
+}
+
+Context::Context(std::unique_ptr<ProcessGroups> groups, const ContextOptions& options)
+    : options_(options), groups_(std::move(groups)) {
+  memory_ = std::make_unique<HostMemorySpace>();
+  pool_ = std::make_unique<BufferPool>(*memory_, accounting_);
+  transport_ = std::make_unique<MpiTransport>(*pool_, options_.transport);
+}
+
+Context::~Context() {
+  units_.clear();  // units return their buffers to the pool before it goes
+}
+
+Unit& Context::create_unit(std::vector<ParamSpec> params, const void* const* initial_values,
+                           const std::optional<Error>& local_error) {
+  uint64_t fingerprint = 0;
+  std::optional<FlatLayout> layout;
+  if (!local_error) {
+    layout.emplace(std::move(params), sharding_factor());
+    fingerprint = layout->fingerprint();
+  }
+  agree(groups_->world(), "unit descriptors (count, names, shapes, dtypes, requires_grad, order)",
+        fingerprint, local_error);
+  const uint64_t id = next_unit_id_;
+  auto unit = std::make_unique<Unit>(*this, id, std::move(*layout), initial_values);
+  Unit& ref = *unit;
+  units_.emplace(id, std::move(unit));
+  ++next_unit_id_;  // only on success, so ids stay equal across ranks
+  return ref;
+}
+
+void Context::destroy_unit(Unit& unit) { units_.erase(unit.id()); }
+
+std::vector<Unit*> Context::units() const {
+  std::vector<Unit*> all;
+  for (const auto& [id, u] : units_) all.push_back(u.get());
+  return all;
+}
+
+std::size_t Context::unsharded_model_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto& [id, u] : units_) bytes += u->layout().numel() * u->layout().element_size();
+  return bytes;
+}
+
+}  // namespace fsdp

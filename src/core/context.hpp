@@ -1,0 +1,78 @@
+// A context: the caller's communicator duplicated, the process groups derived from it, and the
+// transport, memory space and buffer pool that every unit of the context shares.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/buffer_pool.hpp"
+#include "core/error.hpp"
+#include "core/flat_layout.hpp"
+#include "core/memory_accounting.hpp"
+#include "core/process_groups.hpp"
+#include "memory/memory_space.hpp"
+#include "transport/mpi/mpi_transport.hpp"
+
+namespace fsdp {
+
+class Unit;
+
+enum class GradReduction : int { Mean = 0, Sum = 1 };
+
+struct ContextOptions {
+  Strategy strategy = Strategy::FullShard;
+  int sharding_factor = 0;  // 0: the strategy's default
+  GradReduction grad_reduction = GradReduction::Mean;
+  MpiTransportOptions transport;
+
+  uint64_t fingerprint() const;
+};
+
+// Reads FSDP_REDUCE_SCATTER_ALGORITHM (auto|ring|mpi) and FSDP_RING_MIN_BLOCK_BYTES. Throws
+// InvalidArgument naming the variable when a value is not understood.
+void apply_environment(ContextOptions& options);
+
+class Context {
+ public:
+  // Collective over `comm`. Every rank passes its options and, when its own arguments were
+  // invalid, the error; if any rank has one, or the options differ, every rank throws.
+  static std::unique_ptr<Context> create(MPI_Comm comm, const ContextOptions& options,
+                                         const std::optional<Error>& local_error);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // Collective over the world group (checks that every rank describes the same unit).
+  Unit& create_unit(std::vector<ParamSpec> params, const void* const* initial_values,
+                    const std::optional<Error>& local_error);
+  void destroy_unit(Unit& unit);
+  std::vector<Unit*> units() const;
+
+  const ProcessGroups& groups() const { return *groups_; }
+  const ContextOptions& options() const { return options_; }
+  int sharding_factor() const { return groups_->shard().size; }
+  MemorySpace& memory() { return *memory_; }
+  Transport& transport() { return *transport_; }
+  BufferPool& pool() { return *pool_; }
+  MemoryAccounting& accounting() { return accounting_; }
+  std::size_t unsharded_model_bytes() const;
+
+ private:
+  Context(std::unique_ptr<ProcessGroups> groups, const ContextOptions& options);
+
+  ContextOptions options_;
+  MemoryAccounting accounting_;
+  std::unique_ptr<ProcessGroups> groups_;
+  std::unique_ptr<MemorySpace> memory_;
+  std::unique_ptr<BufferPool> pool_;
+  std::unique_ptr<Transport> transport_;
+  std::map<uint64_t, std::unique_ptr<Unit>> units_;  // by id: creation order, same on every rank
+  uint64_t next_unit_id_ = 0;
+};
+
+}  // namespace fsdp

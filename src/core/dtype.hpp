@@ -1,0 +1,35 @@
+// Element types of flat parameters.
+#pragma once
+
+#include <cstddef>
+
+namespace fsdp {
+
+// Values equal fsdp_dtype_t's (checked in src/capi).
+enum class DType : int { Float32 = 0, Float64 = 1, BFloat16 = 2, Float16 = 3 };
+constexpr int kDTypeCount = 4;
+
+inline std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::Float32: return 4;
+    case DType::Float64: return 8;
+    case DType::BFloat16:
+    case DType::Float16: return 2;
+  }
+  return 0;
+}
+
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::BFloat16: return "bfloat16";
+    case DType::Float16: return "float16";
+  }
+  return "unknown";
+}
+
+// bfloat16 and float16 are reserved in the ABI until mixed precision lands.
+inline bool dtype_supported(DType t) { return t == DType::Float32 || t == DType::Float64; }
+
+}  // namespace fsdp

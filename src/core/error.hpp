@@ -1,0 +1,38 @@
+// Errors raised inside the core. The C boundary (src/capi/guard.cpp) turns them into status codes;
+// nothing else in the library catches them.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace fsdp {
+
+// The values equal fsdp_status_t's (checked by static_assert in src/capi/guard.cpp), so the core
+// does not depend on the C header.
+enum class Errc : int {
+  InvalidArgument = 1,
+  InvalidHandle = 2,
+  DestroyedHandle = 3,
+  Finalized = 4,
+  OutOfRange = 5,
+  State = 6,
+  Mismatch = 7,
+  Version = 8,
+  Unsupported = 9,
+  OutOfMemory = 10,
+  Mpi = 11,
+  Internal = 12,
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(Errc code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  Errc code() const { return code_; }
+
+ private:
+  Errc code_;
+};
+
+[[noreturn]] inline void fail(Errc code, const std::string& what) { throw Error(code, what); }
+
+}  // namespace fsdp

@@ -1,0 +1,47 @@
+// The communicator splits that define FSDP's groups (paper, section "Hybrid Sharding"):
+// shard groups S_1..S_{W/F} of F ranks each, and replicate groups R_1..R_F of the ranks that hold
+// the same shard. Ranks are ordered node by node, so a shard group stays inside a node whenever F
+// divides the ranks per node.
+#pragma once
+
+#include <mpi.h>
+
+#include "core/group.hpp"
+
+namespace fsdp {
+
+enum class Strategy : int { FullShard = 0, HybridShard = 1, NoShard = 2 };
+
+// How the ranks of a communicator sit on nodes. Identical on every rank.
+struct Topology {
+  int world_size = 1;
+  int node_count = 1;
+  int ranks_per_node = 1;  // 0 when nodes hold different numbers of ranks
+  int position = 0;        // this rank's index when ranks are ordered by (node, rank in node)
+};
+
+// Collective over `comm`.
+Topology discover_topology(MPI_Comm comm);
+
+// F for a strategy and a requested factor (0: the strategy's default); throws InvalidArgument
+// when F does not fit. Local, and gives the same answer on every rank for the same inputs.
+int resolve_sharding_factor(Strategy strategy, int requested, const Topology& topo);
+
+class ProcessGroups {
+ public:
+  // Takes ownership of `world` (a communicator the caller duplicated) once construction succeeds.
+  // Collective over it.
+  ProcessGroups(MPI_Comm world, const Topology& topo, int sharding_factor);
+  ~ProcessGroups();
+  ProcessGroups(const ProcessGroups&) = delete;
+  ProcessGroups& operator=(const ProcessGroups&) = delete;
+
+  const Group& world() const { return world_; }
+  const Group& shard() const { return shard_; }
+  const Group& replicate() const { return replicate_; }
+
+ private:
+  Group world_, shard_, replicate_;
+};
+
+}  // namespace fsdp

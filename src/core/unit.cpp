@@ -1,0 +1,109 @@
+#include "core/unit.hpp"
+
+#include "core/context.hpp"
+#include "core/error.hpp"
+
+namespace fsdp {
+
+Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const void* const* initial_values)
+    : ctx_(ctx), id_(id), layout_(std::move(layout)),
+      shard_rank_(ctx.groups().shard().rank) {
+  const std::size_t esize = layout_.element_size();
+  shard_ = ctx_.memory().allocate(shard_bytes());
+  ctx_.accounting().add(MemoryKind::Shard, shard_bytes());
+  ctx_.memory().zero(shard_, shard_bytes());  // padding, and parameters given no values
+  if (!initial_values) return;
+  for (std::size_t i = 0; i < layout_.num_params(); ++i) {
+    const ShardSlice s = layout_.slice(i, shard_rank_);
+    if (initial_values[i] && s.length)
+      ctx_.memory().copy(element(shard_, s.shard_offset),
+                         static_cast<const char*>(initial_values[i]) + s.param_offset * esize,
+                         s.length * esize);
+  }
+}
+
+Unit::~Unit() {
+  unsharded_.reset();
+  full_grad_.reset();
+  ctx_.memory().deallocate(shard_, shard_bytes());
+  ctx_.accounting().sub(MemoryKind::Shard, shard_bytes());
+  if (grad_shard_) {
+    ctx_.memory().deallocate(grad_shard_, shard_bytes());
+    ctx_.accounting().sub(MemoryKind::GradShard, shard_bytes());
+  }
+}
+
+char* Unit::element(void* base, std::size_t i) const {
+  return static_cast<char*>(base) + i * layout_.element_size();
+}
+
+void Unit::unshard() {
+  if (unsharded_) fail(Errc::State, label() + " is already unsharded (call fsdp_reshard first)");
+  BufferPool::Lease full = ctx_.pool().acquire(padded_bytes());
+  ctx_.transport().all_gather(shard_, full.data(), layout_.shard_numel(), layout_.dtype(),
+                              ctx_.groups().shard());
+  unsharded_ = std::move(full);  // only now: a failed all-gather leaves the unit sharded
+}
+
+void Unit::reshard() {
+  if (!unsharded_) fail(Errc::State, label() + " is not unsharded (call fsdp_unshard first)");
+  unsharded_.reset();
+}
+
+void* Unit::param_data(std::size_t i) const {
+  if (!unsharded_)
+    fail(Errc::State, label() + " is sharded: parameters are readable only between fsdp_unshard "
+                                "and fsdp_reshard");
+  return element(unsharded_.data(), layout_.flat_offset(i));
+}
+
+void* Unit::grad_data(std::size_t i) {
+  if (!full_grad_) {
+    BufferPool::Lease g = ctx_.pool().acquire(padded_bytes());
+    ctx_.memory().zero(g.data(), padded_bytes());  // unwritten parameters and padding add zero
+    full_grad_ = std::move(g);
+  }
+  return element(full_grad_.data(), layout_.flat_offset(i));
+}
+
+void* Unit::shard_grad() {
+  if (!grad_shard_) {
+    void* g = ctx_.memory().allocate(shard_bytes());
+    ctx_.memory().zero(g, shard_bytes());
+    grad_shard_ = g;
+    ctx_.accounting().add(MemoryKind::GradShard, shard_bytes());
+  }
+  return grad_shard_;
+}
+
+void Unit::reduce_grads() {
+  if (!full_grad_)
+    fail(Errc::State, label() + " has no gradient to reduce: write it through fsdp_grad_data first");
+  void* out = shard_grad();
+  const ProcessGroups& groups = ctx_.groups();
+  const double divisor = ctx_.options().grad_reduction == GradReduction::Mean
+                             ? static_cast<double>(groups.world().size)
+                             : 1.0;
+  const std::size_t n = layout_.shard_numel();
+  const DType t = layout_.dtype();
+  if (groups.replicate().size == 1) {
+    ctx_.transport().reduce_scatter(full_grad_.data(), n, t, groups.shard(), {out, divisor});
+  } else {
+    // Hybrid: the shard group's sum, then the sum over replicas, then one division by W.
+    BufferPool::Lease partial = ctx_.pool().acquire(shard_bytes());
+    ctx_.memory().zero(partial.data(), shard_bytes());
+    ctx_.transport().reduce_scatter(full_grad_.data(), n, t, groups.shard(), {partial.data(), 1.0});
+    ctx_.transport().all_reduce(partial.data(), n, t, groups.replicate());
+    ctx_.memory().accumulate_scaled(out, partial.data(), n, t, divisor);
+  }
+  full_grad_.reset();
+}
+
+void Unit::zero_grads() {
+  if (grad_shard_) ctx_.memory().zero(grad_shard_, shard_bytes());
+  if (full_grad_) ctx_.memory().zero(full_grad_.data(), padded_bytes());
+}
+
+ShardSlice Unit::slice(std::size_t i) const { return layout_.slice(i, shard_rank_); }
+
+}  // namespace fsdp

@@ -1,0 +1,25 @@
+// Where the bytes of shards and buffers live. Host memory now; CUDA device memory slots in here
+// without the core changing.
+#pragma once
+
+#include <cstddef>
+
+#include "core/dtype.hpp"
+
+namespace fsdp {
+
+class MemorySpace {
+ public:
+  virtual ~MemorySpace() = default;
+  virtual const char* name() const = 0;
+  // Throws Errc::OutOfMemory. The memory is not initialized.
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void deallocate(void* p, std::size_t bytes) = 0;
+  virtual void zero(void* p, std::size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  // out[i] += x[i] / divisor (divisor 1: no division), count elements of `t`.
+  virtual void accumulate_scaled(void* out, const void* x, std::size_t count, DType t,
+                                 double divisor) = 0;
+};
+
+}  // namespace fsdp

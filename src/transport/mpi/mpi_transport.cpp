@@ -1,0 +1,93 @@
+#include "transport/mpi/mpi_transport.hpp"
+
+#include <algorithm>
+#include <climits>
+
+#include "core/mpi_check.hpp"
+#include "memory/host/host_kernels.hpp"
+#include "transport/mpi/mpi_datatypes.hpp"
+
+namespace fsdp {
+namespace {
+
+char* bytes_at(void* base, std::size_t block, std::size_t block_bytes) {
+  return static_cast<char*>(base) + block * block_bytes;
+}
+
+}  // namespace
+
+void MpiTransport::all_gather(const void* shard, void* full, std::size_t count, DType t,
+                              const Group& g) {
+  const MpiCount c(count, t);
+  mpi_check(MPI_Allgather(shard, c.n(), c.type(), full, c.n(), c.type(), g.comm),
+            "MPI_Allgather");
+}
+
+bool MpiTransport::use_ring(std::size_t block_bytes, const Group& g) const {
+  switch (options_.algorithm) {
+    case ReduceScatterAlgorithm::Ring: return true;
+    case ReduceScatterAlgorithm::Mpi: return false;
+    case ReduceScatterAlgorithm::Auto: break;
+  }
+  return g.size == 2 || block_bytes >= options_.ring_min_block_bytes;
+}
+
+void MpiTransport::reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
+                                  const ReduceEpilogue& epilogue) {
+  if (g.size == 1) {
+    host::accumulate_scaled(epilogue.out, full, block_count, t, epilogue.divisor);
+    return;
+  }
+  // MPI_Reduce_scatter_block takes an int count and reduces only predefined types.
+  if (use_ring(block_count * dtype_size(t), g) || block_count > static_cast<std::size_t>(INT_MAX))
+    ring_reduce_scatter(full, block_count, t, g, epilogue);
+  else
+    mpi_reduce_scatter(full, block_count, t, g, epilogue);
+}
+
+// Step s: send block (r-s-1) to the next rank, receive block (r-s-2) from the previous one and add
+// it to our own copy, which we send on at step s+1. After n-1 steps the block received is our own
+// (r), summed over all ranks in a fixed order: deterministic.
+void MpiTransport::ring_reduce_scatter(void* full, std::size_t block_count, DType t,
+                                       const Group& g, const ReduceEpilogue& epilogue) {
+  const int n = g.size, r = g.rank;
+  const int next = (r + 1) % n, prev = (r - 1 + n) % n;
+  const std::size_t block_bytes = block_count * dtype_size(t);
+  BufferPool::Lease incoming = scratch_.acquire(block_bytes);
+  const MpiCount c(block_count, t);
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_block = (r - s - 1 + 2 * n) % n, recv_block = (r - s - 2 + 2 * n) % n;
+    mpi_check(MPI_Sendrecv(bytes_at(full, send_block, block_bytes), c.n(), c.type(), next, 0,
+                           incoming.data(), c.n(), c.type(), prev, 0, g.comm, MPI_STATUS_IGNORE),
+              "MPI_Sendrecv");
+    void* own = bytes_at(full, recv_block, block_bytes);
+    if (s < n - 2)
+      host::add_into(own, incoming.data(), block_count, t);
+    else
+      host::add_pair_accumulate(epilogue.out, own, incoming.data(), block_count, t,
+                                epilogue.divisor);
+  }
+}
+
+void MpiTransport::mpi_reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
+                                      const ReduceEpilogue& epilogue) {
+  BufferPool::Lease reduced = scratch_.acquire(block_count * dtype_size(t));
+  mpi_check(MPI_Reduce_scatter_block(full, reduced.data(), static_cast<int>(block_count),
+                                     mpi_type(t), MPI_SUM, g.comm),
+            "MPI_Reduce_scatter_block");
+  host::accumulate_scaled(epilogue.out, reduced.data(), block_count, t, epilogue.divisor);
+}
+
+void MpiTransport::all_reduce(void* buf, std::size_t count, DType t, const Group& g) {
+  if (g.size == 1) return;
+  // MPI_SUM applies to predefined types only, so counts beyond INT_MAX go in pieces.
+  const std::size_t piece = static_cast<std::size_t>(INT_MAX);
+  for (std::size_t done = 0; done < count; done += piece) {
+    const std::size_t n = std::min(piece, count - done);
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, bytes_at(buf, done, dtype_size(t)), static_cast<int>(n),
+                            mpi_type(t), MPI_SUM, g.comm),
+              "MPI_Allreduce");
+  }
+}
+
+}  // namespace fsdp
