@@ -1,0 +1,171 @@
+/* fsdp_reduce_grads leaves each rank exactly its slice of the mean (or sum) of all ranks' full
+ * gradients, accumulated over calls; fsdp_zero_grads clears it.
+ *
+ * Exact checks use integer-valued gradients: every partial sum is an integer below 2^24, exact in
+ * float32 and float64 whatever order the ranks are summed in, so the library's sum equals the
+ * reference sum bit for bit, and so does the division by W (one correctly rounded operation on
+ * equal operands).
+ *
+ * Random gradients check the general case against a long double reference, with the classical
+ * bound for summing W terms in any order: |error| <= (W-1) u sum_r |g_r| + u |mean|, u the unit
+ * roundoff of the dtype (the second term is the division's rounding). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static const int64_t shapes[3][2] = {{13, 1}, {4, 6}, {1, 1}};
+static const int ndims[3] = {1, 2, 0};
+
+static fsdp_unit_t make_unit(fsdp_context_t ctx, fsdp_dtype_t t) {
+  fsdp_param_desc_t d[3];
+  const char *names[3] = {"w", "m", "s"};
+  for (int i = 0; i < 3; ++i) {
+    d[i].name = names[i];
+    d[i].ndim = ndims[i];
+    d[i].shape = shapes[i];
+    d[i].dtype = t;
+    d[i].requires_grad = 1;
+  }
+  fsdp_unit_t u = NULL;
+  CHECK_OK(fsdp_unit_create(ctx, 3, d, NULL, &u));
+  return u;
+}
+
+/* Rank r's gradient for flat element k in round `round`: a small integer. */
+static double int_grad(int r, size_t k, int round) {
+  return (double)((int)((r + 1) * (int)(k % 5 + 1) + round * 7) % 23 - 11);
+}
+
+static double rand_grad(int r, size_t k, int round) {
+  uint64_t s = ((uint64_t)r << 40) ^ ((uint64_t)round << 32) ^ k;
+  return th_uniform(&s);
+}
+
+typedef double (*grad_fn)(int, size_t, int);
+
+/* Writes this rank's gradient for every parameter through fsdp_grad_data. */
+static void write_grads(fsdp_unit_t u, fsdp_dtype_t t, grad_fn g, int round) {
+  size_t flat = 0;
+  for (int i = 0; i < 3; ++i) {
+    void *p = NULL;
+    size_t n = 0;
+    CHECK_OK(fsdp_param_numel(u, i, &n));
+    CHECK_OK(fsdp_grad_data(u, i, &p));
+    for (size_t e = 0; e < n; ++e, ++flat) {
+      if (t == FSDP_FLOAT32)
+        ((float *)p)[e] = (float)g(th_rank(), flat, round);
+      else
+        ((double *)p)[e] = g(th_rank(), flat, round);
+    }
+  }
+}
+
+static double load(const void *base, size_t k, fsdp_dtype_t t) {
+  return t == FSDP_FLOAT32 ? (double)((const float *)base)[k] : ((const double *)base)[k];
+}
+
+/* Integer gradients, `rounds` accumulated reductions: bitwise equal to the reference. */
+static void check_exact(fsdp_context_t ctx, fsdp_dtype_t t, int rounds, int mean) {
+  const int W = th_size();
+  fsdp_unit_t u = make_unit(ctx, t);
+  size_t numel = 0, shard_n = 0;
+  int srank = 0;
+  CHECK_OK(fsdp_unit_numel(u, &numel, NULL, &shard_n));
+  CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_SHARD, &srank, NULL));
+  CHECK_OK(fsdp_zero_grads(u));
+  for (int round = 0; round < rounds; ++round) {
+    write_grads(u, t, int_grad, round);
+    CHECK_OK(fsdp_reduce_grads(u));
+  }
+  void *g = NULL;
+  CHECK_OK(fsdp_shard_grad(u, &g, NULL));
+  int bad = 0;
+  for (size_t j = 0; j < shard_n; ++j) {
+    const size_t k = (size_t)srank * shard_n + j;
+    float ref_f = 0.0f;
+    double ref_d = 0.0;
+    for (int round = 0; round < rounds; ++round) {
+      double sum = 0.0; /* exact: integers */
+      if (k < numel)
+        for (int r = 0; r < W; ++r) sum += int_grad(r, k, round);
+      ref_f += mean ? (float)sum / (float)W : (float)sum;
+      ref_d += mean ? sum / (double)W : sum;
+    }
+    const double got = load(g, j, t);
+    if (t == FSDP_FLOAT32 ? (float)got != ref_f : got != ref_d) ++bad;
+  }
+  char label[96];
+  snprintf(label, sizeof label, "exact %s, %d round(s), %s", t == FSDP_FLOAT32 ? "f32" : "f64",
+           rounds, mean ? "mean" : "sum");
+  CHECK_MSG(bad == 0, label);
+
+  /* zero_grads clears; one more reduce gives one round's result. */
+  CHECK_OK(fsdp_zero_grads(u));
+  for (size_t j = 0; j < shard_n; ++j) bad += load(g, j, t) != 0.0;
+  CHECK_MSG(bad == 0, "zero_grads leaves zeros");
+  CHECK_OK(fsdp_unit_destroy(&u));
+}
+
+/* Random gradients: within the stated bound; and two identical runs give identical bits. */
+static void check_random(fsdp_context_t ctx, fsdp_dtype_t t) {
+  const int W = th_size();
+  const double u_round = t == FSDP_FLOAT32 ? ldexp(1.0, -24) : ldexp(1.0, -53);
+  const size_t esize = t == FSDP_FLOAT32 ? 4 : 8;
+  void *first = NULL;
+  for (int run = 0; run < 2; ++run) {
+    fsdp_unit_t u = make_unit(ctx, t);
+    size_t numel = 0, shard_n = 0;
+    int srank = 0;
+    CHECK_OK(fsdp_unit_numel(u, &numel, NULL, &shard_n));
+    CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_SHARD, &srank, NULL));
+    write_grads(u, t, rand_grad, 0);
+    CHECK_OK(fsdp_reduce_grads(u));
+    void *g = NULL;
+    CHECK_OK(fsdp_shard_grad(u, &g, NULL));
+    int bad = 0;
+    for (size_t j = 0; j < shard_n; ++j) {
+      const size_t k = (size_t)srank * shard_n + j;
+      long double sum = 0.0L, abs_sum = 0.0L;
+      if (k < numel)
+        for (int r = 0; r < W; ++r) {
+          const double x = t == FSDP_FLOAT32 ? (double)(float)rand_grad(r, k, 0) : rand_grad(r, k, 0);
+          sum += x;
+          abs_sum += fabsl((long double)x);
+        }
+      const long double mean = sum / W;
+      const long double bound = (W - 1) * u_round * abs_sum + u_round * fabsl(mean);
+      if (fabsl((long double)load(g, j, t) - mean) > bound) ++bad;
+    }
+    CHECK_MSG(bad == 0, t == FSDP_FLOAT32 ? "random f32 within bound" : "random f64 within bound");
+    if (run == 0) {
+      first = malloc(shard_n * esize);
+      memcpy(first, g, shard_n * esize);
+    } else {
+      CHECK_MSG(memcmp(first, g, shard_n * esize) == 0, "deterministic: identical bits twice");
+      free(first);
+    }
+    CHECK_OK(fsdp_unit_destroy(&u));
+  }
+}
+
+int main(int argc, char **argv) {
+  th_init(&argc, &argv, "test_reduce_grads");
+  fsdp_context_t mean_ctx = NULL, sum_ctx = NULL;
+  fsdp_config_t cfg = FSDP_CONFIG_INIT;
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &mean_ctx));
+  cfg.grad_reduction = FSDP_REDUCE_SUM;
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &sum_ctx));
+  const fsdp_dtype_t types[2] = {FSDP_FLOAT32, FSDP_FLOAT64};
+  for (int k = 0; k < 2; ++k) {
+    check_exact(mean_ctx, types[k], 1, 1);
+    check_exact(mean_ctx, types[k], 3, 1);
+    check_exact(sum_ctx, types[k], 2, 0);
+    check_random(mean_ctx, types[k]);
+  }
+  CHECK_OK(fsdp_finalize(&sum_ctx));
+  CHECK_OK(fsdp_finalize(&mean_ctx));
+  return th_finish();
+}
