@@ -8,54 +8,56 @@ BufferPool::Lease& BufferPool::Lease::operator=(Lease&& o) noexcept {
     pool_ = o.pool_;
     data_ = o.data_;
     bytes_ = o.bytes_;
+    capacity_ = o.capacity_;
     o.pool_ = nullptr;
     o.data_ = nullptr;
-    o.bytes_ = 0;
+    o.bytes_ = o.capacity_ = 0;
   }
   return *this;
 }
 
 void BufferPool::Lease::reset() {
-  if (data_) pool_->give_back(data_, bytes_);
+  if (data_) pool_->give_back(data_, capacity_);
   pool_ = nullptr;
   data_ = nullptr;
-  bytes_ = 0;
+  bytes_ = capacity_ = 0;
 }
 
 BufferPool::~BufferPool() { trim(); }
 
 BufferPool::Lease BufferPool::acquire(std::size_t bytes) {
   Lease lease;
-  auto it = free_.find(bytes);
-  if (it != free_.end() && !it->second.empty()) {
-    lease.data_ = it->second.back();
-    it->second.pop_back();
-    accounting_.sub(MemoryKind::PoolCached, bytes);
+  auto fit = free_.lower_bound(bytes);
+  if (fit != free_.end()) {
+    lease.capacity_ = fit->first;
+    lease.data_ = fit->second;
+    free_.erase(fit);
+    accounting_.sub(MemoryKind::PoolCached, lease.capacity_);
   } else {
+    trim();  // everything cached is smaller than the request
     lease.data_ = memory_.allocate(bytes);
+    lease.capacity_ = bytes;
   }
-  accounting_.add(MemoryKind::Unsharded, bytes);
+  accounting_.add(MemoryKind::Unsharded, lease.capacity_);
   lease.pool_ = this;
   lease.bytes_ = bytes;
   return lease;
 }
 
-void BufferPool::give_back(void* data, std::size_t bytes) {
-  accounting_.sub(MemoryKind::Unsharded, bytes);
+void BufferPool::give_back(void* data, std::size_t capacity) {
+  accounting_.sub(MemoryKind::Unsharded, capacity);
   try {
-    free_[bytes].push_back(data);
-    accounting_.add(MemoryKind::PoolCached, bytes);
+    free_.emplace(capacity, data);
+    accounting_.add(MemoryKind::PoolCached, capacity);
   } catch (...) {  // no memory to remember it: free it instead (called from destructors)
-    memory_.deallocate(data, bytes);
+    memory_.deallocate(data, capacity);
   }
 }
 
 void BufferPool::trim() {
-  for (auto& [bytes, list] : free_) {
-    for (void* p : list) {
-      memory_.deallocate(p, bytes);
-      accounting_.sub(MemoryKind::PoolCached, bytes);
-    }
+  for (auto& [capacity, data] : free_) {
+    memory_.deallocate(data, capacity);
+    accounting_.sub(MemoryKind::PoolCached, capacity);
   }
   free_.clear();
 }

@@ -1,11 +1,15 @@
 // The pool that unsharded parameter buffers, full gradient buffers and communication scratch come
-// from and return to, so steady-state training allocates nothing. Buffers are cached by exact
-// size: the units of a model repeat a handful of sizes.
+// from and return to, so steady-state training allocates nothing.
+//
+// A request takes the smallest cached buffer that is large enough. When none is, the cached
+// buffers (all too small) are freed before the new one is allocated. Caching by exact size would
+// keep one buffer per distinct unit size, which for a model of differently sized units adds up
+// to a whole unsharded replica; this way the pool converges to (buffers in use at once) x (the
+// largest unit), the bound FSDP's memory formula assumes.
 #pragma once
 
 #include <cstddef>
 #include <map>
-#include <vector>
 
 #include "core/memory_accounting.hpp"
 #include "memory/memory_space.hpp"
@@ -23,7 +27,8 @@ class BufferPool {
     ~Lease() { reset(); }
     void reset();
     void* data() const { return data_; }
-    std::size_t bytes() const { return bytes_; }
+    std::size_t bytes() const { return bytes_; }        // as requested
+    std::size_t capacity() const { return capacity_; }  // as allocated, >= bytes()
     explicit operator bool() const { return data_ != nullptr; }
 
    private:
@@ -31,6 +36,7 @@ class BufferPool {
     BufferPool* pool_ = nullptr;
     void* data_ = nullptr;
     std::size_t bytes_ = 0;
+    std::size_t capacity_ = 0;
   };
 
   BufferPool(MemorySpace& memory, MemoryAccounting& accounting)
@@ -45,11 +51,11 @@ class BufferPool {
   void trim();
 
  private:
-  void give_back(void* data, std::size_t bytes);
+  void give_back(void* data, std::size_t capacity);
 
   MemorySpace& memory_;
   MemoryAccounting& accounting_;
-  std::map<std::size_t, std::vector<void*>> free_;
+  std::multimap<std::size_t, void*> free_;  // by capacity
 };
 
 }  // namespace fsdp

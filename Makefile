@@ -1,0 +1,38 @@
+# Quick start: `make demo` and `make check`. Everything else is plain CMake in build/.
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# MPICH explicitly: on Debian the generic mpicc/mpiexec switch to Open MPI when a package pulls it in.
+# (Recursive variables: looked up when used, after `deps` has installed MPICH.)
+MPICC ?= $(shell command -v mpicc.mpich || command -v mpicc)
+MPIEXEC ?= $(shell command -v mpiexec.mpich || command -v mpiexec)
+CMAKE_ARGS ?=
+
+.PHONY: all deps configure build demo check bench install clean
+
+all: build
+
+deps:
+	@bash share/scripts/install-deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD_DIR) \
+	  -DMPI_C_COMPILER=$(MPICC) \
+	  -DMPIEXEC_EXECUTABLE=$(MPIEXEC) $(CMAKE_ARGS)
+
+build: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+demo: build
+	$(MPIEXEC) -n 4 $(BUILD_DIR)/examples/demo/fsdp_demo
+
+check: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	bash bench/run.sh $(BUILD_DIR) "$(MPIEXEC)"
+
+install: build
+	cmake --install $(BUILD_DIR)
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages libfsdp needs to build and test, if any are missing. Idempotent:
+# a machine that has them all is left alone (no apt-get update, no network).
+set -euo pipefail
+packages=(build-essential cmake binutils mpich libmpich-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "libfsdp: installing missing packages: ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  sudo=""
+elif command -v sudo >/dev/null 2>&1; then
+  sudo="sudo"
+else
+  echo "libfsdp: not root and no sudo; install these first: ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
