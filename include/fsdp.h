@@ -141,10 +141,11 @@ typedef struct fsdp_memory_stats {
   size_t size;                /* sizeof(fsdp_memory_stats_t) as the caller compiled it */
   size_t shard_bytes;         /* parameter shards of all units */
   size_t grad_shard_bytes;    /* gradient shards of all units */
-  size_t unsharded_bytes;     /* unsharded parameter and gradient buffers in use now */
+  size_t unsharded_bytes;     /* unsharded parameter and full gradient buffers in use now */
   size_t pool_cached_bytes;   /* released buffers the pool keeps for reuse */
-  size_t peak_bytes;          /* high-water mark of the sum of the four above */
-  size_t unsharded_model_bytes; /* what one rank would hold for all units without sharding */
+  size_t peak_bytes;          /* high-water mark of the sum of the four above and scratch_bytes */
+  size_t unsharded_model_bytes; /* parameter bytes of all units without sharding (one replica) */
+  size_t scratch_bytes;       /* communication scratch, kept for reuse */
 } fsdp_memory_stats_t;
 
 /* ------------------------------------------------------------------------------------------------
@@ -207,7 +208,8 @@ FSDP_EXPORT fsdp_status_t fsdp_context_config(fsdp_context_t ctx, int *sharding_
  *  @param[in,out] stats stats->size must be set by the caller. */
 FSDP_EXPORT fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t *stats);
 
-/** Frees the buffers the pool caches for reuse (not those in use). Local. */
+/** Frees the buffers the pool caches for reuse (not those in use) and the communication
+ *  scratch. Local. */
 FSDP_EXPORT fsdp_status_t fsdp_trim_pool(fsdp_context_t ctx);
 
 /* ------------------------------------------------------------------------------------------------

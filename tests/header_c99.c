@@ -3,6 +3,6 @@
 
 int fsdp_header_c99_probe(void) {
   fsdp_config_t cfg = FSDP_CONFIG_INIT;
-  fsdp_memory_stats_t stats = {sizeof(fsdp_memory_stats_t), 0, 0, 0, 0, 0, 0};
+  fsdp_memory_stats_t stats = {sizeof(fsdp_memory_stats_t), 0, 0, 0, 0, 0, 0, 0};
   return (int)cfg.size + (int)stats.size + FSDP_STATUS_COUNT;
 }

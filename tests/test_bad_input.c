@@ -198,7 +198,7 @@ static void bad_descriptors(fsdp_context_t ctx) {
   CHECK_MSG(u == untouched, "failed fsdp_unit_create leaves *unit untouched");
 
   /* After all that, the context works: no unit was half-created. */
-  fsdp_memory_stats_t m = {sizeof m, 0, 0, 0, 0, 0, 0};
+  fsdp_memory_stats_t m = {sizeof m, 0, 0, 0, 0, 0, 0, 0};
   CHECK_OK(fsdp_memory_stats(ctx, &m));
   CHECK_MSG(m.shard_bytes == 0, "failed creates allocated nothing");
   fsdp_unit_t good = make_unit(ctx);

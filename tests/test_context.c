@@ -55,10 +55,12 @@ static void check_memory_accounting(fsdp_context_t ctx) {
   CHECK_OK(fsdp_reduce_grads(u));
   CHECK_OK(fsdp_memory_stats(ctx, &m));
   CHECK(m.grad_shard_bytes == shard_b && m.unsharded_bytes == 0);
+  /* Scratch for the reduction: at most one shard (it is 0 with one rank: nothing moves). */
+  CHECK(m.scratch_bytes <= shard_b);
 
   CHECK_OK(fsdp_trim_pool(ctx));
   CHECK_OK(fsdp_memory_stats(ctx, &m));
-  CHECK(m.pool_cached_bytes == 0);
+  CHECK(m.pool_cached_bytes == 0 && m.scratch_bytes == 0);
 
   /* A caller compiled against a header whose struct ended before peak_bytes gets only what fits. */
   fsdp_memory_stats_t old;

@@ -156,7 +156,7 @@ int main(int argc, char **argv) {
       else
         len += snprintf(report + len, sizeof report - (size_t)len, "  %-14s nothing\n", names[l][i]);
     }
-  fsdp_memory_stats_t m = {sizeof m, 0, 0, 0, 0, 0, 0};
+  fsdp_memory_stats_t m = {sizeof m, 0, 0, 0, 0, 0, 0, 0};
   TRY(fsdp_memory_stats(ctx, &m));
   const size_t sharded = m.shard_bytes + m.grad_shard_bytes, replica = 2 * m.unsharded_model_bytes;
   snprintf(report + len, sizeof report - (size_t)len,

@@ -128,12 +128,13 @@ fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t* stats) 
     s.pool_cached_bytes = a.bytes(fsdp::MemoryKind::PoolCached);
     s.peak_bytes = a.peak();
     s.unsharded_model_bytes = c.unsharded_model_bytes();
+    s.scratch_bytes = a.bytes(fsdp::MemoryKind::Scratch);
     std::memcpy(stats, &s, s.size);
   });
 }
 
 fsdp_status_t fsdp_trim_pool(fsdp_context_t ctx) {
-  return guard(__func__, [&] { context_from(ctx, "ctx").pool().trim(); });
+  return guard(__func__, [&] { context_from(ctx, "ctx").trim(); });
 }
 
 }  // extern "C"

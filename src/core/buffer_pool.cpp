@@ -27,14 +27,15 @@ BufferPool::~BufferPool() { trim(); }
 
 BufferPool::Lease BufferPool::acquire(std::size_t bytes) {
   Lease lease;
+  if (bytes > largest_request_) largest_request_ = bytes;
   auto fit = free_.lower_bound(bytes);
   if (fit != free_.end()) {
     lease.capacity_ = fit->first;
     lease.data_ = fit->second;
     free_.erase(fit);
+    cached_bytes_ -= lease.capacity_;
     accounting_.sub(MemoryKind::PoolCached, lease.capacity_);
   } else {
-    trim();  // everything cached is smaller than the request
     lease.data_ = memory_.allocate(bytes);
     lease.capacity_ = bytes;
   }
@@ -48,9 +49,18 @@ void BufferPool::give_back(void* data, std::size_t capacity) {
   accounting_.sub(MemoryKind::Unsharded, capacity);
   try {
     free_.emplace(capacity, data);
-    accounting_.add(MemoryKind::PoolCached, capacity);
   } catch (...) {  // no memory to remember it: free it instead (called from destructors)
     memory_.deallocate(data, capacity);
+    return;
+  }
+  cached_bytes_ += capacity;
+  accounting_.add(MemoryKind::PoolCached, capacity);
+  while (cached_bytes_ > 2 * largest_request_) {
+    auto smallest = free_.begin();
+    memory_.deallocate(smallest->second, smallest->first);
+    cached_bytes_ -= smallest->first;
+    accounting_.sub(MemoryKind::PoolCached, smallest->first);
+    free_.erase(smallest);
   }
 }
 
@@ -60,6 +70,7 @@ void BufferPool::trim() {
     accounting_.sub(MemoryKind::PoolCached, capacity);
   }
   free_.clear();
+  cached_bytes_ = 0;
 }
 
 }  // namespace fsdp

@@ -1,11 +1,12 @@
 // The pool that unsharded parameter buffers, full gradient buffers and communication scratch come
 // from and return to, so steady-state training allocates nothing.
 //
-// A request takes the smallest cached buffer that is large enough. When none is, the cached
-// buffers (all too small) are freed before the new one is allocated. Caching by exact size would
-// keep one buffer per distinct unit size, which for a model of differently sized units adds up
-// to a whole unsharded replica; this way the pool converges to (buffers in use at once) x (the
-// largest unit), the bound FSDP's memory formula assumes.
+// A request takes the smallest cached buffer that is large enough, else allocates. A released
+// buffer is cached, and then the smallest cached buffers are freed while the cache holds more than
+// twice the largest buffer ever requested (a unit's parameters and its gradient). Caching every
+// size would, for a model of differently sized units, add up to a whole unsharded replica; this
+// way the pool converges to about two buffers of the largest unit, the bound in FSDP's memory
+// formula, and a steady training loop allocates nothing.
 #pragma once
 
 #include <cstddef>
@@ -56,6 +57,8 @@ class BufferPool {
   MemorySpace& memory_;
   MemoryAccounting& accounting_;
   std::multimap<std::size_t, void*> free_;  // by capacity
+  std::size_t cached_bytes_ = 0;
+  std::size_t largest_request_ = 0;
 };
 
 }  // namespace fsdp

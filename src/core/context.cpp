@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 #include <string>
 
 #include "core/agreement.hpp"
@@ -19,8 +20,39 @@ uint64_t ContextOptions::fingerprint() const {
   f.add(static_cast<uint64_t>(grad_reduction));
   f.add(static_cast<uint64_t>(transport.algorithm));
   f.add(static_cast<uint64_t>(transport.ring_min_block_bytes));
+  f.add(static_cast<uint64_t>(transport.ring_piece_bytes));
   return f.value();
 }
+
+namespace {
+
+void read_byte_count(const char* name, std::size_t& out) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return;
+  char* end = nullptr;
+  const unsigned long long bytes = std::strtoull(v, &end, 10);
+  if (*end != '\0' || v[0] == '-')
+    fail(Errc::InvalidArgument,
+         std::string("environment ") + name + "=" + v + ": expected a byte count");
+  out = static_cast<std::size_t>(bytes);
+}
+
+// More ranks on this node than cores: every extra synchronization costs a time slice.
+bool node_oversubscribed(const Group& world) {
+  MPI_Comm node = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split_type(world.comm, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node),
+            "MPI_Comm_split_type");
+  int ranks = 1;
+  const int rc = MPI_Comm_size(node, &ranks);
+  MPI_Comm_free(&node);
+  mpi_check(rc, "MPI_Comm_size");
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int over = cores > 0 && ranks > cores, any = 0;
+  mpi_check(MPI_Allreduce(&over, &any, 1, MPI_INT, MPI_MAX, world.comm), "MPI_Allreduce");
+  return any != 0;  // the same answer on every rank, so every rank picks the same algorithm
+}
+
+}  // namespace
 
 void apply_environment(ContextOptions& options) {
   if (const char* v = std::getenv("FSDP_REDUCE_SCATTER_ALGORITHM"); v && *v) {
@@ -34,14 +66,8 @@ void apply_environment(ContextOptions& options) {
       fail(Errc::InvalidArgument, std::string("environment FSDP_REDUCE_SCATTER_ALGORITHM=") + v +
                                       ": expected auto, ring or mpi");
   }
-  if (const char* v = std::getenv("FSDP_RING_MIN_BLOCK_BYTES"); v && *v) {
-    char* end = nullptr;
-    const unsigned long long bytes = std::strtoull(v, &end, 10);
-    if (*end != '\0' || v[0] == '-')
-      fail(Errc::InvalidArgument,
-           std::string("environment FSDP_RING_MIN_BLOCK_BYTES=") + v + ": expected a byte count");
-    options.transport.ring_min_block_bytes = static_cast<std::size_t>(bytes);
-  }
+  read_byte_count("FSDP_RING_MIN_BLOCK_BYTES", options.transport.ring_min_block_bytes);
+  read_byte_count("FSDP_RING_PIECE_BYTES", options.transport.ring_piece_bytes);
 }
 
 std::unique_ptr<Context> Context::create(MPI_Comm comm, const ContextOptions& options,
@@ -55,11 +81,14 @@ std::unique_ptr<Context> Context::create(MPI_Comm comm, const ContextOptions& op
     mpi_check(MPI_Comm_rank(world, &g.rank), "MPI_Comm_rank");
     mpi_check(MPI_Comm_size(world, &g.size), "MPI_Comm_size");
     agree(g, "configurations (cfg and FSDP_* environment)", options.fingerprint(), local_error);
+    ContextOptions tuned = options;
+    if (std::getenv("FSDP_RING_PIECE_BYTES") == nullptr && node_oversubscribed(g))
+      tuned.transport.ring_piece_bytes = 0;
     const Topology topo = discover_topology(world);
     const int factor = resolve_sharding_factor(options.strategy, options.sharding_factor, topo);
     auto groups = std::make_unique<ProcessGroups>(world, topo, factor);
     world = MPI_COMM_NULL;  // owned by `groups` from here on
-    return std::unique_ptr<Context>(new Context(std::move(groups), options));
+    return std::unique_ptr<Context>(new Context(std::move(groups), tuned));
   } catch (...) {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -72,7 +101,9 @@ Context::Context(std::unique_ptr<ProcessGroups> groups, const ContextOptions& op
     : options_(options), groups_(std::move(groups)) {
   memory_ = std::make_unique<HostMemorySpace>();
   pool_ = std::make_unique<BufferPool>(*memory_, accounting_);
-  transport_ = std::make_unique<MpiTransport>(*pool_, options_.transport);
+  transport_scratch_ = std::make_unique<Scratch>(*memory_, accounting_);
+  partial_sums_ = std::make_unique<Scratch>(*memory_, accounting_);
+  transport_ = std::make_unique<MpiTransport>(*transport_scratch_, options_.transport);
 }
 
 Context::~Context() {
@@ -103,6 +134,12 @@ std::vector<Unit*> Context::units() const {
   std::vector<Unit*> all;
   for (const auto& [id, u] : units_) all.push_back(u.get());
   return all;
+}
+
+void Context::trim() {
+  pool_->trim();
+  transport_scratch_->release();
+  partial_sums_->release();
 }
 
 std::size_t Context::unsharded_model_bytes() const {

@@ -15,6 +15,7 @@
 #include "core/flat_layout.hpp"
 #include "core/memory_accounting.hpp"
 #include "core/process_groups.hpp"
+#include "core/scratch.hpp"
 #include "memory/memory_space.hpp"
 #include "transport/mpi/mpi_transport.hpp"
 
@@ -59,8 +60,12 @@ class Context {
   MemorySpace& memory() { return *memory_; }
   Transport& transport() { return *transport_; }
   BufferPool& pool() { return *pool_; }
+  // For partial sums that outlive one collective (hybrid: reduce-scatter, then all-reduce).
+  Scratch& partial_sums() { return *partial_sums_; }
   MemoryAccounting& accounting() { return accounting_; }
   std::size_t unsharded_model_bytes() const;
+  // Frees cached pool buffers and communication scratch.
+  void trim();
 
  private:
   Context(std::unique_ptr<ProcessGroups> groups, const ContextOptions& options);
@@ -70,6 +75,7 @@ class Context {
   std::unique_ptr<ProcessGroups> groups_;
   std::unique_ptr<MemorySpace> memory_;
   std::unique_ptr<BufferPool> pool_;
+  std::unique_ptr<Scratch> transport_scratch_, partial_sums_;
   std::unique_ptr<Transport> transport_;
   std::map<uint64_t, std::unique_ptr<Unit>> units_;  // by id: creation order, same on every rank
   uint64_t next_unit_id_ = 0;

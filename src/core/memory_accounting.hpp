@@ -5,7 +5,7 @@
 
 namespace fsdp {
 
-enum class MemoryKind { Shard, GradShard, Unsharded, PoolCached, Count };
+enum class MemoryKind { Shard, GradShard, Unsharded, PoolCached, Scratch, Count };
 
 class MemoryAccounting {
  public:

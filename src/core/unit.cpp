@@ -90,11 +90,11 @@ void Unit::reduce_grads() {
     ctx_.transport().reduce_scatter(full_grad_.data(), n, t, groups.shard(), {out, divisor});
   } else {
     // Hybrid: the shard group's sum, then the sum over replicas, then one division by W.
-    BufferPool::Lease partial = ctx_.pool().acquire(shard_bytes());
-    ctx_.memory().zero(partial.data(), shard_bytes());
-    ctx_.transport().reduce_scatter(full_grad_.data(), n, t, groups.shard(), {partial.data(), 1.0});
-    ctx_.transport().all_reduce(partial.data(), n, t, groups.replicate());
-    ctx_.memory().accumulate_scaled(out, partial.data(), n, t, divisor);
+    void* partial = ctx_.partial_sums().get(shard_bytes());
+    ctx_.memory().zero(partial, shard_bytes());
+    ctx_.transport().reduce_scatter(full_grad_.data(), n, t, groups.shard(), {partial, 1.0});
+    ctx_.transport().all_reduce(partial, n, t, groups.replicate());
+    ctx_.memory().accumulate_scaled(out, partial, n, t, divisor);
   }
   full_grad_.reset();
 }

@@ -47,35 +47,42 @@ void MpiTransport::reduce_scatter(void* full, std::size_t block_count, DType t, 
 
 // Step s: send block (r-s-1) to the next rank, receive block (r-s-2) from the previous one and add
 // it to our own copy, which we send on at step s+1. After n-1 steps the block received is our own
-// (r), summed over all ranks in a fixed order: deterministic.
+// (r), summed over all ranks in a fixed order: deterministic. Each step goes in pieces (see
+// MpiTransportOptions::ring_piece_bytes); the sum order per element does not depend on them.
 void MpiTransport::ring_reduce_scatter(void* full, std::size_t block_count, DType t,
                                        const Group& g, const ReduceEpilogue& epilogue) {
   const int n = g.size, r = g.rank;
   const int next = (r + 1) % n, prev = (r - 1 + n) % n;
-  const std::size_t block_bytes = block_count * dtype_size(t);
-  BufferPool::Lease incoming = scratch_.acquire(block_bytes);
-  const MpiCount c(block_count, t);
+  const std::size_t esize = dtype_size(t), block_bytes = block_count * esize;
+  std::size_t piece = options_.ring_piece_bytes / esize;
+  if (piece == 0 || piece > block_count) piece = block_count;
+  void* incoming = scratch_.get(piece * esize);
   for (int s = 0; s < n - 1; ++s) {
     const int send_block = (r - s - 1 + 2 * n) % n, recv_block = (r - s - 2 + 2 * n) % n;
-    mpi_check(MPI_Sendrecv(bytes_at(full, send_block, block_bytes), c.n(), c.type(), next, 0,
-                           incoming.data(), c.n(), c.type(), prev, 0, g.comm, MPI_STATUS_IGNORE),
-              "MPI_Sendrecv");
-    void* own = bytes_at(full, recv_block, block_bytes);
-    if (s < n - 2)
-      host::add_into(own, incoming.data(), block_count, t);
-    else
-      host::add_pair_accumulate(epilogue.out, own, incoming.data(), block_count, t,
-                                epilogue.divisor);
+    char* send = bytes_at(full, send_block, block_bytes);
+    char* own = bytes_at(full, recv_block, block_bytes);
+    for (std::size_t done = 0; done < block_count; done += piece) {
+      const std::size_t m = std::min(piece, block_count - done);
+      const MpiCount c(m, t);
+      mpi_check(MPI_Sendrecv(send + done * esize, c.n(), c.type(), next, 0, incoming, c.n(),
+                             c.type(), prev, 0, g.comm, MPI_STATUS_IGNORE),
+                "MPI_Sendrecv");
+      if (s < n - 2)
+        host::add_into(own + done * esize, incoming, m, t);
+      else
+        host::add_pair_accumulate(bytes_at(epilogue.out, done, esize), own + done * esize,
+                                  incoming, m, t, epilogue.divisor);
+    }
   }
 }
 
 void MpiTransport::mpi_reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
                                       const ReduceEpilogue& epilogue) {
-  BufferPool::Lease reduced = scratch_.acquire(block_count * dtype_size(t));
-  mpi_check(MPI_Reduce_scatter_block(full, reduced.data(), static_cast<int>(block_count),
+  void* reduced = scratch_.get(block_count * dtype_size(t));
+  mpi_check(MPI_Reduce_scatter_block(full, reduced, static_cast<int>(block_count),
                                      mpi_type(t), MPI_SUM, g.comm),
             "MPI_Reduce_scatter_block");
-  host::accumulate_scaled(epilogue.out, reduced.data(), block_count, t, epilogue.divisor);
+  host::accumulate_scaled(epilogue.out, reduced, block_count, t, epilogue.divisor);
 }
 
 void MpiTransport::all_reduce(void* buf, std::size_t count, DType t, const Group& g) {

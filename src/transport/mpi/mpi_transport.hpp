@@ -9,7 +9,7 @@
 
 #include <cstddef>
 
-#include "core/buffer_pool.hpp"
+#include "core/scratch.hpp"
 #include "transport/transport.hpp"
 
 namespace fsdp {
@@ -20,11 +20,15 @@ struct MpiTransportOptions {
   ReduceScatterAlgorithm algorithm = ReduceScatterAlgorithm::Auto;
   // Auto picks the ring for 2 ranks (one exchange either way) and for blocks of at least this size.
   std::size_t ring_min_block_bytes = std::size_t(8) << 20;
+  // Each ring step moves its block in pieces of this size so the add reads cache-hot data; 0 moves
+  // whole blocks. Pieces cost one synchronization each, which on an oversubscribed node (more
+  // ranks than cores) costs a scheduler time slice: the context sets 0 there.
+  std::size_t ring_piece_bytes = std::size_t(256) << 10;
 };
 
 class MpiTransport final : public Transport {
  public:
-  MpiTransport(BufferPool& scratch, const MpiTransportOptions& options)
+  MpiTransport(Scratch& scratch, const MpiTransportOptions& options)
       : scratch_(scratch), options_(options) {}
   const char* name() const override { return "mpi"; }
   void all_gather(const void* shard, void* full, std::size_t count, DType t,
@@ -40,7 +44,7 @@ class MpiTransport final : public Transport {
   void mpi_reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
                           const ReduceEpilogue& epilogue);
 
-  BufferPool& scratch_;
+  Scratch& scratch_;
   MpiTransportOptions options_;
 };
 
