@@ -12,23 +12,23 @@
 
 #include "fsdp.h"
 
-#define TRY(call)                                                                         \
-  do {                                                                                    \
-    fsdp_status_t s_ = (call);                                                            \
-    if (s_ != FSDP_SUCCESS) {                                                             \
-      fprintf(stderr, "%s: %s\n", #call, fsdp_last_error());                              \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                       \
-    }                                                                                     \
+#define TRY(call)                                            \
+  do {                                                       \
+    fsdp_status_t s_ = (call);                               \
+    if (s_ != FSDP_SUCCESS) {                                \
+      fprintf(stderr, "%s: %s\n", #call, fsdp_last_error()); \
+      MPI_Abort(MPI_COMM_WORLD, 1);                          \
+    }                                                        \
   } while (0)
 
 enum { OP_UNSHARD, OP_ALLGATHER, OP_REDUCE, OP_REDUCE_SCATTER, NUM_OPS };
 
-static int cmp_double(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
+static int cmp_double(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
   return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n) {
+static double median(double* v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
@@ -40,8 +40,8 @@ typedef struct {
 } bench_t;
 
 /* One timed run of `op`; returns the slowest rank's seconds. */
-static double time_op(bench_t *b, int op) {
-  void *g = NULL;
+static double time_op(bench_t* b, int op) {
+  void* g = NULL;
   if (op == OP_REDUCE) TRY(fsdp_grad_data(b->unit, 0, &g)); /* untimed: acquire the buffer */
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = MPI_Wtime();
@@ -63,12 +63,12 @@ static double time_op(bench_t *b, int op) {
   return slowest;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const char *out_path = NULL;
+  const char* out_path = NULL;
   size_t min_bytes = 4096, max_bytes = (size_t)256 << 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--out")) out_path = argv[i + 1];
@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
 
   fsdp_context_t ctx = NULL;
   TRY(fsdp_init(MPI_COMM_WORLD, NULL, &ctx));
-  FILE *json = NULL;
+  FILE* json = NULL;
   if (rank == 0) {
     char host[256] = "", mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = "";
     int len = 0;
@@ -99,8 +99,9 @@ int main(int argc, char **argv) {
               date, host, sysconf(_SC_NPROCESSORS_ONLN), mpi_version, world);
     printf("# libfsdp collectives, %d ranks, %s (%ld CPUs), %s\n\n", world, host,
            sysconf(_SC_NPROCESSORS_ONLN), mpi_version);
-    printf("| size | unshard s | MPI_Allgather s | ratio | reduce_grads s | "
-           "MPI_Reduce_scatter_block s | ratio | busbw lib/raw GB/s (ag; rs) |\n");
+    printf(
+        "| size | unshard s | MPI_Allgather s | ratio | reduce_grads s | "
+        "MPI_Reduce_scatter_block s | ratio | busbw lib/raw GB/s (ag; rs) |\n");
     printf("|---:|---:|---:|---:|---:|---:|---:|---|\n");
   }
 
@@ -120,7 +121,7 @@ int main(int argc, char **argv) {
     const int warmup = 3;
     int iters = (int)(((size_t)1 << 30) / bytes);
     iters = iters < 9 ? 9 : iters > 51 ? 51 : iters;
-    double *t[NUM_OPS];
+    double* t[NUM_OPS];
     for (int op = 0; op < NUM_OPS; ++op) t[op] = malloc(sizeof(double) * (size_t)iters);
     for (int it = -warmup; it < iters; ++it) {
       for (int k = 0; k < NUM_OPS; ++k) {
@@ -149,8 +150,8 @@ int main(int argc, char **argv) {
                 "\"reduce_scatter_s\": %.9f, \"reduce_grads_ratio\": %.4f, "
                 "\"unshard_busbw_GBps\": %.4f, \"allgather_busbw_GBps\": %.4f, "
                 "\"reduce_grads_busbw_GBps\": %.4f, \"reduce_scatter_busbw_GBps\": %.4f}",
-                first_row ? "" : ",\n", bytes, iters, med[OP_UNSHARD], med[OP_ALLGATHER],
-                ag_ratio, med[OP_REDUCE], med[OP_REDUCE_SCATTER], rs_ratio,
+                first_row ? "" : ",\n", bytes, iters, med[OP_UNSHARD], med[OP_ALLGATHER], ag_ratio,
+                med[OP_REDUCE], med[OP_REDUCE_SCATTER], rs_ratio,
                 sz / med[OP_UNSHARD] * factor / 1e9, sz / med[OP_ALLGATHER] * factor / 1e9,
                 sz / med[OP_REDUCE] * factor / 1e9, sz / med[OP_REDUCE_SCATTER] * factor / 1e9);
     }

@@ -39,9 +39,8 @@ extern "C" {
 #define FSDP_VERSION_MINOR 1
 #define FSDP_VERSION_PATCH 0
 /* One integer that orders versions: major * 10000 + minor * 100 + patch. */
-#define FSDP_VERSION_NUMBER(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
-#define FSDP_VERSION \
-  FSDP_VERSION_NUMBER(FSDP_VERSION_MAJOR, FSDP_VERSION_MINOR, FSDP_VERSION_PATCH)
+#define FSDP_VERSION_NUMBER(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
+#define FSDP_VERSION FSDP_VERSION_NUMBER(FSDP_VERSION_MAJOR, FSDP_VERSION_MINOR, FSDP_VERSION_PATCH)
 
 #if defined(_WIN32)
 #define FSDP_EXPORT
@@ -64,9 +63,9 @@ typedef enum fsdp_status {
   FSDP_ERR_VERSION = 8,          /* header and library versions are incompatible */
   FSDP_ERR_UNSUPPORTED = 9,      /* valid request this build does not support (yet) */
   FSDP_ERR_OUT_OF_MEMORY = 10,
-  FSDP_ERR_MPI = 11,             /* an MPI call failed; the message carries MPI's error string */
-  FSDP_ERR_INTERNAL = 12,        /* a bug in libfsdp: please report it */
-  FSDP_STATUS_COUNT              /* number of status codes, not a status */
+  FSDP_ERR_MPI = 11,      /* an MPI call failed; the message carries MPI's error string */
+  FSDP_ERR_INTERNAL = 12, /* a bug in libfsdp: please report it */
+  FSDP_STATUS_COUNT       /* number of status codes, not a status */
 } fsdp_status_t;
 
 /* ------------------------------------------------------------------------------------------------
@@ -81,9 +80,10 @@ typedef enum fsdp_dtype {
 } fsdp_dtype_t;
 
 typedef enum fsdp_sharding_strategy {
-  FSDP_FULL_SHARD = 0,   /* F = W: one shard group of all ranks */
-  FSDP_HYBRID_SHARD = 1, /* 1 <= F <= W, default F = ranks per node: shard inside, replicate across */
-  FSDP_NO_SHARD = 2,     /* F = 1: every rank holds everything (data parallel) */
+  FSDP_FULL_SHARD = 0, /* F = W: one shard group of all ranks */
+  FSDP_HYBRID_SHARD =
+      1,             /* 1 <= F <= W, default F = ranks per node: shard inside, replicate across */
+  FSDP_NO_SHARD = 2, /* F = 1: every rank holds everything (data parallel) */
   FSDP_SHARDING_STRATEGY_COUNT
 } fsdp_sharding_strategy_t;
 
@@ -107,45 +107,45 @@ typedef enum fsdp_group {
 #define FSDP_CONFIG_MAGIC 0x46534450u /* "FSDP" */
 
 typedef struct fsdp_config {
-  size_t size;       /* sizeof(fsdp_config_t) as the caller compiled it */
-  uint32_t magic;    /* FSDP_CONFIG_MAGIC */
-  uint32_t version;  /* FSDP_VERSION of the header the caller compiled against */
-  fsdp_sharding_strategy_t strategy;   /* default FSDP_FULL_SHARD */
-  int sharding_factor;                 /* F; 0 picks the strategy's default */
+  size_t size;                          /* sizeof(fsdp_config_t) as the caller compiled it */
+  uint32_t magic;                       /* FSDP_CONFIG_MAGIC */
+  uint32_t version;                     /* FSDP_VERSION of the header the caller compiled against */
+  fsdp_sharding_strategy_t strategy;    /* default FSDP_FULL_SHARD */
+  int sharding_factor;                  /* F; 0 picks the strategy's default */
   fsdp_grad_reduction_t grad_reduction; /* default FSDP_REDUCE_MEAN */
 } fsdp_config_t;
 
 /* Initializer for a config with every default: fsdp_config_t cfg = FSDP_CONFIG_INIT; */
 #define FSDP_CONFIG_INIT \
-  {sizeof(fsdp_config_t), FSDP_CONFIG_MAGIC, FSDP_VERSION, FSDP_FULL_SHARD, 0, FSDP_REDUCE_MEAN}
+  { sizeof(fsdp_config_t), FSDP_CONFIG_MAGIC, FSDP_VERSION, FSDP_FULL_SHARD, 0, FSDP_REDUCE_MEAN }
 
 /* ------------------------------------------------------------------------------------------------
  * Handles and descriptors
  * --------------------------------------------------------------------------------------------- */
-typedef struct fsdp_context_s *fsdp_context_t;
-typedef struct fsdp_unit_s *fsdp_unit_t;
+typedef struct fsdp_context_s* fsdp_context_t;
+typedef struct fsdp_unit_s* fsdp_unit_t;
 
 /* One original parameter of a unit. */
 typedef struct fsdp_param_desc {
-  const char *name;      /* non-empty, unique within the unit, e.g. "encoder.layer0.weight" */
-  int ndim;              /* 0 for a scalar, at most FSDP_MAX_NDIM */
-  const int64_t *shape;  /* ndim extents, each > 0, row-major (C order); NULL when ndim == 0 */
-  fsdp_dtype_t dtype;    /* the same for every parameter of a unit */
-  int requires_grad;     /* 0: frozen, fsdp_grad_data refuses it */
+  const char* name;     /* non-empty, unique within the unit, e.g. "encoder.layer0.weight" */
+  int ndim;             /* 0 for a scalar, at most FSDP_MAX_NDIM */
+  const int64_t* shape; /* ndim extents, each > 0, row-major (C order); NULL when ndim == 0 */
+  fsdp_dtype_t dtype;   /* the same for every parameter of a unit */
+  int requires_grad;    /* 0: frozen, fsdp_grad_data refuses it */
 } fsdp_param_desc_t;
 
 #define FSDP_MAX_NDIM 16
 
 /* Memory the library holds for a context, in bytes. A struct that grows at its end: set `size`. */
 typedef struct fsdp_memory_stats {
-  size_t size;                /* sizeof(fsdp_memory_stats_t) as the caller compiled it */
-  size_t shard_bytes;         /* parameter shards of all units */
-  size_t grad_shard_bytes;    /* gradient shards of all units */
-  size_t unsharded_bytes;     /* unsharded parameter and full gradient buffers in use now */
-  size_t pool_cached_bytes;   /* released buffers the pool keeps for reuse */
-  size_t peak_bytes;          /* high-water mark of the sum of the four above and scratch_bytes */
+  size_t size;                  /* sizeof(fsdp_memory_stats_t) as the caller compiled it */
+  size_t shard_bytes;           /* parameter shards of all units */
+  size_t grad_shard_bytes;      /* gradient shards of all units */
+  size_t unsharded_bytes;       /* unsharded parameter and full gradient buffers in use now */
+  size_t pool_cached_bytes;     /* released buffers the pool keeps for reuse */
+  size_t peak_bytes;            /* high-water mark of the sum of the four above and scratch_bytes */
   size_t unsharded_model_bytes; /* parameter bytes of all units without sharding (one replica) */
-  size_t scratch_bytes;       /* communication scratch, kept for reuse */
+  size_t scratch_bytes;         /* communication scratch, kept for reuse */
 } fsdp_memory_stats_t;
 
 /* ------------------------------------------------------------------------------------------------
@@ -153,14 +153,14 @@ typedef struct fsdp_memory_stats {
  * --------------------------------------------------------------------------------------------- */
 
 /** Constant text for a status, e.g. "FSDP_ERR_STATE: the unit is not in the required state". */
-FSDP_EXPORT const char *fsdp_status_string(fsdp_status_t status);
+FSDP_EXPORT const char* fsdp_status_string(fsdp_status_t status);
 
 /** The calling thread's message for its last failed call ("" if none). Valid until the thread's
  *  next libfsdp call. Format: "<call>: <argument or unit>: <what is wrong>". */
-FSDP_EXPORT const char *fsdp_last_error(void);
+FSDP_EXPORT const char* fsdp_last_error(void);
 
 /** The library's version. Any output may be NULL. */
-FSDP_EXPORT fsdp_status_t fsdp_get_version(int *major, int *minor, int *patch);
+FSDP_EXPORT fsdp_status_t fsdp_get_version(int* major, int* minor, int* patch);
 
 /** FSDP_ERR_VERSION unless a program compiled against header version major.minor.patch can run
  *  with this library: same major, and a library minor at least the header's. */
@@ -170,7 +170,7 @@ FSDP_EXPORT fsdp_status_t fsdp_check_version(int major, int minor, int patch);
 
 /** Fills the first `size` bytes of *cfg with this library's defaults (for FFI callers that cannot
  *  use FSDP_CONFIG_INIT). @param[in] size sizeof the caller's struct, at least up to `version`. */
-FSDP_EXPORT fsdp_status_t fsdp_config_defaults(fsdp_config_t *cfg, size_t size);
+FSDP_EXPORT fsdp_status_t fsdp_config_defaults(fsdp_config_t* cfg, size_t size);
 
 /* ------------------------------------------------------------------------------------------------
  * Contexts
@@ -183,30 +183,30 @@ FSDP_EXPORT fsdp_status_t fsdp_config_defaults(fsdp_config_t *cfg, size_t size);
  *  @param[out] ctx   the new context
  *  @return FSDP_ERR_INVALID_ARGUMENT (bad cfg value, F not dividing W), FSDP_ERR_VERSION (cfg from
  *  an incompatible header), FSDP_ERR_MISMATCH (ranks passed different configs), FSDP_ERR_MPI. */
-FSDP_EXPORT fsdp_status_t fsdp_init(MPI_Comm comm, const fsdp_config_t *cfg, fsdp_context_t *ctx);
+FSDP_EXPORT fsdp_status_t fsdp_init(MPI_Comm comm, const fsdp_config_t* cfg, fsdp_context_t* ctx);
 
 /** fsdp_init for Fortran and FFI callers: `fcomm` is a Fortran communicator handle (MPI_Fint, an
  *  int in MPICH and Open MPI; from Fortran `MPI_COMM_WORLD`, from mpi4py `comm.py2f()`). */
-FSDP_EXPORT fsdp_status_t fsdp_init_fcomm(int fcomm, const fsdp_config_t *cfg, fsdp_context_t *ctx);
+FSDP_EXPORT fsdp_status_t fsdp_init_fcomm(int fcomm, const fsdp_config_t* cfg, fsdp_context_t* ctx);
 
 /** Destroys every unit of the context, frees its communicators and sets *ctx to NULL.
  *  Collective over the context's world group; call before MPI_Finalize. Handles of the context and
  *  its units answer FSDP_ERR_FINALIZED afterwards. */
-FSDP_EXPORT fsdp_status_t fsdp_finalize(fsdp_context_t *ctx);
+FSDP_EXPORT fsdp_status_t fsdp_finalize(fsdp_context_t* ctx);
 
 /** This rank's position in one of the context's groups. Local. Either output may be NULL. */
-FSDP_EXPORT fsdp_status_t fsdp_group_info(fsdp_context_t ctx, fsdp_group_t group, int *rank,
-                                          int *size);
+FSDP_EXPORT fsdp_status_t fsdp_group_info(fsdp_context_t ctx, fsdp_group_t group, int* rank,
+                                          int* size);
 
 /** The context's sharding factor F, strategy and reduction after defaults were applied. Local.
  *  Any output may be NULL. */
-FSDP_EXPORT fsdp_status_t fsdp_context_config(fsdp_context_t ctx, int *sharding_factor,
-                                              fsdp_sharding_strategy_t *strategy,
-                                              fsdp_grad_reduction_t *grad_reduction);
+FSDP_EXPORT fsdp_status_t fsdp_context_config(fsdp_context_t ctx, int* sharding_factor,
+                                              fsdp_sharding_strategy_t* strategy,
+                                              fsdp_grad_reduction_t* grad_reduction);
 
 /** Memory the library holds now for this context, and its peak. Local.
  *  @param[in,out] stats stats->size must be set by the caller. */
-FSDP_EXPORT fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t *stats);
+FSDP_EXPORT fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t* stats);
 
 /** Frees the buffers the pool caches for reuse (not those in use) and the communication
  *  scratch. Local. */
@@ -226,11 +226,11 @@ FSDP_EXPORT fsdp_status_t fsdp_trim_pool(fsdp_context_t ctx);
  *                            this rank's shard holds is read.
  *  @param[out] unit          the new unit, sharded */
 FSDP_EXPORT fsdp_status_t fsdp_unit_create(fsdp_context_t ctx, int nparams,
-                                           const fsdp_param_desc_t *descs,
-                                           const void *const *initial_values, fsdp_unit_t *unit);
+                                           const fsdp_param_desc_t* descs,
+                                           const void* const* initial_values, fsdp_unit_t* unit);
 
 /** Frees the unit and sets *unit to NULL. Local. Pointers obtained from it become invalid. */
-FSDP_EXPORT fsdp_status_t fsdp_unit_destroy(fsdp_unit_t *unit);
+FSDP_EXPORT fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit);
 
 /** All-gathers the unit into one contiguous buffer (the all-gather's own output: no extra copy).
  *  Collective over the shard group. FSDP_ERR_STATE if the unit is already unsharded.
@@ -242,12 +242,12 @@ FSDP_EXPORT fsdp_status_t fsdp_reshard(fsdp_unit_t unit);
 
 /** Original parameter `index` inside the unsharded buffer, row-major, of the unit's dtype.
  *  Valid until fsdp_reshard. Local. FSDP_ERR_STATE if the unit is sharded. */
-FSDP_EXPORT fsdp_status_t fsdp_param_data(fsdp_unit_t unit, int index, void **data);
+FSDP_EXPORT fsdp_status_t fsdp_param_data(fsdp_unit_t unit, int index, void** data);
 
 /** Where the caller writes the full gradient of parameter `index` (row-major, unit's dtype). The
  *  first call after a reduce acquires a zeroed full-size gradient buffer. Valid until
  *  fsdp_reduce_grads. Local. FSDP_ERR_INVALID_ARGUMENT for a parameter with requires_grad == 0. */
-FSDP_EXPORT fsdp_status_t fsdp_grad_data(fsdp_unit_t unit, int index, void **data);
+FSDP_EXPORT fsdp_status_t fsdp_grad_data(fsdp_unit_t unit, int index, void** data);
 
 /** Reduces the full gradients written through fsdp_grad_data: reduce-scatter over the shard group,
  *  all-reduce over the replicate group, then (mean) division by W, accumulated into this rank's
@@ -262,28 +262,28 @@ FSDP_EXPORT fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit);
 
 /** This rank's parameter shard: `numel` elements of the unit's dtype, padding included. The
  *  pointer stays valid for the unit's life. Local. Either output may be NULL. */
-FSDP_EXPORT fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void **data, size_t *numel);
+FSDP_EXPORT fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel);
 
 /** This rank's gradient shard (allocated zeroed on first use), laid out like fsdp_shard_data. */
-FSDP_EXPORT fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void **data, size_t *numel);
+FSDP_EXPORT fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t* numel);
 
 /** The part of original parameter `index` this rank's shard holds: elements
  *  [param_offset, param_offset + length) of the flattened parameter live at
  *  [shard_offset, shard_offset + length) of the shard. length == 0 when it holds none of it.
  *  Local. Any output may be NULL. */
-FSDP_EXPORT fsdp_status_t fsdp_param_shard_range(fsdp_unit_t unit, int index, size_t *shard_offset,
-                                                 size_t *param_offset, size_t *length);
+FSDP_EXPORT fsdp_status_t fsdp_param_shard_range(fsdp_unit_t unit, int index, size_t* shard_offset,
+                                                 size_t* param_offset, size_t* length);
 
 /** Sizes of the unit in elements: all parameters, after padding to a multiple of F, and one shard.
  *  Local. Any output may be NULL. */
-FSDP_EXPORT fsdp_status_t fsdp_unit_numel(fsdp_unit_t unit, size_t *numel, size_t *padded_numel,
-                                          size_t *shard_numel);
+FSDP_EXPORT fsdp_status_t fsdp_unit_numel(fsdp_unit_t unit, size_t* numel, size_t* padded_numel,
+                                          size_t* shard_numel);
 
 /** Number of parameters, and the unit's dtype. Local. Either output may be NULL. */
-FSDP_EXPORT fsdp_status_t fsdp_unit_info(fsdp_unit_t unit, int *nparams, fsdp_dtype_t *dtype);
+FSDP_EXPORT fsdp_status_t fsdp_unit_info(fsdp_unit_t unit, int* nparams, fsdp_dtype_t* dtype);
 
 /** Element count of original parameter `index`. Local. */
-FSDP_EXPORT fsdp_status_t fsdp_param_numel(fsdp_unit_t unit, int index, size_t *numel);
+FSDP_EXPORT fsdp_status_t fsdp_param_numel(fsdp_unit_t unit, int index, size_t* numel);
 
 #ifdef __cplusplus
 }

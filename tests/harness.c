@@ -3,21 +3,25 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *test_name = "test";
+static const char* test_name = "test";
 static long checks_passed, checks_failed;
 static int world_rank, world_size;
 
-void th_init(int *argc, char ***argv, const char *name) {
+void th_init(int* argc, char*** argv, const char* name) {
   MPI_Init(argc, argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   test_name = name;
 }
 
-int th_rank(void) { return world_rank; }
-int th_size(void) { return world_size; }
+int th_rank(void) {
+  return world_rank;
+}
+int th_size(void) {
+  return world_size;
+}
 
-void th_record(int ok, const char *file, int line, const char *expr, const char *detail) {
+void th_record(int ok, const char* file, int line, const char* expr, const char* detail) {
   if (ok) {
     ++checks_passed;
     return;
@@ -28,10 +32,10 @@ void th_record(int ok, const char *file, int line, const char *expr, const char 
   fflush(stderr);
 }
 
-void th_expect_failure(fsdp_status_t got, fsdp_status_t want, const char *needle, const char *file,
-                       int line, const char *expr) {
+void th_expect_failure(fsdp_status_t got, fsdp_status_t want, const char* needle, const char* file,
+                       int line, const char* expr) {
   char detail[1024];
-  const char *msg = fsdp_last_error();
+  const char* msg = fsdp_last_error();
   if (got != want) {
     snprintf(detail, sizeof detail, "status %d (%s), expected %d (%s); message: %s", (int)got,
              fsdp_status_string(got), (int)want, fsdp_status_string(want), msg);
@@ -44,7 +48,7 @@ void th_expect_failure(fsdp_status_t got, fsdp_status_t want, const char *needle
   }
 }
 
-double th_uniform(uint64_t *state) {
+double th_uniform(uint64_t* state) {
   /* splitmix64 */
   uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -57,8 +61,8 @@ int th_finish(void) {
   long local[2] = {checks_passed, checks_failed}, total[2] = {0, 0};
   MPI_Allreduce(local, total, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
   if (world_rank == 0)
-    printf("%s on %d rank(s): %ld checks ok, %ld checks failed\n", test_name, world_size,
-           total[0], total[1]);
+    printf("%s on %d rank(s): %ld checks ok, %ld checks failed\n", test_name, world_size, total[0],
+           total[1]);
   MPI_Finalize();
   return total[1] == 0 && total[0] > 0 ? 0 : 1;
 }

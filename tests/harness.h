@@ -8,22 +8,23 @@
 
 #include "fsdp.h"
 
-void th_init(int *argc, char ***argv, const char *name);
+void th_init(int* argc, char*** argv, const char* name);
 int th_finish(void); /* calls MPI_Finalize; returns the process exit status */
 int th_rank(void);
 int th_size(void);
-void th_record(int ok, const char *file, int line, const char *expr, const char *detail);
+void th_record(int ok, const char* file, int line, const char* expr, const char* detail);
 
 #define CHECK(cond) th_record((cond) != 0, __FILE__, __LINE__, #cond, "")
 #define CHECK_MSG(cond, msg) th_record((cond) != 0, __FILE__, __LINE__, #cond, (msg))
 #define CHECK_OK(call) \
   th_record((call) == FSDP_SUCCESS, __FILE__, __LINE__, #call, fsdp_last_error())
 /* The call must fail with `status`, and its message must name `needle` (call and argument). */
-#define CHECK_FAILS(call, status, needle) th_expect_failure((call), (status), (needle), __FILE__, __LINE__, #call)
-void th_expect_failure(fsdp_status_t got, fsdp_status_t want, const char *needle, const char *file,
-                       int line, const char *expr);
+#define CHECK_FAILS(call, status, needle) \
+  th_expect_failure((call), (status), (needle), __FILE__, __LINE__, #call)
+void th_expect_failure(fsdp_status_t got, fsdp_status_t want, const char* needle, const char* file,
+                       int line, const char* expr);
 
 /* Deterministic pseudo-random numbers in [-1, 1), independent of libfsdp. */
-double th_uniform(uint64_t *state);
+double th_uniform(uint64_t* state);
 
 #endif

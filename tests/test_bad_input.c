@@ -21,19 +21,20 @@ static float w_vals[12], b_vals[5];
 static fsdp_unit_t make_unit(fsdp_context_t ctx) {
   fsdp_param_desc_t d[2];
   descs_ok(d);
-  const void *init[2] = {w_vals, b_vals};
+  const void* init[2] = {w_vals, b_vals};
   fsdp_unit_t u = NULL;
   CHECK_OK(fsdp_unit_create(ctx, 2, d, init, &u));
   return u;
 }
 
 /* The unit's parameters still equal the values it was created with. */
-static void check_values_intact(fsdp_unit_t u, const char *after) {
+static void check_values_intact(fsdp_unit_t u, const char* after) {
   float *w = NULL, *b = NULL;
-  CHECK_OK(fsdp_param_data(u, 0, (void **)&w));
-  CHECK_OK(fsdp_param_data(u, 1, (void **)&b));
-  CHECK_MSG(w && b && memcmp(w, w_vals, sizeof w_vals) == 0 && memcmp(b, b_vals, sizeof b_vals) == 0,
-            after);
+  CHECK_OK(fsdp_param_data(u, 0, (void**)&w));
+  CHECK_OK(fsdp_param_data(u, 1, (void**)&b));
+  CHECK_MSG(
+      w && b && memcmp(w, w_vals, sizeof w_vals) == 0 && memcmp(b, b_vals, sizeof b_vals) == 0,
+      after);
 }
 
 static void bad_configs(void) {
@@ -86,8 +87,7 @@ static void bad_configs(void) {
     cfg = (fsdp_config_t)FSDP_CONFIG_INIT;
     cfg.strategy = FSDP_NO_SHARD;
     cfg.sharding_factor = 2;
-    CHECK_FAILS(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx), FSDP_ERR_INVALID_ARGUMENT,
-                "FSDP_NO_SHARD");
+    CHECK_FAILS(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx), FSDP_ERR_INVALID_ARGUMENT, "FSDP_NO_SHARD");
 
     /* Ranks passing different configs: every rank fails, none hangs. */
     cfg = (fsdp_config_t)FSDP_CONFIG_INIT;
@@ -210,8 +210,8 @@ static void bad_descriptors(fsdp_context_t ctx) {
 /* The context already made unit 0 (bad_descriptors), so this is unit 1: ids are never reused. */
 static void bad_unit_calls(fsdp_context_t ctx) {
   fsdp_unit_t u = make_unit(ctx);
-  void *p = (void *)(uintptr_t)0x99;
-  const void *untouched = p;
+  void* p = (void*)(uintptr_t)0x99;
+  const void* untouched = p;
   size_t n = 77;
 
   CHECK_FAILS(fsdp_unshard(NULL), FSDP_ERR_INVALID_HANDLE, "fsdp_unshard: unit: NULL");
@@ -242,10 +242,10 @@ static void bad_unit_calls(fsdp_context_t ctx) {
   /* reduce_grads: a failed call leaves the gradient shard as it was. */
   float *g = NULL, *gs = NULL;
   size_t shard_n = 0;
-  CHECK_OK(fsdp_grad_data(u, 0, (void **)&g));
+  CHECK_OK(fsdp_grad_data(u, 0, (void**)&g));
   for (int i = 0; i < 12; ++i) g[i] = (float)(i + 1);
   CHECK_OK(fsdp_reduce_grads(u));
-  CHECK_OK(fsdp_shard_grad(u, (void **)&gs, &shard_n));
+  CHECK_OK(fsdp_shard_grad(u, (void**)&gs, &shard_n));
   float before[16];
   memcpy(before, gs, shard_n * sizeof(float));
   CHECK_FAILS(fsdp_reduce_grads(u), FSDP_ERR_STATE, "no gradient to reduce");
@@ -289,12 +289,13 @@ static void status_strings(void) {
   int distinct = 1;
   for (int s = 0; s < FSDP_STATUS_COUNT; ++s)
     for (int t = s + 1; t < FSDP_STATUS_COUNT; ++t)
-      distinct &= strcmp(fsdp_status_string((fsdp_status_t)s), fsdp_status_string((fsdp_status_t)t)) != 0;
+      distinct &=
+          strcmp(fsdp_status_string((fsdp_status_t)s), fsdp_status_string((fsdp_status_t)t)) != 0;
   CHECK_MSG(distinct, "every status has its own text");
   CHECK(strstr(fsdp_status_string((fsdp_status_t)999), "unknown") != NULL);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_bad_input");
   for (int i = 0; i < 12; ++i) w_vals[i] = (float)i * 0.25f - 1.0f;
   for (int i = 0; i < 5; ++i) b_vals[i] = (float)i + 0.5f;

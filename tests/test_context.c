@@ -50,7 +50,7 @@ static void check_memory_accounting(fsdp_context_t ctx) {
   CHECK_OK(fsdp_memory_stats(ctx, &m));
   CHECK(m.peak_bytes == peak && m.pool_cached_bytes == padded_b);
 
-  void *g = NULL;
+  void* g = NULL;
   CHECK_OK(fsdp_grad_data(u, 0, &g));
   CHECK_OK(fsdp_reduce_grads(u));
   CHECK_OK(fsdp_memory_stats(ctx, &m));
@@ -77,7 +77,7 @@ static void check_memory_accounting(fsdp_context_t ctx) {
   CHECK(m.shard_bytes == 0 && m.grad_shard_bytes == 0 && m.unsharded_model_bytes == 0);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_context");
   const int W = th_size(), rank = th_rank();
 
@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
   fsdp_config_t older = FSDP_CONFIG_INIT;
   older.size = offsetof(fsdp_config_t, sharding_factor);
   older.strategy = FSDP_NO_SHARD;
-  older.sharding_factor = 12345;  /* beyond size: must not be read */
+  older.sharding_factor = 12345; /* beyond size: must not be read */
   older.grad_reduction = (fsdp_grad_reduction_t)99;
   CHECK_OK(fsdp_init(MPI_COMM_WORLD, &older, &ctx));
   int f = 0;

@@ -21,7 +21,7 @@ static const int ndims[3] = {1, 2, 0};
 
 static fsdp_unit_t make_unit(fsdp_context_t ctx, fsdp_dtype_t t) {
   fsdp_param_desc_t d[3];
-  const char *names[3] = {"w", "m", "s"};
+  const char* names[3] = {"w", "m", "s"};
   for (int i = 0; i < 3; ++i) {
     d[i].name = names[i];
     d[i].ndim = ndims[i];
@@ -50,21 +50,21 @@ typedef double (*grad_fn)(int, size_t, int);
 static void write_grads(fsdp_unit_t u, fsdp_dtype_t t, grad_fn g, int round) {
   size_t flat = 0;
   for (int i = 0; i < 3; ++i) {
-    void *p = NULL;
+    void* p = NULL;
     size_t n = 0;
     CHECK_OK(fsdp_param_numel(u, i, &n));
     CHECK_OK(fsdp_grad_data(u, i, &p));
     for (size_t e = 0; e < n; ++e, ++flat) {
       if (t == FSDP_FLOAT32)
-        ((float *)p)[e] = (float)g(th_rank(), flat, round);
+        ((float*)p)[e] = (float)g(th_rank(), flat, round);
       else
-        ((double *)p)[e] = g(th_rank(), flat, round);
+        ((double*)p)[e] = g(th_rank(), flat, round);
     }
   }
 }
 
-static double load(const void *base, size_t k, fsdp_dtype_t t) {
-  return t == FSDP_FLOAT32 ? (double)((const float *)base)[k] : ((const double *)base)[k];
+static double load(const void* base, size_t k, fsdp_dtype_t t) {
+  return t == FSDP_FLOAT32 ? (double)((const float*)base)[k] : ((const double*)base)[k];
 }
 
 /* Integer gradients, `rounds` accumulated reductions: bitwise equal to the reference. */
@@ -80,7 +80,7 @@ static void check_exact(fsdp_context_t ctx, fsdp_dtype_t t, int rounds, int mean
     write_grads(u, t, int_grad, round);
     CHECK_OK(fsdp_reduce_grads(u));
   }
-  void *g = NULL;
+  void* g = NULL;
   CHECK_OK(fsdp_shard_grad(u, &g, NULL));
   int bad = 0;
   for (size_t j = 0; j < shard_n; ++j) {
@@ -114,7 +114,7 @@ static void check_random(fsdp_context_t ctx, fsdp_dtype_t t) {
   const int W = th_size();
   const double u_round = t == FSDP_FLOAT32 ? ldexp(1.0, -24) : ldexp(1.0, -53);
   const size_t esize = t == FSDP_FLOAT32 ? 4 : 8;
-  void *first = NULL;
+  void* first = NULL;
   for (int run = 0; run < 2; ++run) {
     fsdp_unit_t u = make_unit(ctx, t);
     size_t numel = 0, shard_n = 0;
@@ -123,7 +123,7 @@ static void check_random(fsdp_context_t ctx, fsdp_dtype_t t) {
     CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_SHARD, &srank, NULL));
     write_grads(u, t, rand_grad, 0);
     CHECK_OK(fsdp_reduce_grads(u));
-    void *g = NULL;
+    void* g = NULL;
     CHECK_OK(fsdp_shard_grad(u, &g, NULL));
     int bad = 0;
     for (size_t j = 0; j < shard_n; ++j) {
@@ -131,7 +131,8 @@ static void check_random(fsdp_context_t ctx, fsdp_dtype_t t) {
       long double sum = 0.0L, abs_sum = 0.0L;
       if (k < numel)
         for (int r = 0; r < W; ++r) {
-          const double x = t == FSDP_FLOAT32 ? (double)(float)rand_grad(r, k, 0) : rand_grad(r, k, 0);
+          const double x =
+              t == FSDP_FLOAT32 ? (double)(float)rand_grad(r, k, 0) : rand_grad(r, k, 0);
           sum += x;
           abs_sum += fabsl((long double)x);
         }
@@ -151,7 +152,7 @@ static void check_random(fsdp_context_t ctx, fsdp_dtype_t t) {
   }
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_reduce_grads");
   fsdp_context_t mean_ctx = NULL, sum_ctx = NULL;
   fsdp_config_t cfg = FSDP_CONFIG_INIT;

@@ -26,7 +26,7 @@ static void batch_of(int r, int step, double x[BATCH][IN], double t[BATCH][OUT])
 }
 
 /* Adds the gradient of the batch-mean loss of (x, t) to g. */
-static void backprop(const model_t *m, double x[BATCH][IN], double t[BATCH][OUT], model_t *g) {
+static void backprop(const model_t* m, double x[BATCH][IN], double t[BATCH][OUT], model_t* g) {
   for (int n = 0; n < BATCH; ++n) {
     double h[HID], y[OUT], dy[OUT], dh[HID];
     for (int j = 0; j < HID; ++j) {
@@ -55,13 +55,13 @@ static void backprop(const model_t *m, double x[BATCH][IN], double t[BATCH][OUT]
   }
 }
 
-static void init_model(model_t *m) {
+static void init_model(model_t* m) {
   uint64_t s = 42;
-  double *all = (double *)m;
+  double* all = (double*)m;
   for (size_t k = 0; k < sizeof *m / sizeof(double); ++k) all[k] = 0.5 * th_uniform(&s);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_sgd");
   const int W = th_size();
   model_t init, ref;
@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
       batch_of(r, step, x, t);
       backprop(&ref, x, t, &g);
     }
-    double *p = (double *)&ref, *gp = (double *)&g;
+    double *p = (double*)&ref, *gp = (double*)&g;
     for (size_t k = 0; k < sizeof ref / sizeof(double); ++k) {
       const int is_bias = (p + k >= ref.b1 && p + k < ref.b1 + HID) || p + k >= ref.b2;
       p[k] -= lr * (gp[k] / W + (is_bias ? 0.0 : weight_decay * p[k]));
@@ -105,7 +105,7 @@ int main(int argc, char **argv) {
       CHECK_OK(fsdp_zero_grads(units[u]));
       CHECK_OK(fsdp_unshard(units[u]));
       for (int i = 0; i < 2; ++i) {
-        void *p = NULL;
+        void* p = NULL;
         CHECK_OK(fsdp_param_data(units[u], i, &p));
         memcpy(dst[2 * u + i], p, sizes[2 * u + i]);
       }
@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
     gdst[0] = g.w1, gdst[1] = g.b1, gdst[2] = g.w2, gdst[3] = g.b2;
     for (int u = 0; u < 2; ++u) {
       for (int i = 0; i < 2; ++i) {
-        void *p = NULL;
+        void* p = NULL;
         CHECK_OK(fsdp_grad_data(units[u], i, &p));
         memcpy(p, gdst[2 * u + i], sizes[2 * u + i]);
       }
@@ -125,8 +125,8 @@ int main(int argc, char **argv) {
       CHECK_OK(fsdp_reshard(units[u]));
       /* The optimizer sees the shard through the original parameters' pieces. */
       double *ps = NULL, *gs = NULL;
-      CHECK_OK(fsdp_shard_data(units[u], (void **)&ps, NULL));
-      CHECK_OK(fsdp_shard_grad(units[u], (void **)&gs, NULL));
+      CHECK_OK(fsdp_shard_data(units[u], (void**)&ps, NULL));
+      CHECK_OK(fsdp_shard_grad(units[u], (void**)&gs, NULL));
       for (int i = 0; i < 2; ++i) {
         size_t so = 0, len = 0;
         CHECK_OK(fsdp_param_shard_range(units[u], i, &so, NULL, &len));
@@ -137,13 +137,13 @@ int main(int argc, char **argv) {
   }
 
   double worst = 0.0;
-  double *want[4] = {ref.w1, ref.b1, ref.w2, ref.b2};
+  double* want[4] = {ref.w1, ref.b1, ref.w2, ref.b2};
   size_t counts[4] = {HID * IN, HID, OUT * HID, OUT};
   for (int u = 0; u < 2; ++u) {
     CHECK_OK(fsdp_unshard(units[u]));
     for (int i = 0; i < 2; ++i) {
-      double *p = NULL;
-      CHECK_OK(fsdp_param_data(units[u], i, (void **)&p));
+      double* p = NULL;
+      CHECK_OK(fsdp_param_data(units[u], i, (void**)&p));
       for (size_t e = 0; e < counts[2 * u + i]; ++e) {
         const double err = fabs(p[e] - want[2 * u + i][e]) / fmax(1.0, fabs(want[2 * u + i][e]));
         if (err > worst) worst = err;

@@ -10,11 +10,15 @@
 #define N_A 37
 #define N_B 10
 
-static double param_value(size_t k) { return (double)(k * 3 % 17) - 8.5; }
-static double grad_value(int r, size_t k) { return (double)((r * 5 + (int)k) % 13) - 6.0; }
+static double param_value(size_t k) {
+  return (double)(k * 3 % 17) - 8.5;
+}
+static double grad_value(int r, size_t k) {
+  return (double)((r * 5 + (int)k) % 13) - 6.0;
+}
 
 static void check_strategy(fsdp_sharding_strategy_t strategy, int factor, int want_f,
-                           const char *label) {
+                           const char* label) {
   const int W = th_size(), rank = th_rank();
   fsdp_config_t cfg = FSDP_CONFIG_INIT;
   cfg.strategy = strategy;
@@ -42,27 +46,27 @@ static void check_strategy(fsdp_sharding_strategy_t strategy, int factor, int wa
   double a[N_A], b[N_B];
   for (size_t k = 0; k < N_A; ++k) a[k] = param_value(k);
   for (size_t k = 0; k < N_B; ++k) b[k] = param_value(N_A + k);
-  const void *init[2] = {a, b};
+  const void* init[2] = {a, b};
   fsdp_unit_t u = NULL;
   CHECK_OK(fsdp_unit_create(ctx, 2, d, init, &u));
 
   CHECK_OK(fsdp_unshard(u));
   double *pa = NULL, *pb = NULL;
-  CHECK_OK(fsdp_param_data(u, 0, (void **)&pa));
-  CHECK_OK(fsdp_param_data(u, 1, (void **)&pb));
+  CHECK_OK(fsdp_param_data(u, 0, (void**)&pa));
+  CHECK_OK(fsdp_param_data(u, 1, (void**)&pb));
   CHECK_MSG(memcmp(pa, a, sizeof a) == 0 && memcmp(pb, b, sizeof b) == 0, label);
   CHECK_OK(fsdp_reshard(u));
 
   double *ga = NULL, *gb = NULL;
-  CHECK_OK(fsdp_grad_data(u, 0, (void **)&ga));
-  CHECK_OK(fsdp_grad_data(u, 1, (void **)&gb));
+  CHECK_OK(fsdp_grad_data(u, 0, (void**)&ga));
+  CHECK_OK(fsdp_grad_data(u, 1, (void**)&gb));
   for (size_t k = 0; k < N_A; ++k) ga[k] = grad_value(rank, k);
   for (size_t k = 0; k < N_B; ++k) gb[k] = grad_value(rank, N_A + k);
   CHECK_OK(fsdp_reduce_grads(u));
 
   /* Through the per-parameter view: each piece this rank holds equals the reference mean. */
-  double *g = NULL;
-  CHECK_OK(fsdp_shard_grad(u, (void **)&g, NULL));
+  double* g = NULL;
+  CHECK_OK(fsdp_shard_grad(u, (void**)&g, NULL));
   int bad = 0;
   for (int i = 0; i < 2; ++i) {
     size_t so = 0, po = 0, len = 0;
@@ -90,7 +94,7 @@ static void check_strategy(fsdp_sharding_strategy_t strategy, int factor, int wa
   CHECK_OK(fsdp_finalize(&ctx));
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_strategies");
   const int W = th_size();
   check_strategy(FSDP_FULL_SHARD, 0, W, "full shard, default F = W");

@@ -10,19 +10,19 @@
 #define MAX_PARAMS 320
 
 typedef struct {
-  const char *label;
+  const char* label;
   int nparams;
   int ndim[MAX_PARAMS];
   int64_t shape[MAX_PARAMS][3];
 } layout_case_t;
 
-static size_t numel_of(const layout_case_t *c, int i) {
+static size_t numel_of(const layout_case_t* c, int i) {
   size_t n = 1;
   for (int d = 0; d < c->ndim[i]; ++d) n *= (size_t)c->shape[i][d];
   return n;
 }
 
-static void set_param(layout_case_t *c, int i, int ndim, int64_t a, int64_t b, int64_t d) {
+static void set_param(layout_case_t* c, int i, int ndim, int64_t a, int64_t b, int64_t d) {
   c->ndim[i] = ndim;
   c->shape[i][0] = a;
   c->shape[i][1] = b;
@@ -35,14 +35,14 @@ static double value(int i, size_t e) {
   return th_uniform(&s) * 1000.0;
 }
 
-static void store(void *base, size_t k, fsdp_dtype_t t, double v) {
+static void store(void* base, size_t k, fsdp_dtype_t t, double v) {
   if (t == FSDP_FLOAT32)
-    ((float *)base)[k] = (float)v;
+    ((float*)base)[k] = (float)v;
   else
-    ((double *)base)[k] = v;
+    ((double*)base)[k] = v;
 }
 
-static void run_case(fsdp_context_t ctx, const layout_case_t *c, fsdp_dtype_t dtype,
+static void run_case(fsdp_context_t ctx, const layout_case_t* c, fsdp_dtype_t dtype,
                      int null_entries) {
   const size_t esize = dtype == FSDP_FLOAT32 ? 4 : 8;
   int F = 0, srank = 0;
@@ -51,7 +51,7 @@ static void run_case(fsdp_context_t ctx, const layout_case_t *c, fsdp_dtype_t dt
 
   fsdp_param_desc_t descs[MAX_PARAMS];
   char names[MAX_PARAMS][32];
-  void *values[MAX_PARAMS];
+  void* values[MAX_PARAMS];
   size_t offsets[MAX_PARAMS], total = 0;
   for (int i = 0; i < c->nparams; ++i) {
     snprintf(names[i], sizeof names[i], "layer%d.p", i);
@@ -67,12 +67,12 @@ static void run_case(fsdp_context_t ctx, const layout_case_t *c, fsdp_dtype_t dt
     for (size_t e = 0; e < n; ++e)
       store(values[i], e, dtype, (null_entries && i % 3 == 1) ? 0.0 : value(i, e));
   }
-  const void *init[MAX_PARAMS];
+  const void* init[MAX_PARAMS];
   for (int i = 0; i < c->nparams; ++i) init[i] = (null_entries && i % 3 == 1) ? NULL : values[i];
 
   /* Independent reference: the padded flat parameter and this rank's slice of it. */
   const size_t shard_n = (total + (size_t)F - 1) / (size_t)F, padded = shard_n * (size_t)F;
-  char *flat = calloc(padded, esize);
+  char* flat = calloc(padded, esize);
   for (int i = 0; i < c->nparams; ++i)
     memcpy(flat + offsets[i] * esize, values[i], numel_of(c, i) * esize);
 
@@ -82,7 +82,7 @@ static void run_case(fsdp_context_t ctx, const layout_case_t *c, fsdp_dtype_t dt
   CHECK_OK(fsdp_unit_numel(unit, &got_total, &got_padded, &got_shard));
   CHECK(got_total == total && got_padded == padded && got_shard == shard_n);
 
-  void *shard = NULL;
+  void* shard = NULL;
   size_t shard_len = 0;
   CHECK_OK(fsdp_shard_data(unit, &shard, &shard_len));
   CHECK(shard_len == shard_n);
@@ -104,15 +104,14 @@ static void run_case(fsdp_context_t ctx, const layout_case_t *c, fsdp_dtype_t dt
     CHECK_OK(fsdp_unshard(unit));
     int mismatches = 0;
     for (int i = 0; i < c->nparams; ++i) {
-      void *p = NULL;
+      void* p = NULL;
       CHECK_OK(fsdp_param_data(unit, i, &p));
-      if (!p || memcmp(p, init[i] ? values[i] : flat + offsets[i] * esize,
-                       numel_of(c, i) * esize) != 0)
+      if (!p ||
+          memcmp(p, init[i] ? values[i] : flat + offsets[i] * esize, numel_of(c, i) * esize) != 0)
         ++mismatches;
       if (null_entries && !init[i]) {
         for (size_t e = 0; e < numel_of(c, i); ++e)
-          if (dtype == FSDP_FLOAT32 ? ((float *)p)[e] != 0.0f : ((double *)p)[e] != 0.0)
-            ++mismatches;
+          if (dtype == FSDP_FLOAT32 ? ((float*)p)[e] != 0.0f : ((double*)p)[e] != 0.0) ++mismatches;
       }
     }
     CHECK_MSG(mismatches == 0, c->label);
@@ -124,12 +123,12 @@ static void run_case(fsdp_context_t ctx, const layout_case_t *c, fsdp_dtype_t dt
   free(flat);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_unshard");
   static layout_case_t cases[5];
   int ncases = 0;
 
-  layout_case_t *c = &cases[ncases++];
+  layout_case_t* c = &cases[ncases++];
   c->label = "sizes not multiples of F";
   c->nparams = 3;
   set_param(c, 0, 1, 7, 0, 0);

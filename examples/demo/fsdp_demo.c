@@ -15,22 +15,22 @@ enum { LAYERS = 6, BATCH = 32, STEPS = 40 };
 static const int widths[LAYERS + 1] = {16, 64, 64, 64, 64, 64, 4};
 static const float learning_rate = 0.05f;
 
-#define TRY(call)                                                                       \
-  do {                                                                                  \
-    fsdp_status_t s_ = (call);                                                          \
-    if (s_ != FSDP_SUCCESS) {                                                           \
+#define TRY(call)                                                                                 \
+  do {                                                                                            \
+    fsdp_status_t s_ = (call);                                                                    \
+    if (s_ != FSDP_SUCCESS) {                                                                     \
       fprintf(stderr, "%s failed: %s\n  %s\n", #call, fsdp_status_string(s_), fsdp_last_error()); \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                     \
-    }                                                                                   \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                               \
+    }                                                                                             \
   } while (0)
 
-static float uniform(unsigned long long *s) { /* xorshift64*, in [-1, 1) */
+static float uniform(unsigned long long* s) { /* xorshift64*, in [-1, 1) */
   *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
   return (float)((*s * 2685821657736338717ull) >> 40) / (float)(1 << 23) - 1.0f;
 }
 
 /* Synthetic task: targets from a fixed random "teacher" applied to random inputs. */
-static void make_batch(int rank, int step, float *x, float *t) {
+static void make_batch(int rank, int step, float* x, float* t) {
   unsigned long long s = 0x9e3779b97f4a7c15ull ^ (unsigned long long)(rank * 1000003 + step + 1);
   unsigned long long teacher = 12345;
   static float tw[4 * 16];
@@ -45,7 +45,7 @@ static void make_batch(int rank, int step, float *x, float *t) {
   }
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
                               {names[l][1], 1, shapes[l][1], FSDP_FLOAT32, 1}};
     float *w = malloc(sizeof(float) * (size_t)(in * out)), *b = calloc((size_t)out, sizeof(float));
     for (int i = 0; i < in * out; ++i) w[i] = uniform(&init_seed) * sqrtf(3.0f / (float)in);
-    const void *init[2] = {w, b};
+    const void* init[2] = {w, b};
     TRY(fsdp_unit_create(ctx, 2, d, init, &units[l]));
     free(w);
     free(b);
@@ -88,8 +88,8 @@ int main(int argc, char **argv) {
       const int in = widths[l], out = widths[l + 1];
       float *w, *b;
       TRY(fsdp_unshard(units[l]));
-      TRY(fsdp_param_data(units[l], 0, (void **)&w));
-      TRY(fsdp_param_data(units[l], 1, (void **)&b));
+      TRY(fsdp_param_data(units[l], 0, (void**)&w));
+      TRY(fsdp_param_data(units[l], 1, (void**)&b));
       for (int n = 0; n < BATCH; ++n)
         for (int o = 0; o < out; ++o) {
           float z = b[o];
@@ -116,9 +116,9 @@ int main(int argc, char **argv) {
       float *w, *gw, *gb;
       TRY(fsdp_zero_grads(units[l]));
       TRY(fsdp_unshard(units[l]));
-      TRY(fsdp_param_data(units[l], 0, (void **)&w));
-      TRY(fsdp_grad_data(units[l], 0, (void **)&gw));
-      TRY(fsdp_grad_data(units[l], 1, (void **)&gb));
+      TRY(fsdp_param_data(units[l], 0, (void**)&w));
+      TRY(fsdp_grad_data(units[l], 0, (void**)&gw));
+      TRY(fsdp_grad_data(units[l], 1, (void**)&gb));
       for (int n = 0; n < BATCH; ++n) {
         for (int o = 0; o < out; ++o) {
           const float d = dact[l + 1][n * out + o];
@@ -136,8 +136,8 @@ int main(int argc, char **argv) {
       /* SGD on the shard: every rank updates only what it holds. */
       float *p, *g;
       size_t n = 0;
-      TRY(fsdp_shard_data(units[l], (void **)&p, &n));
-      TRY(fsdp_shard_grad(units[l], (void **)&g, NULL));
+      TRY(fsdp_shard_data(units[l], (void**)&p, &n));
+      TRY(fsdp_shard_grad(units[l], (void**)&g, NULL));
       for (size_t k = 0; k < n; ++k) p[k] -= learning_rate * g[k];
     }
   }
@@ -154,17 +154,19 @@ int main(int argc, char **argv) {
         len += snprintf(report + len, sizeof report - (size_t)len,
                         "  %-14s elements [%5zu, %5zu) of %5zu\n", names[l][i], po, po + n, total);
       else
-        len += snprintf(report + len, sizeof report - (size_t)len, "  %-14s nothing\n", names[l][i]);
+        len +=
+            snprintf(report + len, sizeof report - (size_t)len, "  %-14s nothing\n", names[l][i]);
     }
   fsdp_memory_stats_t m = {sizeof m, 0, 0, 0, 0, 0, 0, 0};
   TRY(fsdp_memory_stats(ctx, &m));
   const size_t sharded = m.shard_bytes + m.grad_shard_bytes, replica = 2 * m.unsharded_model_bytes;
-  snprintf(report + len, sizeof report - (size_t)len,
-           "  memory: shards %zu B (params %zu + grads %zu); peak %zu B (shards + one unit unsharded)\n"
-           "          unsharded replica %zu B: %.2fx the shards, %.2fx the peak\n",
-           sharded, m.shard_bytes, m.grad_shard_bytes, m.peak_bytes, replica,
-           (double)replica / (double)sharded, (double)replica / (double)m.peak_bytes);
-  char *all = rank == 0 ? malloc(sizeof report * (size_t)world) : NULL;
+  snprintf(
+      report + len, sizeof report - (size_t)len,
+      "  memory: shards %zu B (params %zu + grads %zu); peak %zu B (shards + one unit unsharded)\n"
+      "          unsharded replica %zu B: %.2fx the shards, %.2fx the peak\n",
+      sharded, m.shard_bytes, m.grad_shard_bytes, m.peak_bytes, replica,
+      (double)replica / (double)sharded, (double)replica / (double)m.peak_bytes);
+  char* all = rank == 0 ? malloc(sizeof report * (size_t)world) : NULL;
   MPI_Gather(report, sizeof report, MPI_CHAR, all, sizeof report, MPI_CHAR, 0, MPI_COMM_WORLD);
   if (rank == 0) {
     for (int r = 0; r < world; ++r) fputs(all + (size_t)r * sizeof report, stdout);

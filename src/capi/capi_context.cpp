@@ -29,8 +29,7 @@ void require_usable_mpi(MPI_Comm comm) {
   if (inter) fail(Errc::InvalidArgument, "comm: an inter-communicator; pass an intra-communicator");
 }
 
-fsdp_status_t init(const char* call, MPI_Comm comm, const fsdp_config_t* cfg,
-                   fsdp_context_t* ctx) {
+fsdp_status_t init(const char* call, MPI_Comm comm, const fsdp_config_t* cfg, fsdp_context_t* ctx) {
   return guard(call, [&] {
     require_usable_mpi(comm);
     // Errors in this rank's own arguments still take part in the collective check, so every rank
@@ -78,8 +77,9 @@ fsdp_status_t fsdp_finalize(fsdp_context_t* ctx) {
     delete &c;
     *ctx = nullptr;
     if (finalized)
-      fail(Errc::Mpi, "*ctx: called after MPI_Finalize; host memory was freed but the context's "
-                      "communicators could not be");
+      fail(Errc::Mpi,
+           "*ctx: called after MPI_Finalize; host memory was freed but the context's "
+           "communicators could not be");
   });
 }
 

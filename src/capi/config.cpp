@@ -39,8 +39,8 @@ ContextOptions options_from_config(const fsdp_config_t* cfg) {
     std::memcpy(&c, cfg, cfg->size < sizeof c ? cfg->size : sizeof c);
   }
   if (c.strategy < 0 || c.strategy >= FSDP_SHARDING_STRATEGY_COUNT)
-    fail(Errc::InvalidArgument, "cfg->strategy = " + std::to_string(c.strategy) +
-                                    ": not an fsdp_sharding_strategy_t");
+    fail(Errc::InvalidArgument,
+         "cfg->strategy = " + std::to_string(c.strategy) + ": not an fsdp_sharding_strategy_t");
   if (c.grad_reduction < 0 || c.grad_reduction >= FSDP_GRAD_REDUCTION_COUNT)
     fail(Errc::InvalidArgument, "cfg->grad_reduction = " + std::to_string(c.grad_reduction) +
                                     ": not an fsdp_grad_reduction_t");
@@ -61,8 +61,9 @@ extern "C" fsdp_status_t fsdp_config_defaults(fsdp_config_t* cfg, size_t size) {
     using fsdp::Errc;
     if (!cfg) fsdp::fail(Errc::InvalidArgument, "cfg: NULL");
     if (size < fsdp::capi::kHeaderBytes)
-      fsdp::fail(Errc::InvalidArgument, "size = " + std::to_string(size) +
-                                            ": smaller than the config's size/magic/version header");
+      fsdp::fail(Errc::InvalidArgument,
+                 "size = " + std::to_string(size) +
+                     ": smaller than the config's size/magic/version header");
     fsdp_config_t c = fsdp::capi::kDefaults;
     c.size = size < sizeof c ? size : sizeof c;
     std::memcpy(cfg, &c, c.size);

@@ -37,8 +37,8 @@ ParamSpec spec_from(const fsdp_param_desc_t& d, int i) {
     const int64_t e = d.shape[k];
     const std::string field = "shape[" + std::to_string(k) + "]";
     if (e <= 0)
-      fail(Errc::InvalidArgument, at(i, field.c_str()) + " = " + std::to_string(e) + who +
-                                      ": extents must be positive");
+      fail(Errc::InvalidArgument,
+           at(i, field.c_str()) + " = " + std::to_string(e) + who + ": extents must be positive");
     if (static_cast<uint64_t>(e) > kMaxBytes / dtype_size(p.dtype) / numel)
       fail(Errc::InvalidArgument, at(i, "shape") + who + ": the parameter is too large");
     numel *= static_cast<uint64_t>(e);

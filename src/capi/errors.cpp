@@ -67,7 +67,9 @@ const char* fsdp_status_string(fsdp_status_t status) {
   return "unknown fsdp_status_t value";
 }
 
-const char* fsdp_last_error(void) { return fsdp::capi::last_error.c_str(); }
+const char* fsdp_last_error(void) {
+  return fsdp::capi::last_error.c_str();
+}
 
 fsdp_status_t fsdp_get_version(int* major, int* minor, int* patch) {
   if (major) *major = FSDP_VERSION_MAJOR;

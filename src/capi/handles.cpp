@@ -53,8 +53,12 @@ const void* lookup(const void* h, Kind want, const char* arg) {
 
 }  // namespace
 
-void register_context(Context* c) { add(c, Kind::Context); }
-void register_unit(Unit* u) { add(u, Kind::Unit); }
+void register_context(Context* c) {
+  add(c, Kind::Context);
+}
+void register_unit(Unit* u) {
+  add(u, Kind::Unit);
+}
 
 void retire(const void* h, Retired why) noexcept {
   Registry& r = registry();

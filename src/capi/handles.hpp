@@ -18,7 +18,11 @@ void retire(const void* handle, Retired why) noexcept;
 Context& context_from(fsdp_context_t h, const char* arg);
 Unit& unit_from(fsdp_unit_t h, const char* arg);
 
-inline fsdp_context_t to_handle(Context* c) { return reinterpret_cast<fsdp_context_t>(c); }
-inline fsdp_unit_t to_handle(Unit* u) { return reinterpret_cast<fsdp_unit_t>(u); }
+inline fsdp_context_t to_handle(Context* c) {
+  return reinterpret_cast<fsdp_context_t>(c);
+}
+inline fsdp_unit_t to_handle(Unit* u) {
+  return reinterpret_cast<fsdp_unit_t>(u);
+}
 
 }  // namespace fsdp::capi

@@ -23,7 +23,9 @@ void BufferPool::Lease::reset() {
   bytes_ = capacity_ = 0;
 }
 
-BufferPool::~BufferPool() { trim(); }
+BufferPool::~BufferPool() {
+  trim();
+}
 
 BufferPool::Lease BufferPool::acquire(std::size_t bytes) {
   Lease lease;

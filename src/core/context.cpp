@@ -1,8 +1,9 @@
 #include "core/context.hpp"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
-#include <unistd.h>
 #include <string>
 
 #include "core/agreement.hpp"
@@ -128,7 +129,9 @@ Unit& Context::create_unit(std::vector<ParamSpec> params, const void* const* ini
   return ref;
 }
 
-void Context::destroy_unit(Unit& unit) { units_.erase(unit.id()); }
+void Context::destroy_unit(Unit& unit) {
+  units_.erase(unit.id());
+}
 
 std::vector<Unit*> Context::units() const {
   std::vector<Unit*> all;

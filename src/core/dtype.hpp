@@ -30,6 +30,8 @@ inline const char* dtype_name(DType t) {
 }
 
 // bfloat16 and float16 are reserved in the ABI until mixed precision lands.
-inline bool dtype_supported(DType t) { return t == DType::Float32 || t == DType::Float64; }
+inline bool dtype_supported(DType t) {
+  return t == DType::Float32 || t == DType::Float64;
+}
 
 }  // namespace fsdp

@@ -33,6 +33,8 @@ class Error : public std::runtime_error {
   Errc code_;
 };
 
-[[noreturn]] inline void fail(Errc code, const std::string& what) { throw Error(code, what); }
+[[noreturn]] inline void fail(Errc code, const std::string& what) {
+  throw Error(code, what);
+}
 
 }  // namespace fsdp

@@ -78,10 +78,9 @@ int resolve_sharding_factor(Strategy strategy, int requested, const Topology& to
   switch (strategy) {
     case Strategy::FullShard:
       if (requested != 0 && requested != w)
-        fail(Errc::InvalidArgument,
-             "cfg->sharding_factor = " + std::to_string(requested) +
-                 ": FSDP_FULL_SHARD shards over all " + ws +
-                 " ranks; use FSDP_HYBRID_SHARD for a smaller factor");
+        fail(Errc::InvalidArgument, "cfg->sharding_factor = " + std::to_string(requested) +
+                                        ": FSDP_FULL_SHARD shards over all " + ws +
+                                        " ranks; use FSDP_HYBRID_SHARD for a smaller factor");
       return w;
     case Strategy::NoShard:
       if (requested > 1)

@@ -6,8 +6,7 @@
 namespace fsdp {
 
 Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const void* const* initial_values)
-    : ctx_(ctx), id_(id), layout_(std::move(layout)),
-      shard_rank_(ctx.groups().shard().rank) {
+    : ctx_(ctx), id_(id), layout_(std::move(layout)), shard_rank_(ctx.groups().shard().rank) {
   const std::size_t esize = layout_.element_size();
   shard_ = ctx_.memory().allocate(shard_bytes());
   ctx_.accounting().add(MemoryKind::Shard, shard_bytes());
@@ -52,8 +51,9 @@ void Unit::reshard() {
 
 void* Unit::param_data(std::size_t i) const {
   if (!unsharded_)
-    fail(Errc::State, label() + " is sharded: parameters are readable only between fsdp_unshard "
-                                "and fsdp_reshard");
+    fail(Errc::State, label() +
+                          " is sharded: parameters are readable only between fsdp_unshard "
+                          "and fsdp_reshard");
   return element(unsharded_.data(), layout_.flat_offset(i));
 }
 
@@ -78,7 +78,8 @@ void* Unit::shard_grad() {
 
 void Unit::reduce_grads() {
   if (!full_grad_)
-    fail(Errc::State, label() + " has no gradient to reduce: write it through fsdp_grad_data first");
+    fail(Errc::State,
+         label() + " has no gradient to reduce: write it through fsdp_grad_data first");
   void* out = shard_grad();
   const ProcessGroups& groups = ctx_.groups();
   const double divisor = ctx_.options().grad_reduction == GradReduction::Mean
@@ -104,6 +105,8 @@ void Unit::zero_grads() {
   if (full_grad_) ctx_.memory().zero(full_grad_.data(), padded_bytes());
 }
 
-ShardSlice Unit::slice(std::size_t i) const { return layout_.slice(i, shard_rank_); }
+ShardSlice Unit::slice(std::size_t i) const {
+  return layout_.slice(i, shard_rank_);
+}
 
 }  // namespace fsdp

@@ -27,11 +27,11 @@ class Unit {
   Context& context() const { return ctx_; }
   bool is_unsharded() const { return static_cast<bool>(unsharded_); }
 
-  void unshard();          // collective over the shard group
+  void unshard();  // collective over the shard group
   void reshard();
   void* param_data(std::size_t i) const;
   void* grad_data(std::size_t i);
-  void reduce_grads();     // collective over the shard and replicate groups
+  void reduce_grads();  // collective over the shard and replicate groups
   void zero_grads();
 
   void* shard_data() const { return shard_; }
@@ -48,9 +48,9 @@ class Unit {
   const FlatLayout layout_;
   const int shard_rank_;
   void* shard_ = nullptr;
-  void* grad_shard_ = nullptr;    // allocated on first use: frozen or inference units never pay
-  BufferPool::Lease unsharded_;   // the all-gather's output while unsharded
-  BufferPool::Lease full_grad_;   // the caller's full gradient while one is being written
+  void* grad_shard_ = nullptr;   // allocated on first use: frozen or inference units never pay
+  BufferPool::Lease unsharded_;  // the all-gather's output while unsharded
+  BufferPool::Lease full_grad_;  // the caller's full gradient while one is being written
 };
 
 }  // namespace fsdp

@@ -17,9 +17,13 @@ void* HostMemorySpace::allocate(std::size_t bytes) {
   return p;
 }
 
-void HostMemorySpace::deallocate(void* p, std::size_t) { std::free(p); }
+void HostMemorySpace::deallocate(void* p, std::size_t) {
+  std::free(p);
+}
 
-void HostMemorySpace::zero(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
+void HostMemorySpace::zero(void* p, std::size_t bytes) {
+  std::memset(p, 0, bytes);
+}
 
 void HostMemorySpace::copy(void* dst, const void* src, std::size_t bytes) {
   std::memcpy(dst, src, bytes);

@@ -19,8 +19,7 @@ char* bytes_at(void* base, std::size_t block, std::size_t block_bytes) {
 void MpiTransport::all_gather(const void* shard, void* full, std::size_t count, DType t,
                               const Group& g) {
   const MpiCount c(count, t);
-  mpi_check(MPI_Allgather(shard, c.n(), c.type(), full, c.n(), c.type(), g.comm),
-            "MPI_Allgather");
+  mpi_check(MPI_Allgather(shard, c.n(), c.type(), full, c.n(), c.type(), g.comm), "MPI_Allgather");
 }
 
 bool MpiTransport::use_ring(std::size_t block_bytes, const Group& g) const {
@@ -49,8 +48,8 @@ void MpiTransport::reduce_scatter(void* full, std::size_t block_count, DType t, 
 // it to our own copy, which we send on at step s+1. After n-1 steps the block received is our own
 // (r), summed over all ranks in a fixed order: deterministic. Each step goes in pieces (see
 // MpiTransportOptions::ring_piece_bytes); the sum order per element does not depend on them.
-void MpiTransport::ring_reduce_scatter(void* full, std::size_t block_count, DType t,
-                                       const Group& g, const ReduceEpilogue& epilogue) {
+void MpiTransport::ring_reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
+                                       const ReduceEpilogue& epilogue) {
   const int n = g.size, r = g.rank;
   const int next = (r + 1) % n, prev = (r - 1 + n) % n;
   const std::size_t esize = dtype_size(t), block_bytes = block_count * esize;
@@ -70,8 +69,8 @@ void MpiTransport::ring_reduce_scatter(void* full, std::size_t block_count, DTyp
       if (s < n - 2)
         host::add_into(own + done * esize, incoming, m, t);
       else
-        host::add_pair_accumulate(bytes_at(epilogue.out, done, esize), own + done * esize,
-                                  incoming, m, t, epilogue.divisor);
+        host::add_pair_accumulate(bytes_at(epilogue.out, done, esize), own + done * esize, incoming,
+                                  m, t, epilogue.divisor);
     }
   }
 }
@@ -79,8 +78,8 @@ void MpiTransport::ring_reduce_scatter(void* full, std::size_t block_count, DTyp
 void MpiTransport::mpi_reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
                                       const ReduceEpilogue& epilogue) {
   void* reduced = scratch_.get(block_count * dtype_size(t));
-  mpi_check(MPI_Reduce_scatter_block(full, reduced, static_cast<int>(block_count),
-                                     mpi_type(t), MPI_SUM, g.comm),
+  mpi_check(MPI_Reduce_scatter_block(full, reduced, static_cast<int>(block_count), mpi_type(t),
+                                     MPI_SUM, g.comm),
             "MPI_Reduce_scatter_block");
   host::accumulate_scaled(epilogue.out, reduced, block_count, t, epilogue.divisor);
 }
