@@ -67,21 +67,29 @@ static double load(const void* base, size_t k, fsdp_dtype_t t) {
   return t == FSDP_FLOAT32 ? (double)((const float*)base)[k] : ((const double*)base)[k];
 }
 
+/* Writes and reduces `rounds` rounds of gradients from `g`; returns the gradient shard, its
+ * length, the unit's element count and this rank's shard index. */
+static void* reduce_rounds(fsdp_context_t ctx, fsdp_unit_t u, fsdp_dtype_t t, grad_fn g, int rounds,
+                           size_t* numel, size_t* shard_n, int* srank) {
+  CHECK_OK(fsdp_unit_numel(u, numel, NULL, shard_n));
+  CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_SHARD, srank, NULL));
+  for (int round = 0; round < rounds; ++round) {
+    write_grads(u, t, g, round);
+    CHECK_OK(fsdp_reduce_grads(u));
+  }
+  void* shard = NULL;
+  CHECK_OK(fsdp_shard_grad(u, &shard, NULL));
+  return shard;
+}
+
 /* Integer gradients, `rounds` accumulated reductions: bitwise equal to the reference. */
 static void check_exact(fsdp_context_t ctx, fsdp_dtype_t t, int rounds, int mean) {
   const int W = th_size();
   fsdp_unit_t u = make_unit(ctx, t);
   size_t numel = 0, shard_n = 0;
   int srank = 0;
-  CHECK_OK(fsdp_unit_numel(u, &numel, NULL, &shard_n));
-  CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_SHARD, &srank, NULL));
   CHECK_OK(fsdp_zero_grads(u));
-  for (int round = 0; round < rounds; ++round) {
-    write_grads(u, t, int_grad, round);
-    CHECK_OK(fsdp_reduce_grads(u));
-  }
-  void* g = NULL;
-  CHECK_OK(fsdp_shard_grad(u, &g, NULL));
+  void* g = reduce_rounds(ctx, u, t, int_grad, rounds, &numel, &shard_n, &srank);
   int bad = 0;
   for (size_t j = 0; j < shard_n; ++j) {
     const size_t k = (size_t)srank * shard_n + j;
@@ -119,12 +127,7 @@ static void check_random(fsdp_context_t ctx, fsdp_dtype_t t) {
     fsdp_unit_t u = make_unit(ctx, t);
     size_t numel = 0, shard_n = 0;
     int srank = 0;
-    CHECK_OK(fsdp_unit_numel(u, &numel, NULL, &shard_n));
-    CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_SHARD, &srank, NULL));
-    write_grads(u, t, rand_grad, 0);
-    CHECK_OK(fsdp_reduce_grads(u));
-    void* g = NULL;
-    CHECK_OK(fsdp_shard_grad(u, &g, NULL));
+    void* g = reduce_rounds(ctx, u, t, rand_grad, 1, &numel, &shard_n, &srank);
     int bad = 0;
     for (size_t j = 0; j < shard_n; ++j) {
       const size_t k = (size_t)srank * shard_n + j;

@@ -38,19 +38,13 @@ void read_byte_count(const char* name, std::size_t& out) {
   out = static_cast<std::size_t>(bytes);
 }
 
-// More ranks on this node than cores: every extra synchronization costs a time slice.
-bool node_oversubscribed(const Group& world) {
-  MPI_Comm node = MPI_COMM_NULL;
-  mpi_check(MPI_Comm_split_type(world.comm, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node),
-            "MPI_Comm_split_type");
-  int ranks = 1;
-  const int rc = MPI_Comm_size(node, &ranks);
-  MPI_Comm_free(&node);
-  mpi_check(rc, "MPI_Comm_size");
+// More ranks on a node than cores: every extra synchronization costs a time slice. Core counts
+// are local, so ranks agree on the answer and every rank picks the same algorithm.
+bool node_oversubscribed(const Group& world, const Topology& topo) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  int over = cores > 0 && ranks > cores, any = 0;
+  int over = cores > 0 && topo.largest_node > cores, any = 0;
   mpi_check(MPI_Allreduce(&over, &any, 1, MPI_INT, MPI_MAX, world.comm), "MPI_Allreduce");
-  return any != 0;  // the same answer on every rank, so every rank picks the same algorithm
+  return any != 0;
 }
 
 }  // namespace
@@ -82,10 +76,10 @@ std::unique_ptr<Context> Context::create(MPI_Comm comm, const ContextOptions& op
     mpi_check(MPI_Comm_rank(world, &g.rank), "MPI_Comm_rank");
     mpi_check(MPI_Comm_size(world, &g.size), "MPI_Comm_size");
     agree(g, "configurations (cfg and FSDP_* environment)", options.fingerprint(), local_error);
-    ContextOptions tuned = options;
-    if (std::getenv("FSDP_RING_PIECE_BYTES") == nullptr && node_oversubscribed(g))
-      tuned.transport.ring_piece_bytes = 0;
     const Topology topo = discover_topology(world);
+    ContextOptions tuned = options;
+    if (std::getenv("FSDP_RING_PIECE_BYTES") == nullptr && node_oversubscribed(g, topo))
+      tuned.transport.ring_piece_bytes = 0;
     const int factor = resolve_sharding_factor(options.strategy, options.sharding_factor, topo);
     auto groups = std::make_unique<ProcessGroups>(world, topo, factor);
     world = MPI_COMM_NULL;  // owned by `groups` from here on

@@ -62,6 +62,7 @@ Topology discover_topology(MPI_Comm comm) {
   const bool uniform =
       std::all_of(node_size.begin(), node_size.end(), [&](int n) { return n == node_size[0]; });
   t.ranks_per_node = uniform ? node_size[0] : 0;
+  t.largest_node = *std::max_element(node_size.begin(), node_size.end());
 
   const auto my_node = std::lower_bound(leaders.begin(), leaders.end(), leader) - leaders.begin();
   t.position = node_rank;

@@ -17,6 +17,7 @@ struct Topology {
   int world_size = 1;
   int node_count = 1;
   int ranks_per_node = 1;  // 0 when nodes hold different numbers of ranks
+  int largest_node = 1;    // ranks on the most populated node
   int position = 0;        // this rank's index when ranks are ordered by (node, rank in node)
 };
 
