@@ -2,6 +2,9 @@
  * the same bytes, in the same run: sizes 4 KiB to 256 MiB (the unsharded unit, float32), warm
  * buffers, library and raw interleaved (alternating which goes first), each iteration's time the
  * slowest rank's, medians reported. Bus bandwidth follows nccl-tests: size / time * (n-1)/n.
+ * reduce_grads is timed as a training step uses it: after fsdp_zero_grads (which only marks the
+ * gradient shard zero) and the gradient written, so it stores the reduced shard, as
+ * MPI_Reduce_scatter_block does, rather than adding to it.
  *
  * usage: bench_collectives [--out FILE.json] [--min BYTES] [--max BYTES] */
 #include <stdio.h>
@@ -33,16 +36,30 @@ static double median(double* v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+static float* filled(size_t n, float value) {
+  float* p = malloc(n * sizeof(float));
+  if (!p) {
+    fprintf(stderr, "out of memory (%zu floats)\n", n);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  for (size_t i = 0; i < n; ++i) p[i] = value;
+  return p;
+}
+
 typedef struct {
   fsdp_unit_t unit;
   float *shard, *full, *grad_in, *grad_out;
-  size_t shard_n;
+  size_t shard_n, numel;
 } bench_t;
 
 /* One timed run of `op`; returns the slowest rank's seconds. */
 static double time_op(bench_t* b, int op) {
   void* g = NULL;
-  if (op == OP_REDUCE) TRY(fsdp_grad_data(b->unit, 0, &g)); /* untimed: acquire the buffer */
+  if (op == OP_REDUCE) { /* untimed: a training step's start, and its backward pass */
+    TRY(fsdp_zero_grads(b->unit));
+    TRY(fsdp_grad_data(b->unit, 0, &g));
+    memcpy(g, b->grad_in, b->numel * sizeof(float));
+  }
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = MPI_Wtime();
   switch (op) {
@@ -85,6 +102,8 @@ int main(int argc, char** argv) {
     gethostname(host, sizeof host);
     MPI_Get_library_version(mpi_version, &len);
     mpi_version[strcspn(mpi_version, "\n")] = '\0';
+    for (char* c = mpi_version; *c; ++c) /* JSON strings may hold no control characters */
+      if ((unsigned char)*c < 0x20 || *c == '"' || *c == '\\') *c = ' ';
     json = out_path ? fopen(out_path, "w") : NULL;
     if (out_path && !json) fprintf(stderr, "cannot write %s\n", out_path);
     const time_t now = time(NULL);
@@ -111,13 +130,23 @@ int main(int argc, char** argv) {
     const size_t numel = bytes / sizeof(float);
     const int64_t shape[1] = {(int64_t)numel};
     fsdp_param_desc_t d = {"w", 1, shape, FSDP_FLOAT32, 1};
-    TRY(fsdp_unit_create(ctx, 1, &d, NULL, &b.unit));
-    TRY(fsdp_unit_numel(b.unit, NULL, NULL, &b.shard_n));
+    b.numel = numel;
+    b.shard_n = (numel + (size_t)world - 1) / (size_t)world;
     const size_t padded = b.shard_n * (size_t)world;
-    b.shard = calloc(b.shard_n, sizeof(float));
-    b.full = calloc(padded, sizeof(float));
-    b.grad_in = calloc(padded, sizeof(float));
-    b.grad_out = calloc(b.shard_n, sizeof(float));
+    /* Every buffer written before use: an untouched calloc'd buffer maps the kernel's shared zero
+     * page, which MPI would read from cache, a speed no training buffer has. */
+    b.shard = filled(b.shard_n, 1.0f + rank);
+    b.full = filled(padded, 0.0f);
+    b.grad_in = filled(padded, 0.5f);
+    b.grad_out = filled(b.shard_n, 0.0f);
+    const void* values[1] = {b.grad_in};
+    TRY(fsdp_unit_create(ctx, 1, &d, values, &b.unit));
+    size_t lib_shard_n = 0;
+    TRY(fsdp_unit_numel(b.unit, NULL, NULL, &lib_shard_n));
+    if (lib_shard_n != b.shard_n) {
+      fprintf(stderr, "shard of %zu elements, expected %zu\n", lib_shard_n, b.shard_n);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     const int warmup = 3;
     int iters = (int)(((size_t)1 << 30) / bytes);
     iters = iters < 9 ? 9 : iters > 51 ? 51 : iters;

@@ -255,7 +255,11 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_data(fsdp_unit_t unit, int index, void** dat
  *  groups. FSDP_ERR_STATE if no gradient was written since the last reduce. */
 FSDP_EXPORT fsdp_status_t fsdp_reduce_grads(fsdp_unit_t unit);
 
-/** Sets the gradient shard, and a full gradient being written, to zero. Local. */
+/** Sets the gradient shard, and a full gradient being written, to zero. Local.
+ *  The gradient shard is marked zero rather than written (PyTorch's zero_grad(set_to_none=True)):
+ *  the next fsdp_reduce_grads overwrites it instead of adding to it, and fsdp_shard_grad writes
+ *  the zeros if called first. So fetch the fsdp_shard_grad pointer again after this call: the
+ *  memory behind an older pointer stays valid but holds the old values until then. */
 FSDP_EXPORT fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit);
 
 /* ---- The sharded view, for optimizers written by the caller ---------------------------------- */
@@ -264,7 +268,8 @@ FSDP_EXPORT fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit);
  *  pointer stays valid for the unit's life. Local. Either output may be NULL. */
 FSDP_EXPORT fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel);
 
-/** This rank's gradient shard (allocated zeroed on first use), laid out like fsdp_shard_data. */
+/** This rank's gradient shard, laid out like fsdp_shard_data: zero until a gradient is reduced
+ *  into it. The pointer stays valid for the unit's life; fetch it again after fsdp_zero_grads. */
 FSDP_EXPORT fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t* numel);
 
 /** The part of original parameter `index` this rank's shard holds: elements

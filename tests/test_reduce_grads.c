@@ -67,13 +67,13 @@ static double load(const void* base, size_t k, fsdp_dtype_t t) {
   return t == FSDP_FLOAT32 ? (double)((const float*)base)[k] : ((const double*)base)[k];
 }
 
-/* Writes and reduces `rounds` rounds of gradients from `g`; returns the gradient shard, its
- * length, the unit's element count and this rank's shard index. */
-static void* reduce_rounds(fsdp_context_t ctx, fsdp_unit_t u, fsdp_dtype_t t, grad_fn g, int rounds,
-                           size_t* numel, size_t* shard_n, int* srank) {
+/* Writes and reduces rounds [first, first + rounds) of gradients from `g`; returns the gradient
+ * shard, its length, the unit's element count and this rank's shard index. */
+static void* reduce_rounds(fsdp_context_t ctx, fsdp_unit_t u, fsdp_dtype_t t, grad_fn g, int first,
+                           int rounds, size_t* numel, size_t* shard_n, int* srank) {
   CHECK_OK(fsdp_unit_numel(u, numel, NULL, shard_n));
   CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_SHARD, srank, NULL));
-  for (int round = 0; round < rounds; ++round) {
+  for (int round = first; round < first + rounds; ++round) {
     write_grads(u, t, g, round);
     CHECK_OK(fsdp_reduce_grads(u));
   }
@@ -82,20 +82,17 @@ static void* reduce_rounds(fsdp_context_t ctx, fsdp_unit_t u, fsdp_dtype_t t, gr
   return shard;
 }
 
-/* Integer gradients, `rounds` accumulated reductions: bitwise equal to the reference. */
-static void check_exact(fsdp_context_t ctx, fsdp_dtype_t t, int rounds, int mean) {
+/* Mismatches between shard `g` and the exact reduction of integer rounds [first, first + rounds),
+ * accumulated in order. */
+static int exact_mismatches(const void* g, fsdp_dtype_t t, size_t numel, size_t shard_n, int srank,
+                            int first, int rounds, int mean) {
   const int W = th_size();
-  fsdp_unit_t u = make_unit(ctx, t);
-  size_t numel = 0, shard_n = 0;
-  int srank = 0;
-  CHECK_OK(fsdp_zero_grads(u));
-  void* g = reduce_rounds(ctx, u, t, int_grad, rounds, &numel, &shard_n, &srank);
   int bad = 0;
   for (size_t j = 0; j < shard_n; ++j) {
     const size_t k = (size_t)srank * shard_n + j;
     float ref_f = 0.0f;
     double ref_d = 0.0;
-    for (int round = 0; round < rounds; ++round) {
+    for (int round = first; round < first + rounds; ++round) {
       double sum = 0.0; /* exact: integers */
       if (k < numel)
         for (int r = 0; r < W; ++r) sum += int_grad(r, k, round);
@@ -105,15 +102,36 @@ static void check_exact(fsdp_context_t ctx, fsdp_dtype_t t, int rounds, int mean
     const double got = load(g, j, t);
     if (t == FSDP_FLOAT32 ? (float)got != ref_f : got != ref_d) ++bad;
   }
+  return bad;
+}
+
+/* Integer gradients, `rounds` accumulated reductions: bitwise equal to the reference. Then
+ * fsdp_zero_grads: the shard reads zero, and the next reduction replaces what the memory held. */
+static void check_exact(fsdp_context_t ctx, fsdp_dtype_t t, int rounds, int mean) {
+  fsdp_unit_t u = make_unit(ctx, t);
+  size_t numel = 0, shard_n = 0;
+  int srank = 0;
+  CHECK_OK(fsdp_zero_grads(u));
+  void* g = reduce_rounds(ctx, u, t, int_grad, 0, rounds, &numel, &shard_n, &srank);
   char label[96];
   snprintf(label, sizeof label, "exact %s, %d round(s), %s", t == FSDP_FLOAT32 ? "f32" : "f64",
            rounds, mean ? "mean" : "sum");
-  CHECK_MSG(bad == 0, label);
+  CHECK_MSG(exact_mismatches(g, t, numel, shard_n, srank, 0, rounds, mean) == 0, label);
 
-  /* zero_grads clears; one more reduce gives one round's result. */
   CHECK_OK(fsdp_zero_grads(u));
-  for (size_t j = 0; j < shard_n; ++j) bad += load(g, j, t) != 0.0;
-  CHECK_MSG(bad == 0, "zero_grads leaves zeros");
+  void* zeroed = NULL;
+  CHECK_OK(fsdp_shard_grad(u, &zeroed, NULL));
+  CHECK(zeroed == g); /* the same memory, now holding zeros */
+  int bad = 0;
+  for (size_t j = 0; j < shard_n; ++j) bad += load(zeroed, j, t) != 0.0;
+  CHECK_MSG(bad == 0, "fsdp_shard_grad after fsdp_zero_grads reads zeros");
+
+  /* Round 5 lands in the memory; zero_grads without a fetch; round 7 alone must remain. */
+  reduce_rounds(ctx, u, t, int_grad, 5, 1, &numel, &shard_n, &srank);
+  CHECK_OK(fsdp_zero_grads(u));
+  g = reduce_rounds(ctx, u, t, int_grad, 7, 1, &numel, &shard_n, &srank);
+  CHECK_MSG(exact_mismatches(g, t, numel, shard_n, srank, 7, 1, mean) == 0,
+            "a reduce after fsdp_zero_grads replaces the old gradient");
   CHECK_OK(fsdp_unit_destroy(&u));
 }
 
@@ -127,7 +145,7 @@ static void check_random(fsdp_context_t ctx, fsdp_dtype_t t) {
     fsdp_unit_t u = make_unit(ctx, t);
     size_t numel = 0, shard_n = 0;
     int srank = 0;
-    void* g = reduce_rounds(ctx, u, t, rand_grad, 1, &numel, &shard_n, &srank);
+    void* g = reduce_rounds(ctx, u, t, rand_grad, 0, 1, &numel, &shard_n, &srank);
     int bad = 0;
     for (size_t j = 0; j < shard_n; ++j) {
       const size_t k = (size_t)srank * shard_n + j;

@@ -66,21 +66,30 @@ void* Unit::grad_data(std::size_t i) {
   return element(full_grad_.data(), layout_.flat_offset(i));
 }
 
-void* Unit::shard_grad() {
+void* Unit::grad_shard_storage() {
   if (!grad_shard_) {
-    void* g = ctx_.memory().allocate(shard_bytes());
-    ctx_.memory().zero(g, shard_bytes());
-    grad_shard_ = g;
+    grad_shard_ = ctx_.memory().allocate(shard_bytes());
     ctx_.accounting().add(MemoryKind::GradShard, shard_bytes());
+    grad_shard_is_zero_ = true;
   }
   return grad_shard_;
+}
+
+void* Unit::shard_grad() {
+  void* g = grad_shard_storage();
+  if (grad_shard_is_zero_) {
+    ctx_.memory().zero(g, shard_bytes());
+    grad_shard_is_zero_ = false;  // the caller may write through the pointer from now on
+  }
+  return g;
 }
 
 void Unit::reduce_grads() {
   if (!full_grad_)
     fail(Errc::State,
          label() + " has no gradient to reduce: write it through fsdp_grad_data first");
-  void* out = shard_grad();
+  void* out = grad_shard_storage();
+  const Store store = grad_shard_is_zero_ ? Store::Assign : Store::Accumulate;
   const ProcessGroups& groups = ctx_.groups();
   const double divisor = ctx_.options().grad_reduction == GradReduction::Mean
                              ? static_cast<double>(groups.world().size)
@@ -88,20 +97,21 @@ void Unit::reduce_grads() {
   const std::size_t n = layout_.shard_numel();
   const DType t = layout_.dtype();
   if (groups.replicate().size == 1) {
-    ctx_.transport().reduce_scatter(full_grad_.data(), n, t, groups.shard(), {out, divisor});
+    ctx_.transport().reduce_scatter(full_grad_.data(), n, t, groups.shard(), {out, divisor, store});
   } else {
     // Hybrid: the shard group's sum, then the sum over replicas, then one division by W.
     void* partial = ctx_.partial_sums().get(shard_bytes());
-    ctx_.memory().zero(partial, shard_bytes());
-    ctx_.transport().reduce_scatter(full_grad_.data(), n, t, groups.shard(), {partial, 1.0});
+    ctx_.transport().reduce_scatter(full_grad_.data(), n, t, groups.shard(),
+                                    {partial, 1.0, Store::Assign});
     ctx_.transport().all_reduce(partial, n, t, groups.replicate());
-    ctx_.memory().accumulate_scaled(out, partial, n, t, divisor);
+    ctx_.memory().scaled(out, partial, n, t, divisor, store);
   }
+  grad_shard_is_zero_ = false;
   full_grad_.reset();
 }
 
 void Unit::zero_grads() {
-  if (grad_shard_) ctx_.memory().zero(grad_shard_, shard_bytes());
+  grad_shard_is_zero_ = true;
   if (full_grad_) ctx_.memory().zero(full_grad_.data(), padded_bytes());
 }
 

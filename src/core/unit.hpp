@@ -35,20 +35,25 @@ class Unit {
   void zero_grads();
 
   void* shard_data() const { return shard_; }
-  void* shard_grad();
+  void* shard_grad();  // the caller's view: zeros are written here if the shard is marked zero
   ShardSlice slice(std::size_t i) const;
 
  private:
   std::size_t shard_bytes() const { return layout_.shard_numel() * layout_.element_size(); }
   std::size_t padded_bytes() const { return layout_.padded_numel() * layout_.element_size(); }
   char* element(void* base, std::size_t i) const;
+  void* grad_shard_storage();  // allocated, contents meaningful only if !grad_shard_is_zero_
 
   Context& ctx_;
   const uint64_t id_;
   const FlatLayout layout_;
   const int shard_rank_;
   void* shard_ = nullptr;
-  void* grad_shard_ = nullptr;   // allocated on first use: frozen or inference units never pay
+  void* grad_shard_ = nullptr;  // allocated on first use: frozen or inference units never pay
+  // The gradient shard is zero without its memory saying so (fresh, or after zero_grads, like
+  // PyTorch's set_to_none): the next reduce assigns instead of reading and adding, which saves
+  // two passes over the shard per step (the zeroing and the read).
+  bool grad_shard_is_zero_ = true;
   BufferPool::Lease unsharded_;  // the all-gather's output while unsharded
   BufferPool::Lease full_grad_;  // the caller's full gradient while one is being written
 };

@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "core/dtype.hpp"
+#include "core/store.hpp"
 
 namespace fsdp {
 
@@ -17,9 +18,9 @@ class MemorySpace {
   virtual void deallocate(void* p, std::size_t bytes) = 0;
   virtual void zero(void* p, std::size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
-  // out[i] += x[i] / divisor (divisor 1: no division), count elements of `t`.
-  virtual void accumulate_scaled(void* out, const void* x, std::size_t count, DType t,
-                                 double divisor) = 0;
+  // out[i] (+)= x[i] / divisor (divisor 1: no division), count elements of `t`.
+  virtual void scaled(void* out, const void* x, std::size_t count, DType t, double divisor,
+                      Store store) = 0;
 };
 
 }  // namespace fsdp

@@ -29,9 +29,9 @@ void HostMemorySpace::copy(void* dst, const void* src, std::size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
 
-void HostMemorySpace::accumulate_scaled(void* out, const void* x, std::size_t count, DType t,
-                                        double divisor) {
-  host::accumulate_scaled(out, x, count, t, divisor);
+void HostMemorySpace::scaled(void* out, const void* x, std::size_t count, DType t, double divisor,
+                             Store store) {
+  host::scaled(out, x, count, t, divisor, store);
 }
 
 }  // namespace fsdp

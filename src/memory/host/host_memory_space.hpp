@@ -12,8 +12,8 @@ class HostMemorySpace final : public MemorySpace {
   void deallocate(void* p, std::size_t bytes) override;
   void zero(void* p, std::size_t bytes) override;
   void copy(void* dst, const void* src, std::size_t bytes) override;
-  void accumulate_scaled(void* out, const void* x, std::size_t count, DType t,
-                         double divisor) override;
+  void scaled(void* out, const void* x, std::size_t count, DType t, double divisor,
+              Store store) override;
 };
 
 }  // namespace fsdp

@@ -34,7 +34,7 @@ bool MpiTransport::use_ring(std::size_t block_bytes, const Group& g) const {
 void MpiTransport::reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
                                   const ReduceEpilogue& epilogue) {
   if (g.size == 1) {
-    host::accumulate_scaled(epilogue.out, full, block_count, t, epilogue.divisor);
+    host::scaled(epilogue.out, full, block_count, t, epilogue.divisor, epilogue.store);
     return;
   }
   // MPI_Reduce_scatter_block takes an int count and reduces only predefined types.
@@ -69,8 +69,8 @@ void MpiTransport::ring_reduce_scatter(void* full, std::size_t block_count, DTyp
       if (s < n - 2)
         host::add_into(own + done * esize, incoming, m, t);
       else
-        host::add_pair_accumulate(bytes_at(epilogue.out, done, esize), own + done * esize, incoming,
-                                  m, t, epilogue.divisor);
+        host::add_pair_scaled(bytes_at(epilogue.out, done, esize), own + done * esize, incoming, m,
+                              t, epilogue.divisor, epilogue.store);
     }
   }
 }
@@ -81,7 +81,7 @@ void MpiTransport::mpi_reduce_scatter(void* full, std::size_t block_count, DType
   mpi_check(MPI_Reduce_scatter_block(full, reduced, static_cast<int>(block_count), mpi_type(t),
                                      MPI_SUM, g.comm),
             "MPI_Reduce_scatter_block");
-  host::accumulate_scaled(epilogue.out, reduced, block_count, t, epilogue.divisor);
+  host::scaled(epilogue.out, reduced, block_count, t, epilogue.divisor, epilogue.store);
 }
 
 void MpiTransport::all_reduce(void* buf, std::size_t count, DType t, const Group& g) {
