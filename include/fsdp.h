@@ -9,7 +9,9 @@
  *     group (the W/F ranks that hold the same shard in every shard group).
  *   - A unit is one flat parameter: its original parameters flattened and concatenated in order,
  *     right-padded to a multiple of F elements; each rank keeps the 1/F slice at
- *     [shard_rank * shard_numel, (shard_rank + 1) * shard_numel).
+ *     [shard_rank * shard_numel, (shard_rank + 1) * shard_numel). When a unit mixes trainable and
+ *     frozen parameters, each kind forms its own section laid out like this, trainable first,
+ *     and a shard is its block of each section: frozen parameters need no gradient memory.
  *   - The cycle is unshard (all-gather) -> use parameters -> reshard (release), and for gradients
  *     grad_data (write the full gradient) -> reduce_grads (reduce-scatter, then all-reduce over
  *     replicas, accumulated into the gradient shard).
@@ -36,7 +38,7 @@ extern "C" {
 #endif
 
 #define FSDP_VERSION_MAJOR 0
-#define FSDP_VERSION_MINOR 1
+#define FSDP_VERSION_MINOR 2
 #define FSDP_VERSION_PATCH 0
 /* One integer that orders versions: major * 10000 + minor * 100 + patch. */
 #define FSDP_VERSION_NUMBER(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
@@ -65,6 +67,7 @@ typedef enum fsdp_status {
   FSDP_ERR_OUT_OF_MEMORY = 10,
   FSDP_ERR_MPI = 11,      /* an MPI call failed; the message carries MPI's error string */
   FSDP_ERR_INTERNAL = 12, /* a bug in libfsdp: please report it */
+  FSDP_ERR_CALLBACK = 13, /* a callback of the caller's returned nonzero */
   FSDP_STATUS_COUNT       /* number of status codes, not a status */
 } fsdp_status_t;
 
@@ -72,10 +75,11 @@ typedef enum fsdp_status {
  * Enumerations
  * --------------------------------------------------------------------------------------------- */
 typedef enum fsdp_dtype {
+  FSDP_DTYPE_AUTO = -1, /* in precision settings: the default (see fsdp_config_t.param_dtype) */
   FSDP_FLOAT32 = 0,
   FSDP_FLOAT64 = 1,
-  FSDP_BFLOAT16 = 2, /* reserved: mixed precision comes in a later version */
-  FSDP_FLOAT16 = 3,  /* reserved: mixed precision comes in a later version */
+  FSDP_BFLOAT16 = 2, /* compute and communication dtype; parameters are stored in 32 or 64 bits */
+  FSDP_FLOAT16 = 3,  /* IEEE half; as bfloat16 */
   FSDP_DTYPE_COUNT
 } fsdp_dtype_t;
 
@@ -113,11 +117,22 @@ typedef struct fsdp_config {
   fsdp_sharding_strategy_t strategy;    /* default FSDP_FULL_SHARD */
   int sharding_factor;                  /* F; 0 picks the strategy's default */
   fsdp_grad_reduction_t grad_reduction; /* default FSDP_REDUCE_MEAN */
+  /* Since 0.2: mixed precision for every unit (a unit may override it, fsdp_unit_options_t).
+   * param_dtype: unsharded parameters and the full gradients the caller writes; AUTO = the
+   * parameters' own dtype. reduce_dtype: gradient communication; AUTO = param_dtype. The shard
+   * (the master copy the optimizer updates) and the gradient shard stay in the parameters' dtype.
+   * float32 parameters may compute and reduce in float32, bfloat16 or float16; float64 ones only
+   * in float64. Conversions round to nearest even and keep NaN and infinities. */
+  fsdp_dtype_t param_dtype;
+  fsdp_dtype_t reduce_dtype;
 } fsdp_config_t;
 
 /* Initializer for a config with every default: fsdp_config_t cfg = FSDP_CONFIG_INIT; */
-#define FSDP_CONFIG_INIT \
-  { sizeof(fsdp_config_t), FSDP_CONFIG_MAGIC, FSDP_VERSION, FSDP_FULL_SHARD, 0, FSDP_REDUCE_MEAN }
+#define FSDP_CONFIG_INIT                                                                          \
+  {                                                                                               \
+    sizeof(fsdp_config_t), FSDP_CONFIG_MAGIC, FSDP_VERSION, FSDP_FULL_SHARD, 0, FSDP_REDUCE_MEAN, \
+        FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO                                                          \
+  }
 
 /* ------------------------------------------------------------------------------------------------
  * Handles and descriptors
@@ -130,22 +145,57 @@ typedef struct fsdp_param_desc {
   const char* name;     /* non-empty, unique within the unit, e.g. "encoder.layer0.weight" */
   int ndim;             /* 0 for a scalar, at most FSDP_MAX_NDIM */
   const int64_t* shape; /* ndim extents, each > 0, row-major (C order); NULL when ndim == 0 */
-  fsdp_dtype_t dtype;   /* the same for every parameter of a unit */
-  int requires_grad;    /* 0: frozen, fsdp_grad_data refuses it */
+  fsdp_dtype_t dtype;   /* FSDP_FLOAT32 or FSDP_FLOAT64, the same for every parameter of a unit */
+  int requires_grad;    /* 0: frozen: no gradient or optimizer memory, fsdp_grad_data refuses it */
 } fsdp_param_desc_t;
+
+/* Deferred initialization: writes the full values of parameter `index` (described by `desc`,
+ * row-major, in desc->dtype) at `data`, which holds zeros. Returns 0, or nonzero to fail the
+ * unit's creation (FSDP_ERR_CALLBACK on the rank that failed, FSDP_ERR_MISMATCH on the others). */
+typedef int (*fsdp_init_fn)(void* user_data, int index, const fsdp_param_desc_t* desc, void* data);
+
+/* Options of one unit, for fsdp_unit_create_ex. A struct that grows at its end: set `size` (use
+ * FSDP_UNIT_OPTIONS_INIT). */
+typedef struct fsdp_unit_options {
+  size_t size;               /* sizeof(fsdp_unit_options_t) as the caller compiled it */
+  const char* name;          /* NULL or a label for messages and traces, e.g. "decoder.3" */
+  fsdp_dtype_t param_dtype;  /* FSDP_DTYPE_AUTO: the context's */
+  fsdp_dtype_t reduce_dtype; /* FSDP_DTYPE_AUTO: the context's, else this unit's param_dtype */
+  /* Deferred initialization: when set, initial_values must be NULL; the library allocates one
+   * full-size unit, calls init for each parameter, keeps this rank's shard and frees the rest. */
+  fsdp_init_fn init;
+  void* init_user_data;
+  /* Nonzero: only world rank 0's initial values (or init calls) count; every rank starts from
+   * them (PyTorch's sync_module_states). Other ranks' initial_values are ignored and may be NULL;
+   * init is called on rank 0 only. */
+  int sync_from_rank0;
+} fsdp_unit_options_t;
+
+#define FSDP_UNIT_OPTIONS_INIT \
+  { sizeof(fsdp_unit_options_t), NULL, FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, NULL, NULL, 0 }
 
 #define FSDP_MAX_NDIM 16
 
 /* Memory the library holds for a context, in bytes. A struct that grows at its end: set `size`. */
 typedef struct fsdp_memory_stats {
   size_t size;                  /* sizeof(fsdp_memory_stats_t) as the caller compiled it */
-  size_t shard_bytes;           /* parameter shards of all units */
+  size_t shard_bytes;           /* parameter shards of all units (the master copy) */
   size_t grad_shard_bytes;      /* gradient shards of all units */
-  size_t unsharded_bytes;       /* unsharded parameter and full gradient buffers in use now */
+  size_t unsharded_bytes;       /* unsharded parameter buffers in use now (0.1: and full grads) */
   size_t pool_cached_bytes;     /* released buffers the pool keeps for reuse */
-  size_t peak_bytes;            /* high-water mark of the sum of the four above and scratch_bytes */
+  size_t peak_bytes;            /* high-water mark of the total of every category */
   size_t unsharded_model_bytes; /* parameter bytes of all units without sharding (one replica) */
   size_t scratch_bytes;         /* communication scratch, kept for reuse */
+  /* Since 0.2. */
+  size_t full_grad_bytes;       /* full gradient buffers in use now */
+  size_t optimizer_state_bytes; /* sharded optimizer state */
+  size_t peak_parameter_bytes;  /* high-water mark of shard_bytes + unsharded_bytes: the
+                                   quantity of FSDP's formula K_full/F sum psi + K_low max psi */
+  size_t peak_shard_bytes;      /* each category's own high-water mark */
+  size_t peak_grad_shard_bytes;
+  size_t peak_unsharded_bytes;
+  size_t peak_full_grad_bytes;
+  size_t peak_optimizer_state_bytes;
 } fsdp_memory_stats_t;
 
 /* ------------------------------------------------------------------------------------------------
@@ -212,6 +262,16 @@ FSDP_EXPORT fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stat
  *  scratch. Local. */
 FSDP_EXPORT fsdp_status_t fsdp_trim_pool(fsdp_context_t ctx);
 
+/** Restarts every peak of fsdp_memory_stats from the current values. Local. */
+FSDP_EXPORT fsdp_status_t fsdp_reset_peak_memory(fsdp_context_t ctx);
+
+/** Gradient accumulation without communication (PyTorch's no_sync). With `enabled` = 0,
+ *  fsdp_reduce_grads keeps each unit's full gradient instead of communicating it, and the next
+ *  micro-batch adds into it through fsdp_grad_data; with `enabled` = 1 again, the next
+ *  fsdp_reduce_grads communicates the sum. Costs one full gradient per unit while off. Local
+ *  (reduce_grads is then local too); every rank must switch at the same point of its loop. */
+FSDP_EXPORT fsdp_status_t fsdp_set_grad_sync(fsdp_context_t ctx, int enabled);
+
 /* ------------------------------------------------------------------------------------------------
  * Units (flat parameters)
  * --------------------------------------------------------------------------------------------- */
@@ -229,30 +289,44 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_create(fsdp_context_t ctx, int nparams,
                                            const fsdp_param_desc_t* descs,
                                            const void* const* initial_values, fsdp_unit_t* unit);
 
+/** fsdp_unit_create with options: a name, this unit's mixed precision, deferred initialization
+ *  through a callback, initialization from rank 0. `options` NULL: the defaults. Collective over
+ *  the world group; the options must agree across ranks (except the callback pointers). */
+FSDP_EXPORT fsdp_status_t fsdp_unit_create_ex(fsdp_context_t ctx, int nparams,
+                                              const fsdp_param_desc_t* descs,
+                                              const void* const* initial_values,
+                                              const fsdp_unit_options_t* options,
+                                              fsdp_unit_t* unit);
+
 /** Frees the unit and sets *unit to NULL. Local. Pointers obtained from it become invalid. */
 FSDP_EXPORT fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit);
 
-/** All-gathers the unit into one contiguous buffer (the all-gather's own output: no extra copy).
- *  Collective over the shard group. FSDP_ERR_STATE if the unit is already unsharded.
- *  The caller reads parameters through fsdp_param_data; writes to them are discarded at reshard. */
+/** All-gathers the unit into one contiguous buffer (the all-gather's own output: no extra copy),
+ *  in the unit's param_dtype (the shard rounded to it first, in place). Collective over the shard
+ *  group. FSDP_ERR_STATE if the unit is already unsharded. The caller reads parameters through
+ *  fsdp_param_data; writes to them are discarded at reshard. */
 FSDP_EXPORT fsdp_status_t fsdp_unshard(fsdp_unit_t unit);
 
 /** Returns the unsharded buffer to the context's pool. Local. FSDP_ERR_STATE if not unsharded. */
 FSDP_EXPORT fsdp_status_t fsdp_reshard(fsdp_unit_t unit);
 
-/** Original parameter `index` inside the unsharded buffer, row-major, of the unit's dtype.
+/** Original parameter `index` inside the unsharded buffer, row-major, in the unit's param_dtype.
  *  Valid until fsdp_reshard. Local. FSDP_ERR_STATE if the unit is sharded. */
 FSDP_EXPORT fsdp_status_t fsdp_param_data(fsdp_unit_t unit, int index, void** data);
 
-/** Where the caller writes the full gradient of parameter `index` (row-major, unit's dtype). The
- *  first call after a reduce acquires a zeroed full-size gradient buffer. Valid until
+/** Where the caller adds the full gradient of parameter `index` (row-major, in param_dtype). The
+ *  first call after a communicating reduce acquires a zeroed full-size gradient buffer (trainable
+ *  parameters only), so writing and adding are the same for one micro-batch; under
+ *  fsdp_set_grad_sync(ctx, 0) it keeps the earlier micro-batches' sum, to be added to. Valid until
  *  fsdp_reduce_grads. Local. FSDP_ERR_INVALID_ARGUMENT for a parameter with requires_grad == 0. */
 FSDP_EXPORT fsdp_status_t fsdp_grad_data(fsdp_unit_t unit, int index, void** data);
 
-/** Reduces the full gradients written through fsdp_grad_data: reduce-scatter over the shard group,
- *  all-reduce over the replicate group, then (mean) division by W, accumulated into this rank's
- *  gradient shard. Releases the full gradient buffer. Collective over the shard and replicate
- *  groups. FSDP_ERR_STATE if no gradient was written since the last reduce. */
+/** Reduces the full gradients written through fsdp_grad_data: converted to reduce_dtype if it
+ *  differs, reduce-scatter over the shard group, all-reduce over the replicate group, then (mean)
+ *  division by W, accumulated into this rank's gradient shard (in the parameters' dtype).
+ *  Releases the full gradient buffer. Collective over the shard and replicate groups; local and
+ *  keeping the full gradient while gradient sync is off (fsdp_set_grad_sync). FSDP_ERR_STATE if
+ *  no gradient was written since the last reduce. */
 FSDP_EXPORT fsdp_status_t fsdp_reduce_grads(fsdp_unit_t unit);
 
 /** Sets the gradient shard, and a full gradient being written, to zero. Local.
@@ -268,8 +342,10 @@ FSDP_EXPORT fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit);
  *  pointer stays valid for the unit's life. Local. Either output may be NULL. */
 FSDP_EXPORT fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel);
 
-/** This rank's gradient shard, laid out like fsdp_shard_data: zero until a gradient is reduced
- *  into it. The pointer stays valid for the unit's life; fetch it again after fsdp_zero_grads. */
+/** This rank's gradient shard: the first `numel` elements of the shard's layout (the trainable
+ *  section; frozen parameters come after it in the shard and have no gradient), in the
+ *  parameters' dtype. Zero until a gradient is reduced into it. The pointer stays valid for the
+ *  unit's life; fetch it again after fsdp_zero_grads. */
 FSDP_EXPORT fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t* numel);
 
 /** The part of original parameter `index` this rank's shard holds: elements
@@ -286,6 +362,12 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_numel(fsdp_unit_t unit, size_t* numel, size_
 
 /** Number of parameters, and the unit's dtype. Local. Either output may be NULL. */
 FSDP_EXPORT fsdp_status_t fsdp_unit_info(fsdp_unit_t unit, int* nparams, fsdp_dtype_t* dtype);
+
+/** The unit's dtypes after defaults: parameters (storage and master), param_dtype, reduce_dtype.
+ *  Local. Any output may be NULL. */
+FSDP_EXPORT fsdp_status_t fsdp_unit_precision(fsdp_unit_t unit, fsdp_dtype_t* storage,
+                                              fsdp_dtype_t* param_dtype,
+                                              fsdp_dtype_t* reduce_dtype);
 
 /** Element count of original parameter `index`. Local. */
 FSDP_EXPORT fsdp_status_t fsdp_param_numel(fsdp_unit_t unit, int index, size_t* numel);

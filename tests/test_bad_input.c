@@ -159,7 +159,7 @@ static void bad_descriptors(fsdp_context_t ctx) {
   d[1].dtype = (fsdp_dtype_t)42;
   CHECK_FAILS(fsdp_unit_create(ctx, 2, d, NULL, &u), FSDP_ERR_INVALID_ARGUMENT, "descs[1].dtype");
   d[1].dtype = FSDP_BFLOAT16;
-  CHECK_FAILS(fsdp_unit_create(ctx, 2, d, NULL, &u), FSDP_ERR_UNSUPPORTED, "bfloat16");
+  CHECK_FAILS(fsdp_unit_create(ctx, 2, d, NULL, &u), FSDP_ERR_INVALID_ARGUMENT, "param_dtype");
   d[1].dtype = FSDP_FLOAT64;
   CHECK_FAILS(fsdp_unit_create(ctx, 2, d, NULL, &u), FSDP_ERR_INVALID_ARGUMENT, "one dtype");
 

@@ -129,7 +129,27 @@ fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t* stats) 
     s.peak_bytes = a.peak();
     s.unsharded_model_bytes = c.unsharded_model_bytes();
     s.scratch_bytes = a.bytes(fsdp::MemoryKind::Scratch);
+    s.full_grad_bytes = a.bytes(fsdp::MemoryKind::FullGrad);
+    s.optimizer_state_bytes = a.bytes(fsdp::MemoryKind::OptimizerState);
+    s.peak_parameter_bytes = a.peak_parameters();
+    s.peak_shard_bytes = a.peak(fsdp::MemoryKind::Shard);
+    s.peak_grad_shard_bytes = a.peak(fsdp::MemoryKind::GradShard);
+    s.peak_unsharded_bytes = a.peak(fsdp::MemoryKind::Unsharded);
+    s.peak_full_grad_bytes = a.peak(fsdp::MemoryKind::FullGrad);
+    s.peak_optimizer_state_bytes = a.peak(fsdp::MemoryKind::OptimizerState);
     std::memcpy(stats, &s, s.size);
+  });
+}
+
+fsdp_status_t fsdp_reset_peak_memory(fsdp_context_t ctx) {
+  return guard(__func__, [&] { context_from(ctx, "ctx").accounting().reset_peaks(); });
+}
+
+fsdp_status_t fsdp_set_grad_sync(fsdp_context_t ctx, int enabled) {
+  return guard(__func__, [&] {
+    if (enabled != 0 && enabled != 1)
+      fail(Errc::InvalidArgument, "enabled = " + std::to_string(enabled) + ": must be 0 or 1");
+    context_from(ctx, "ctx").set_grad_sync(enabled != 0);
   });
 }
 

@@ -1,7 +1,9 @@
 // C entry points for units.
+#include <cstring>
 #include <optional>
 #include <string>
 
+#include "capi/config.hpp"
 #include "capi/descriptors.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
@@ -28,27 +30,80 @@ void require_output(const void* p, const char* arg) {
   if (!p) fail(Errc::InvalidArgument, std::string(arg) + ": NULL output pointer");
 }
 
+// Reads at most options->size bytes; newer fields keep their defaults.
+fsdp_unit_options_t read_options(const fsdp_unit_options_t* options) {
+  fsdp_unit_options_t o = FSDP_UNIT_OPTIONS_INIT;
+  if (!options) return o;
+  if (options->size < sizeof(size_t) || options->size > (std::size_t(1) << 16))
+    fail(Errc::InvalidArgument, "options->size = " + std::to_string(options->size) +
+                                    ": initialize the options with FSDP_UNIT_OPTIONS_INIT");
+  std::memcpy(&o, options, options->size < sizeof o ? options->size : sizeof o);
+  o.size = sizeof o;
+  return o;
+}
+
+fsdp::Context::UnitRequest request_from(const fsdp_unit_options_t& o, int nparams,
+                                        const fsdp_param_desc_t* descs,
+                                        const void* const* initial_values, int world_rank) {
+  fsdp::Context::UnitRequest r;
+  r.precision.param = fsdp::capi::optional_dtype(o.param_dtype, "options->param_dtype");
+  r.precision.reduce = fsdp::capi::optional_dtype(o.reduce_dtype, "options->reduce_dtype");
+  if (o.name) r.name = o.name;
+  r.source.values = initial_values;
+  r.source.from_rank0 = o.sync_from_rank0 != 0;
+  if (o.init) {
+    if (initial_values)
+      fail(Errc::InvalidArgument,
+           "initial_values: must be NULL when options->init is set (the callback provides them)");
+    const fsdp_init_fn fn = o.init;
+    void* user = o.init_user_data;
+    r.source.init = [fn, user, descs, nparams, world_rank](std::size_t i, void* data) {
+      const int index = static_cast<int>(i);
+      if (index >= nparams) fail(Errc::Internal, "init callback index out of range");
+      const int rc = fn(user, index, &descs[index], data);
+      if (rc != 0)
+        fail(Errc::Callback, "options->init returned " + std::to_string(rc) + " for descs[" +
+                                 std::to_string(index) + "] ('" + descs[index].name +
+                                 "') on rank " + std::to_string(world_rank));
+    };
+  }
+  return r;
+}
+
+void create_unit(fsdp_context_t ctx, int nparams, const fsdp_param_desc_t* descs,
+                 const void* const* initial_values, const fsdp_unit_options_t* options,
+                 fsdp_unit_t* unit) {
+  fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+  // This rank's argument errors join the collective check, so all ranks fail together.
+  std::optional<Error> local;
+  std::vector<fsdp::ParamSpec> specs;
+  fsdp::Context::UnitRequest request;
+  try {
+    require_output(unit, "unit");
+    specs = fsdp::capi::specs_from_descriptors(nparams, descs);
+    request = request_from(read_options(options), nparams, descs, initial_values,
+                           c.groups().world().rank);
+  } catch (const Error& e) {
+    local = e;
+  }
+  Unit& u = c.create_unit(std::move(specs), request, local);
+  fsdp::capi::register_unit(&u);
+  *unit = fsdp::capi::to_handle(&u);
+}
+
 }  // namespace
 
 extern "C" {
 
 fsdp_status_t fsdp_unit_create(fsdp_context_t ctx, int nparams, const fsdp_param_desc_t* descs,
                                const void* const* initial_values, fsdp_unit_t* unit) {
-  return guard(__func__, [&] {
-    fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
-    // This rank's argument errors join the collective check, so all ranks fail together.
-    std::optional<Error> local;
-    std::vector<fsdp::ParamSpec> specs;
-    try {
-      require_output(unit, "unit");
-      specs = fsdp::capi::specs_from_descriptors(nparams, descs);
-    } catch (const Error& e) {
-      local = e;
-    }
-    Unit& u = c.create_unit(std::move(specs), initial_values, local);
-    fsdp::capi::register_unit(&u);
-    *unit = fsdp::capi::to_handle(&u);
-  });
+  return guard(__func__, [&] { create_unit(ctx, nparams, descs, initial_values, nullptr, unit); });
+}
+
+fsdp_status_t fsdp_unit_create_ex(fsdp_context_t ctx, int nparams, const fsdp_param_desc_t* descs,
+                                  const void* const* initial_values,
+                                  const fsdp_unit_options_t* options, fsdp_unit_t* unit) {
+  return guard(__func__, [&] { create_unit(ctx, nparams, descs, initial_values, options, unit); });
 }
 
 fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit) {
@@ -110,8 +165,25 @@ fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel) {
 fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t* numel) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
-    if (data) *data = u.shard_grad();
-    if (numel) *numel = u.layout().shard_numel();
+    if (data) {
+      if (u.layout().grad_shard_numel() == 0)
+        fail(Errc::InvalidArgument,
+             u.label() +
+                 ": every parameter is frozen (requires_grad = 0): there is no gradient "
+                 "shard");
+      *data = u.shard_grad();
+    }
+    if (numel) *numel = u.layout().grad_shard_numel();
+  });
+}
+
+fsdp_status_t fsdp_unit_precision(fsdp_unit_t unit, fsdp_dtype_t* storage,
+                                  fsdp_dtype_t* param_dtype, fsdp_dtype_t* reduce_dtype) {
+  return guard(__func__, [&] {
+    const fsdp::Precision& p = unit_from(unit, "unit").precision();
+    if (storage) *storage = static_cast<fsdp_dtype_t>(p.storage);
+    if (param_dtype) *param_dtype = static_cast<fsdp_dtype_t>(p.param);
+    if (reduce_dtype) *reduce_dtype = static_cast<fsdp_dtype_t>(p.reduce);
   });
 }
 

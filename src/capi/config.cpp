@@ -20,6 +20,14 @@ std::string version_text(uint32_t v) {
 
 }  // namespace
 
+std::optional<DType> optional_dtype(fsdp_dtype_t t, const char* arg) {
+  if (t == FSDP_DTYPE_AUTO) return std::nullopt;
+  if (t < 0 || t >= FSDP_DTYPE_COUNT)
+    fail(Errc::InvalidArgument,
+         std::string(arg) + " = " + std::to_string(t) + ": not an fsdp_dtype_t or FSDP_DTYPE_AUTO");
+  return static_cast<DType>(t);
+}
+
 ContextOptions options_from_config(const fsdp_config_t* cfg) {
   fsdp_config_t c = kDefaults;
   if (cfg) {
@@ -48,6 +56,8 @@ ContextOptions options_from_config(const fsdp_config_t* cfg) {
     fail(Errc::InvalidArgument,
          "cfg->sharding_factor = " + std::to_string(c.sharding_factor) + ": must be >= 0");
   ContextOptions o;
+  o.precision.param = optional_dtype(c.param_dtype, "cfg->param_dtype");
+  o.precision.reduce = optional_dtype(c.reduce_dtype, "cfg->reduce_dtype");
   o.strategy = static_cast<Strategy>(c.strategy);
   o.sharding_factor = c.sharding_factor;
   o.grad_reduction = static_cast<GradReduction>(c.grad_reduction);

@@ -25,9 +25,11 @@ ParamSpec spec_from(const fsdp_param_desc_t& d, int i) {
     fail(Errc::InvalidArgument,
          at(i, "dtype") + " = " + std::to_string(d.dtype) + who + ": not an fsdp_dtype_t");
   p.dtype = static_cast<DType>(d.dtype);
-  if (!dtype_supported(p.dtype))
-    fail(Errc::Unsupported, at(i, "dtype") + " = " + dtype_name(p.dtype) + who +
-                                ": this version supports float32 and float64");
+  if (!dtype_storable(p.dtype))
+    fail(Errc::InvalidArgument,
+         at(i, "dtype") + " = " + dtype_name(p.dtype) + who +
+             ": parameters are stored in float32 or float64; for bfloat16 or float16 compute, "
+             "set param_dtype (fsdp_config_t or fsdp_unit_options_t)");
   if (d.ndim < 0 || d.ndim > FSDP_MAX_NDIM)
     fail(Errc::InvalidArgument, at(i, "ndim") + " = " + std::to_string(d.ndim) + who +
                                     ": must be between 0 and " + std::to_string(FSDP_MAX_NDIM));

@@ -6,6 +6,7 @@ BufferPool::Lease& BufferPool::Lease::operator=(Lease&& o) noexcept {
   if (this != &o) {
     reset();
     pool_ = o.pool_;
+    kind_ = o.kind_;
     data_ = o.data_;
     bytes_ = o.bytes_;
     capacity_ = o.capacity_;
@@ -17,7 +18,7 @@ BufferPool::Lease& BufferPool::Lease::operator=(Lease&& o) noexcept {
 }
 
 void BufferPool::Lease::reset() {
-  if (data_) pool_->give_back(data_, capacity_);
+  if (data_) pool_->give_back(data_, capacity_, kind_);
   pool_ = nullptr;
   data_ = nullptr;
   bytes_ = capacity_ = 0;
@@ -27,7 +28,7 @@ BufferPool::~BufferPool() {
   trim();
 }
 
-BufferPool::Lease BufferPool::acquire(std::size_t bytes) {
+BufferPool::Lease BufferPool::acquire(std::size_t bytes, MemoryKind kind) {
   Lease lease;
   if (bytes > largest_request_) largest_request_ = bytes;
   auto fit = free_.lower_bound(bytes);
@@ -38,17 +39,19 @@ BufferPool::Lease BufferPool::acquire(std::size_t bytes) {
     cached_bytes_ -= lease.capacity_;
     accounting_.sub(MemoryKind::PoolCached, lease.capacity_);
   } else {
+    trim();  // all smaller than the request: of no use to it
     lease.data_ = memory_.allocate(bytes);
     lease.capacity_ = bytes;
   }
-  accounting_.add(MemoryKind::Unsharded, lease.capacity_);
+  accounting_.add(kind, lease.capacity_);
+  lease.kind_ = kind;
   lease.pool_ = this;
   lease.bytes_ = bytes;
   return lease;
 }
 
-void BufferPool::give_back(void* data, std::size_t capacity) {
-  accounting_.sub(MemoryKind::Unsharded, capacity);
+void BufferPool::give_back(void* data, std::size_t capacity, MemoryKind kind) {
+  accounting_.sub(kind, capacity);
   try {
     free_.emplace(capacity, data);
   } catch (...) {  // no memory to remember it: free it instead (called from destructors)

@@ -1,12 +1,13 @@
 // The pool that unsharded parameter buffers, full gradient buffers and communication scratch come
 // from and return to, so steady-state training allocates nothing.
 //
-// A request takes the smallest cached buffer that is large enough, else allocates. A released
+// A request takes the smallest cached buffer that is large enough. When none is, every cached
+// buffer is smaller than the request and of no use to it: they are freed first, then the request
+// is allocated, so the memory held never exceeds what is on loan plus one buffer's worth (this is
+// what makes the peak match FSDP's formula, K_low * max(psi_i) for one unsharded unit). A released
 // buffer is cached, and then the smallest cached buffers are freed while the cache holds more than
-// twice the largest buffer ever requested (a unit's parameters and its gradient). Caching every
-// size would, for a model of differently sized units, add up to a whole unsharded replica; this
-// way the pool converges to about two buffers of the largest unit, the bound in FSDP's memory
-// formula, and a steady training loop allocates nothing.
+// twice the largest buffer ever requested (a unit's parameters and its gradient). The pool thus
+// converges to buffers of the largest unit, and a steady training loop allocates nothing.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +36,7 @@ class BufferPool {
    private:
     friend class BufferPool;
     BufferPool* pool_ = nullptr;
+    MemoryKind kind_ = MemoryKind::Unsharded;
     void* data_ = nullptr;
     std::size_t bytes_ = 0;
     std::size_t capacity_ = 0;
@@ -47,12 +49,13 @@ class BufferPool {
   BufferPool& operator=(const BufferPool&) = delete;
 
   // Contents are not initialized. Throws Errc::OutOfMemory.
-  Lease acquire(std::size_t bytes);
+  // `kind` is what the buffer is accounted as while on loan.
+  Lease acquire(std::size_t bytes, MemoryKind kind);
   // Frees every cached buffer (not those on loan).
   void trim();
 
  private:
-  void give_back(void* data, std::size_t capacity);
+  void give_back(void* data, std::size_t capacity, MemoryKind kind);
 
   MemorySpace& memory_;
   MemoryAccounting& accounting_;

@@ -19,6 +19,8 @@ uint64_t ContextOptions::fingerprint() const {
   f.add(static_cast<uint64_t>(strategy));
   f.add(static_cast<uint64_t>(sharding_factor));
   f.add(static_cast<uint64_t>(grad_reduction));
+  f.add(precision.param ? static_cast<uint64_t>(*precision.param) : ~uint64_t(0));
+  f.add(precision.reduce ? static_cast<uint64_t>(*precision.reduce) : ~uint64_t(0));
   f.add(static_cast<uint64_t>(transport.algorithm));
   f.add(static_cast<uint64_t>(transport.ring_min_block_bytes));
   f.add(static_cast<uint64_t>(transport.ring_piece_bytes));
@@ -105,18 +107,43 @@ Context::~Context() {
   units_.clear();  // units return their buffers to the pool before it goes
 }
 
-Unit& Context::create_unit(std::vector<ParamSpec> params, const void* const* initial_values,
+Unit& Context::create_unit(std::vector<ParamSpec> params, const UnitRequest& request,
                            const std::optional<Error>& local_error) {
   uint64_t fingerprint = 0;
   std::optional<FlatLayout> layout;
-  if (!local_error) {
-    layout.emplace(std::move(params), sharding_factor());
-    fingerprint = layout->fingerprint();
+  Precision precision;
+  std::optional<Error> local = local_error;
+  if (!local) {
+    try {
+      layout.emplace(std::move(params), sharding_factor());
+      precision = resolve_precision(layout->dtype(), options_.precision, request.precision,
+                                    "unit " + std::to_string(next_unit_id_));
+      Fingerprint f;
+      f.add(layout->fingerprint());
+      f.add(static_cast<uint64_t>(precision.param));
+      f.add(static_cast<uint64_t>(precision.reduce));
+      f.add(request.name);
+      f.add(static_cast<uint64_t>(request.source.from_rank0));
+      f.add(static_cast<uint64_t>(static_cast<bool>(request.source.init)));
+      fingerprint = f.value();
+    } catch (const Error& e) {
+      local = e;
+    }
   }
-  agree(groups_->world(), "unit descriptors (count, names, shapes, dtypes, requires_grad, order)",
-        fingerprint, local_error);
+  agree(groups_->world(),
+        "unit descriptors and options (count, names, shapes, dtypes, requires_grad, order, "
+        "precision, name, initialization)",
+        fingerprint, local);
   const uint64_t id = next_unit_id_;
-  auto unit = std::make_unique<Unit>(*this, id, std::move(*layout), initial_values);
+  std::unique_ptr<Unit> unit;
+  std::optional<Error> allocation;
+  try {
+    unit = std::make_unique<Unit>(*this, id, std::move(*layout), precision, request.name);
+  } catch (const Error& e) {
+    allocation = e;
+  }
+  agree(groups_->world(), "allocation of the unit's shard", 0, allocation);
+  initialize_shard(*unit, request.source);  // collective; throws on every rank together
   Unit& ref = *unit;
   units_.emplace(id, std::move(unit));
   ++next_unit_id_;  // only on success, so ids stay equal across ranks

@@ -14,8 +14,10 @@
 #include "core/error.hpp"
 #include "core/flat_layout.hpp"
 #include "core/memory_accounting.hpp"
+#include "core/precision.hpp"
 #include "core/process_groups.hpp"
 #include "core/scratch.hpp"
+#include "core/unit_init.hpp"
 #include "memory/memory_space.hpp"
 #include "transport/mpi/mpi_transport.hpp"
 
@@ -29,6 +31,7 @@ struct ContextOptions {
   Strategy strategy = Strategy::FullShard;
   int sharding_factor = 0;  // 0: the strategy's default
   GradReduction grad_reduction = GradReduction::Mean;
+  PrecisionRequest precision;  // every unit's, unless the unit asks otherwise
   MpiTransportOptions transport;
 
   uint64_t fingerprint() const;
@@ -48,8 +51,14 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
+  // What a unit may ask for beyond its descriptors.
+  struct UnitRequest {
+    PrecisionRequest precision;
+    std::string name;
+    UnitSource source;
+  };
   // Collective over the world group (checks that every rank describes the same unit).
-  Unit& create_unit(std::vector<ParamSpec> params, const void* const* initial_values,
+  Unit& create_unit(std::vector<ParamSpec> params, const UnitRequest& request,
                     const std::optional<Error>& local_error);
   void destroy_unit(Unit& unit);
   std::vector<Unit*> units() const;
@@ -63,6 +72,9 @@ class Context {
   // For partial sums that outlive one collective (hybrid: reduce-scatter, then all-reduce).
   Scratch& partial_sums() { return *partial_sums_; }
   MemoryAccounting& accounting() { return accounting_; }
+  // Off: reduce_grads keeps full gradients locally (PyTorch's no_sync) until it is turned on.
+  bool grad_sync() const { return grad_sync_; }
+  void set_grad_sync(bool on) { grad_sync_ = on; }
   std::size_t unsharded_model_bytes() const;
   // Frees cached pool buffers and communication scratch.
   void trim();
@@ -79,6 +91,7 @@ class Context {
   std::unique_ptr<Transport> transport_;
   std::map<uint64_t, std::unique_ptr<Unit>> units_;  // by id: creation order, same on every rank
   uint64_t next_unit_id_ = 0;
+  bool grad_sync_ = true;
 };
 
 }  // namespace fsdp

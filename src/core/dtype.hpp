@@ -29,8 +29,8 @@ inline const char* dtype_name(DType t) {
   return "unknown";
 }
 
-// bfloat16 and float16 are reserved in the ABI until mixed precision lands.
-inline bool dtype_supported(DType t) {
+// Parameters are stored in 32 or 64 bits; 16-bit types are for computing and communicating.
+inline bool dtype_storable(DType t) {
   return t == DType::Float32 || t == DType::Float64;
 }
 

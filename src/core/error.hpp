@@ -22,6 +22,7 @@ enum class Errc : int {
   OutOfMemory = 10,
   Mpi = 11,
   Internal = 12,
+  Callback = 13,
 };
 
 class Error : public std::runtime_error {

@@ -10,22 +10,34 @@ namespace fsdp {
 FlatLayout::FlatLayout(std::vector<ParamSpec> params, int shard_count)
     : params_(std::move(params)), shard_count_(shard_count) {
   if (params_.empty() || shard_count_ < 1) fail(Errc::Internal, "FlatLayout: empty unit");
-  offsets_.reserve(params_.size());
-  for (const ParamSpec& p : params_) {
-    offsets_.push_back(numel_);
-    numel_ += p.numel;  // callers checked each numel and the total against overflow
+  // Offsets inside each section first; callers checked each numel and the total against overflow.
+  offsets_.resize(params_.size());
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Section& s = sections_[static_cast<int>(section_of(i))];
+    offsets_[i] = s.numel;
+    s.numel += params_[i].numel;
+    numel_ += params_[i].numel;
   }
-  shard_numel_ = (numel_ + shard_count_ - 1) / shard_count_;
+  Section& trainable = sections_[0];
+  Section& frozen = sections_[1];
+  trainable.shard_numel = (trainable.numel + shard_count_ - 1) / shard_count_;
+  frozen.shard_numel = (frozen.numel + shard_count_ - 1) / shard_count_;
+  frozen.flat_base = trainable.padded_numel(shard_count_);
+  frozen.shard_base = trainable.shard_numel;
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    offsets_[i] += sections_[static_cast<int>(section_of(i))].flat_base;
 }
 
 ShardSlice FlatLayout::slice(std::size_t i, int shard_rank) const {
-  const std::size_t shard_begin = static_cast<std::size_t>(shard_rank) * shard_numel_;
-  const std::size_t shard_end = shard_begin + shard_numel_;
-  const std::size_t begin = std::max(offsets_[i], shard_begin);
-  const std::size_t end = std::min(offsets_[i] + params_[i].numel, shard_end);
+  const Section& sec = section(section_of(i));
+  const std::size_t block_begin =
+      sec.flat_base + static_cast<std::size_t>(shard_rank) * sec.shard_numel;
+  const std::size_t block_end = block_begin + sec.shard_numel;
+  const std::size_t begin = std::max(offsets_[i], block_begin);
+  const std::size_t end = std::min(offsets_[i] + params_[i].numel, block_end);
   ShardSlice s;
   if (begin < end) {
-    s.shard_offset = begin - shard_begin;
+    s.shard_offset = sec.shard_base + (begin - block_begin);
     s.param_offset = begin - offsets_[i];
     s.length = end - begin;
   }

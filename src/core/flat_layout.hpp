@@ -1,6 +1,15 @@
 // Where each original parameter lives in a flat parameter and in each rank's shard of it.
+//
+// A unit's parameters form two sections, each concatenated in the caller's order and right-padded
+// to a multiple of the shard count: first those that require gradients, then the frozen ones.
+// Every rank's shard is its block of the first section followed by its block of the second, and
+// the unsharded buffer is the first section followed by the second, so each section's all-gather
+// output is in place. Gradients (the full gradient buffer, the gradient shard, optimizer state)
+// cover only the first section: frozen parameters cost no gradient memory, whatever their mix
+// with trainable ones (PyTorch's FlatParameter needs uniform requires_grad).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -25,8 +34,16 @@ struct ShardSlice {
   std::size_t length = 0;        // 0: the shard holds none of the parameter
 };
 
-// Parameters are concatenated in order and the total is right-padded to a multiple of the shard
-// count, so every shard has the same length and the all-gather output is the flat parameter.
+enum class SectionKind : int { Trainable = 0, Frozen = 1 };
+
+struct Section {
+  std::size_t numel = 0;        // parameter elements, before padding
+  std::size_t shard_numel = 0;  // one rank's block: ceil(numel / shard_count)
+  std::size_t flat_base = 0;    // where the section starts in the unsharded buffer
+  std::size_t shard_base = 0;   // where this section's block starts in every shard
+  std::size_t padded_numel(int shard_count) const { return shard_numel * shard_count; }
+};
+
 class FlatLayout {
  public:
   FlatLayout(std::vector<ParamSpec> params, int shard_count);
@@ -37,10 +54,20 @@ class FlatLayout {
   DType dtype() const { return params_.front().dtype; }
   std::size_t element_size() const { return dtype_size(dtype()); }
 
+  const Section& section(SectionKind k) const { return sections_[static_cast<int>(k)]; }
+  const std::array<Section, 2>& sections() const { return sections_; }
+  SectionKind section_of(std::size_t i) const {
+    return params_[i].requires_grad ? SectionKind::Trainable : SectionKind::Frozen;
+  }
+
   std::size_t numel() const { return numel_; }
-  std::size_t padded_numel() const { return shard_numel_ * shard_count_; }
-  std::size_t shard_numel() const { return shard_numel_; }
+  std::size_t padded_numel() const { return shard_numel() * shard_count_; }
+  std::size_t shard_numel() const { return sections_[0].shard_numel + sections_[1].shard_numel; }
+  // The trainable section: what the full gradient and the gradient shard cover.
+  std::size_t grad_padded_numel() const { return sections_[0].padded_numel(shard_count_); }
+  std::size_t grad_shard_numel() const { return sections_[0].shard_numel; }
   int shard_count() const { return shard_count_; }
+  // Parameter i's first element in the unsharded buffer (and, if trainable, in the full gradient).
   std::size_t flat_offset(std::size_t i) const { return offsets_[i]; }
 
   ShardSlice slice(std::size_t i, int shard_rank) const;
@@ -51,8 +78,8 @@ class FlatLayout {
  private:
   std::vector<ParamSpec> params_;
   std::vector<std::size_t> offsets_;
+  std::array<Section, 2> sections_;
   std::size_t numel_ = 0;
-  std::size_t shard_numel_ = 0;
   int shard_count_ = 1;
 };
 

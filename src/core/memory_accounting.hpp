@@ -1,27 +1,56 @@
-// What the library holds for a context, by category, and the peak of the total.
+// What the library holds for a context, by category, with each category's peak, the peak of the
+// parameter memory (shards plus unsharded parameters: the quantity of FSDP's memory formula) and
+// the peak of the total.
 #pragma once
 
 #include <cstddef>
 
 namespace fsdp {
 
-enum class MemoryKind { Shard, GradShard, Unsharded, PoolCached, Scratch, Count };
+enum class MemoryKind {
+  Shard,           // parameter shards (the float32 master when mixed precision is on)
+  GradShard,       // gradient shards
+  Unsharded,       // unsharded parameter buffers on loan
+  FullGrad,        // full gradient buffers on loan (and their reduce-dtype copies)
+  PoolCached,      // released buffers kept for reuse
+  OptimizerState,  // sharded optimizer state
+  Scratch,         // communication scratch
+  Count
+};
+constexpr int kMemoryKinds = static_cast<int>(MemoryKind::Count);
 
 class MemoryAccounting {
  public:
-  void add(MemoryKind k, std::size_t bytes) {
-    bytes_[static_cast<int>(k)] += bytes;
+  void add(MemoryKind k, std::size_t n) {
+    const int i = static_cast<int>(k);
+    bytes_[i] += n;
+    if (bytes_[i] > peaks_[i]) peaks_[i] = bytes_[i];
     std::size_t total = 0;
     for (std::size_t b : bytes_) total += b;
     if (total > peak_) peak_ = total;
+    const std::size_t params = bytes(MemoryKind::Shard) + bytes(MemoryKind::Unsharded);
+    if (params > peak_params_) peak_params_ = params;
   }
-  void sub(MemoryKind k, std::size_t bytes) { bytes_[static_cast<int>(k)] -= bytes; }
+  void sub(MemoryKind k, std::size_t n) { bytes_[static_cast<int>(k)] -= n; }
   std::size_t bytes(MemoryKind k) const { return bytes_[static_cast<int>(k)]; }
+  std::size_t peak(MemoryKind k) const { return peaks_[static_cast<int>(k)]; }
   std::size_t peak() const { return peak_; }
+  std::size_t peak_parameters() const { return peak_params_; }
+  // Peaks restart from the current values (fsdp_reset_peak_memory).
+  void reset_peaks() {
+    peak_ = peak_params_ = 0;
+    for (int i = 0; i < kMemoryKinds; ++i) {
+      peaks_[i] = bytes_[i];
+      peak_ += bytes_[i];
+    }
+    peak_params_ = bytes(MemoryKind::Shard) + bytes(MemoryKind::Unsharded);
+  }
 
  private:
-  std::size_t bytes_[static_cast<int>(MemoryKind::Count)] = {};
+  std::size_t bytes_[kMemoryKinds] = {};
+  std::size_t peaks_[kMemoryKinds] = {};
   std::size_t peak_ = 0;
+  std::size_t peak_params_ = 0;
 };
 
 }  // namespace fsdp

@@ -5,20 +5,17 @@
 
 namespace fsdp {
 
-Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const void* const* initial_values)
-    : ctx_(ctx), id_(id), layout_(std::move(layout)), shard_rank_(ctx.groups().shard().rank) {
-  const std::size_t esize = layout_.element_size();
+Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precision,
+           std::string name)
+    : ctx_(ctx),
+      id_(id),
+      layout_(std::move(layout)),
+      precision_(precision),
+      name_(std::move(name)),
+      shard_rank_(ctx.groups().shard().rank) {
   shard_ = ctx_.memory().allocate(shard_bytes());
   ctx_.accounting().add(MemoryKind::Shard, shard_bytes());
   ctx_.memory().zero(shard_, shard_bytes());  // padding, and parameters given no values
-  if (!initial_values) return;
-  for (std::size_t i = 0; i < layout_.num_params(); ++i) {
-    const ShardSlice s = layout_.slice(i, shard_rank_);
-    if (initial_values[i] && s.length)
-      ctx_.memory().copy(element(shard_, s.shard_offset),
-                         static_cast<const char*>(initial_values[i]) + s.param_offset * esize,
-                         s.length * esize);
-  }
 }
 
 Unit::~Unit() {
@@ -27,20 +24,41 @@ Unit::~Unit() {
   ctx_.memory().deallocate(shard_, shard_bytes());
   ctx_.accounting().sub(MemoryKind::Shard, shard_bytes());
   if (grad_shard_) {
-    ctx_.memory().deallocate(grad_shard_, shard_bytes());
-    ctx_.accounting().sub(MemoryKind::GradShard, shard_bytes());
+    ctx_.memory().deallocate(grad_shard_, grad_shard_bytes());
+    ctx_.accounting().sub(MemoryKind::GradShard, grad_shard_bytes());
   }
 }
 
-char* Unit::element(void* base, std::size_t i) const {
-  return static_cast<char*>(base) + i * layout_.element_size();
+std::string Unit::label() const {
+  std::string l = "unit " + std::to_string(id_);
+  if (!name_.empty()) l += " ('" + name_ + "')";
+  return l;
+}
+
+char* Unit::element(void* base, std::size_t i, DType t) const {
+  return static_cast<char*>(base) + i * dtype_size(t);
+}
+
+// One section's all-gather. In mixed precision this rank's block of the output is first filled
+// with its shard rounded to param_dtype, and the all-gather runs in place: no staging buffer.
+void Unit::gather_section(const Section& s, void* full) {
+  if (s.numel == 0) return;
+  const DType p = precision_.param, st = precision_.storage;
+  void* out = element(full, s.flat_base, p);
+  const void* shard = element(shard_, s.shard_base, st);
+  if (p == st) {
+    ctx_.transport().all_gather(shard, out, s.shard_numel, p, ctx_.groups().shard());
+    return;
+  }
+  void* mine = element(out, static_cast<std::size_t>(shard_rank_) * s.shard_numel, p);
+  ctx_.memory().convert(mine, p, shard, st, s.shard_numel);
+  ctx_.transport().all_gather(nullptr, out, s.shard_numel, p, ctx_.groups().shard());
 }
 
 void Unit::unshard() {
   if (unsharded_) fail(Errc::State, label() + " is already unsharded (call fsdp_reshard first)");
-  BufferPool::Lease full = ctx_.pool().acquire(padded_bytes());
-  ctx_.transport().all_gather(shard_, full.data(), layout_.shard_numel(), layout_.dtype(),
-                              ctx_.groups().shard());
+  BufferPool::Lease full = ctx_.pool().acquire(unsharded_bytes(), MemoryKind::Unsharded);
+  for (const Section& s : layout_.sections()) gather_section(s, full.data());
   unsharded_ = std::move(full);  // only now: a failed all-gather leaves the unit sharded
 }
 
@@ -54,22 +72,22 @@ void* Unit::param_data(std::size_t i) const {
     fail(Errc::State, label() +
                           " is sharded: parameters are readable only between fsdp_unshard "
                           "and fsdp_reshard");
-  return element(unsharded_.data(), layout_.flat_offset(i));
+  return element(unsharded_.data(), layout_.flat_offset(i), precision_.param);
 }
 
 void* Unit::grad_data(std::size_t i) {
   if (!full_grad_) {
-    BufferPool::Lease g = ctx_.pool().acquire(padded_bytes());
-    ctx_.memory().zero(g.data(), padded_bytes());  // unwritten parameters and padding add zero
+    BufferPool::Lease g = ctx_.pool().acquire(full_grad_bytes(), MemoryKind::FullGrad);
+    ctx_.memory().zero(g.data(), full_grad_bytes());  // unwritten parameters and padding add zero
     full_grad_ = std::move(g);
   }
-  return element(full_grad_.data(), layout_.flat_offset(i));
+  return element(full_grad_.data(), layout_.flat_offset(i), precision_.param);
 }
 
 void* Unit::grad_shard_storage() {
   if (!grad_shard_) {
-    grad_shard_ = ctx_.memory().allocate(shard_bytes());
-    ctx_.accounting().add(MemoryKind::GradShard, shard_bytes());
+    grad_shard_ = ctx_.memory().allocate(grad_shard_bytes());
+    ctx_.accounting().add(MemoryKind::GradShard, grad_shard_bytes());
     grad_shard_is_zero_ = true;
   }
   return grad_shard_;
@@ -78,7 +96,7 @@ void* Unit::grad_shard_storage() {
 void* Unit::shard_grad() {
   void* g = grad_shard_storage();
   if (grad_shard_is_zero_) {
-    ctx_.memory().zero(g, shard_bytes());
+    ctx_.memory().zero(g, grad_shard_bytes());
     grad_shard_is_zero_ = false;  // the caller may write through the pointer from now on
   }
   return g;
@@ -88,23 +106,38 @@ void Unit::reduce_grads() {
   if (!full_grad_)
     fail(Errc::State,
          label() + " has no gradient to reduce: write it through fsdp_grad_data first");
+  if (!ctx_.grad_sync()) return;  // no_sync: the next micro-batch adds to the kept full gradient
+  communicate_grads();
+}
+
+// Reduce-scatter over the shard group (and all-reduce over replicas) in reduce_dtype, divided by
+// W once, stored or added into the gradient shard in the storage dtype.
+void Unit::communicate_grads() {
   void* out = grad_shard_storage();
   const Store store = grad_shard_is_zero_ ? Store::Assign : Store::Accumulate;
   const ProcessGroups& groups = ctx_.groups();
   const double divisor = ctx_.options().grad_reduction == GradReduction::Mean
                              ? static_cast<double>(groups.world().size)
                              : 1.0;
-  const std::size_t n = layout_.shard_numel();
-  const DType t = layout_.dtype();
+  const std::size_t n = layout_.grad_shard_numel();
+  const DType r = precision_.reduce, st = precision_.storage;
+  BufferPool::Lease converted;  // the full gradient in reduce_dtype, when that differs
+  void* full = full_grad_.data();
+  if (r != precision_.param) {
+    converted =
+        ctx_.pool().acquire(layout_.grad_padded_numel() * dtype_size(r), MemoryKind::FullGrad);
+    ctx_.memory().convert(converted.data(), r, full, precision_.param, layout_.grad_padded_numel());
+    full_grad_.reset();
+    full = converted.data();
+  }
   if (groups.replicate().size == 1) {
-    ctx_.transport().reduce_scatter(full_grad_.data(), n, t, groups.shard(), {out, divisor, store});
+    ctx_.transport().reduce_scatter(full, n, r, groups.shard(), {out, st, divisor, store});
   } else {
     // Hybrid: the shard group's sum, then the sum over replicas, then one division by W.
-    void* partial = ctx_.partial_sums().get(shard_bytes());
-    ctx_.transport().reduce_scatter(full_grad_.data(), n, t, groups.shard(),
-                                    {partial, 1.0, Store::Assign});
-    ctx_.transport().all_reduce(partial, n, t, groups.replicate());
-    ctx_.memory().scaled(out, partial, n, t, divisor, store);
+    void* partial = ctx_.partial_sums().get(n * dtype_size(r));
+    ctx_.transport().reduce_scatter(full, n, r, groups.shard(), {partial, r, 1.0, Store::Assign});
+    ctx_.transport().all_reduce(partial, n, r, groups.replicate());
+    ctx_.memory().scaled(out, st, partial, r, n, divisor, store);
   }
   grad_shard_is_zero_ = false;
   full_grad_.reset();
@@ -112,7 +145,7 @@ void Unit::reduce_grads() {
 
 void Unit::zero_grads() {
   grad_shard_is_zero_ = true;
-  if (full_grad_) ctx_.memory().zero(full_grad_.data(), padded_bytes());
+  if (full_grad_) ctx_.memory().zero(full_grad_.data(), full_grad_bytes());
 }
 
 ShardSlice Unit::slice(std::size_t i) const {

@@ -1,6 +1,8 @@
 // A unit: one flat parameter (paper, section "FlatParameter"). Holds this rank's parameter shard
-// and gradient shard; borrows an unsharded parameter buffer from the pool between unshard and
-// reshard, and a full gradient buffer between the first grad_data and reduce_grads.
+// (the master copy, in the storage dtype) and gradient shard; borrows an unsharded parameter
+// buffer (param dtype) from the pool between unshard and reshard, and a full gradient buffer
+// (param dtype, trainable section only) between the first grad_data and the reduce that
+// communicates it.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,7 @@
 
 #include "core/buffer_pool.hpp"
 #include "core/flat_layout.hpp"
+#include "core/precision.hpp"
 
 namespace fsdp {
 
@@ -15,38 +18,63 @@ class Context;
 
 class Unit {
  public:
-  // Not collective: Context::create_unit does the cross-rank check first.
-  Unit(Context& ctx, uint64_t id, FlatLayout layout, const void* const* initial_values);
+  // Not collective: Context::create_unit does the cross-rank check first. The shard is zero.
+  Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precision, std::string name);
   ~Unit();
   Unit(const Unit&) = delete;
   Unit& operator=(const Unit&) = delete;
 
   uint64_t id() const { return id_; }
-  std::string label() const { return "unit " + std::to_string(id_); }
+  const std::string& name() const { return name_; }
+  std::string label() const;  // "unit 3" or "unit 3 ('encoder.0')" for messages
   const FlatLayout& layout() const { return layout_; }
+  const Precision& precision() const { return precision_; }
   Context& context() const { return ctx_; }
+  int shard_rank() const { return shard_rank_; }
   bool is_unsharded() const { return static_cast<bool>(unsharded_); }
+  bool has_pending_grad() const { return static_cast<bool>(full_grad_); }
 
   void unshard();  // collective over the shard group
   void reshard();
   void* param_data(std::size_t i) const;
   void* grad_data(std::size_t i);
-  void reduce_grads();  // collective over the shard and replicate groups
+  // Collective over the shard and replicate groups, unless gradient sync is off in the context
+  // (no_sync), when the full gradient is kept for the next micro-batch to add to.
+  void reduce_grads();
   void zero_grads();
 
   void* shard_data() const { return shard_; }
   void* shard_grad();  // the caller's view: zeros are written here if the shard is marked zero
+  // For the library's own optimizers and norms: nullptr when no gradient was ever reduced; else
+  // the shard, and `is_zero` says whether its memory is meaningful.
+  void* grad_shard_if_any(bool* is_zero) const {
+    *is_zero = grad_shard_is_zero_;
+    return grad_shard_;
+  }
   ShardSlice slice(std::size_t i) const;
 
- private:
   std::size_t shard_bytes() const { return layout_.shard_numel() * layout_.element_size(); }
-  std::size_t padded_bytes() const { return layout_.padded_numel() * layout_.element_size(); }
-  char* element(void* base, std::size_t i) const;
+  std::size_t grad_shard_bytes() const {
+    return layout_.grad_shard_numel() * layout_.element_size();
+  }
+  std::size_t unsharded_bytes() const {
+    return layout_.padded_numel() * dtype_size(precision_.param);
+  }
+  std::size_t full_grad_bytes() const {
+    return layout_.grad_padded_numel() * dtype_size(precision_.param);
+  }
+
+ private:
+  char* element(void* base, std::size_t i, DType t) const;
   void* grad_shard_storage();  // allocated, contents meaningful only if !grad_shard_is_zero_
+  void gather_section(const Section& s, void* full);
+  void communicate_grads();
 
   Context& ctx_;
   const uint64_t id_;
   const FlatLayout layout_;
+  const Precision precision_;
+  const std::string name_;
   const int shard_rank_;
   void* shard_ = nullptr;
   void* grad_shard_ = nullptr;  // allocated on first use: frozen or inference units never pay

@@ -18,9 +18,11 @@ class MemorySpace {
   virtual void deallocate(void* p, std::size_t bytes) = 0;
   virtual void zero(void* p, std::size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
-  // out[i] (+)= x[i] / divisor (divisor 1: no division), count elements of `t`.
-  virtual void scaled(void* out, const void* x, std::size_t count, DType t, double divisor,
-                      Store store) = 0;
+  // out[i] (+)= x[i] / divisor (divisor 1: no division), count elements, each array its dtype.
+  virtual void scaled(void* out, DType out_t, const void* x, DType x_t, std::size_t count,
+                      double divisor, Store store) = 0;
+  // dst[i] = src[i], rounded to nearest even when narrowing.
+  virtual void convert(void* dst, DType dst_t, const void* src, DType src_t, std::size_t count) = 0;
 };
 
 }  // namespace fsdp

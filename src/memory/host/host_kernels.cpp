@@ -1,84 +1,154 @@
 #include "memory/host/host_kernels.hpp"
 
+#include <type_traits>
+
 #include "core/error.hpp"
+#include "memory/host/half_precision.hpp"
 
 namespace fsdp::host {
 namespace {
 
+// Widening and narrowing between storage types and the type computed in.
+inline float widen(float x) {
+  return x;
+}
+inline double widen(double x) {
+  return x;
+}
+inline float widen(BFloat16 x) {
+  return to_float(x);
+}
+inline float widen(Float16 x) {
+  return to_float(x);
+}
+
+template <class T, class C>
+inline T narrow(C x) {
+  if constexpr (std::is_same_v<T, BFloat16>)
+    return to_bfloat16(static_cast<float>(x));
+  else if constexpr (std::is_same_v<T, Float16>)
+    return to_float16(static_cast<float>(x));
+  else
+    return static_cast<T>(x);
+}
+
+// float64 on either side computes in double, everything else in float.
+template <class A, class B>
+using Compute =
+    std::conditional_t<std::is_same_v<A, double> || std::is_same_v<B, double>, double, float>;
+
 // Division, not multiplication by 1/W: the mean is the correctly rounded sum / W for every W.
 // One loop per (store, divisor == 1) case so each vectorizes without a branch inside.
-template <class T>
-void pair_scaled(T* __restrict out, const T* __restrict a, const T* __restrict b, std::size_t n,
-                 T divisor, Store store) {
-  const bool divide = divisor != T(1);
+template <class Out, class In>
+void pair_scaled(Out* __restrict out, const In* __restrict a, const In* __restrict b, std::size_t n,
+                 double divisor_d, Store store) {
+  using C = Compute<Out, In>;
+  const C divisor = static_cast<C>(divisor_d);
+  const bool divide = divisor != C(1);
   if (store == Store::Accumulate && divide) {
-    for (std::size_t i = 0; i < n; ++i) out[i] += (a[i] + b[i]) / divisor;
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = narrow<Out>(widen(out[i]) + (C(widen(a[i])) + C(widen(b[i]))) / divisor);
   } else if (store == Store::Accumulate) {
-    for (std::size_t i = 0; i < n; ++i) out[i] += a[i] + b[i];
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = narrow<Out>(widen(out[i]) + (C(widen(a[i])) + C(widen(b[i]))));
   } else if (divide) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = (a[i] + b[i]) / divisor;
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = narrow<Out>((C(widen(a[i])) + C(widen(b[i]))) / divisor);
   } else {
-    for (std::size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(C(widen(a[i])) + C(widen(b[i])));
   }
 }
 
-template <class T>
-void single_scaled(T* __restrict out, const T* __restrict x, std::size_t n, T divisor,
+template <class Out, class In>
+void single_scaled(Out* __restrict out, const In* __restrict x, std::size_t n, double divisor_d,
                    Store store) {
-  const bool divide = divisor != T(1);
+  using C = Compute<Out, In>;
+  const C divisor = static_cast<C>(divisor_d);
+  const bool divide = divisor != C(1);
   if (store == Store::Accumulate && divide) {
-    for (std::size_t i = 0; i < n; ++i) out[i] += x[i] / divisor;
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = narrow<Out>(widen(out[i]) + C(widen(x[i])) / divisor);
   } else if (store == Store::Accumulate) {
-    for (std::size_t i = 0; i < n; ++i) out[i] += x[i];
+    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(widen(out[i]) + C(widen(x[i])));
   } else if (divide) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = x[i] / divisor;
+    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(C(widen(x[i])) / divisor);
   } else {
-    for (std::size_t i = 0; i < n; ++i) out[i] = x[i];
+    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(C(widen(x[i])));
   }
 }
 
 template <class T>
 void add(T* __restrict a, const T* __restrict b, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) a[i] += b[i];
+  using C = Compute<T, T>;
+  for (std::size_t i = 0; i < n; ++i) a[i] = narrow<T>(C(widen(a[i])) + C(widen(b[i])));
 }
 
-[[noreturn]] void unsupported(DType t) {
-  fail(Errc::Unsupported, std::string("host arithmetic on ") + dtype_name(t));
+template <class Dst, class Src>
+void convert_typed(Dst* __restrict dst, const Src* __restrict src, std::size_t n) {
+  using C = Compute<Dst, Src>;
+  for (std::size_t i = 0; i < n; ++i) dst[i] = narrow<Dst>(C(widen(src[i])));
+}
+
+// Calls f(T*) with `p` cast to the storage type of `t`.
+template <class F>
+void with_type(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: return f(static_cast<float*>(nullptr));
+    case DType::Float64: return f(static_cast<double*>(nullptr));
+    case DType::BFloat16: return f(static_cast<BFloat16*>(nullptr));
+    case DType::Float16: return f(static_cast<Float16*>(nullptr));
+  }
+  fail(Errc::Internal, "host kernel on an unknown dtype");
+}
+
+template <class T>
+T* as(void* p) {
+  return static_cast<T*>(p);
+}
+template <class T>
+const T* as(const void* p) {
+  return static_cast<const T*>(p);
 }
 
 }  // namespace
 
 void add_into(void* a, const void* b, std::size_t n, DType t) {
-  switch (t) {
-    case DType::Float32: return add(static_cast<float*>(a), static_cast<const float*>(b), n);
-    case DType::Float64: return add(static_cast<double*>(a), static_cast<const double*>(b), n);
-    default: unsupported(t);
-  }
+  with_type(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    add(as<T>(a), as<T>(b), n);
+  });
 }
 
-void add_pair_scaled(void* out, const void* a, const void* b, std::size_t n, DType t,
-                     double divisor, Store store) {
-  switch (t) {
-    case DType::Float32:
-      return pair_scaled(static_cast<float*>(out), static_cast<const float*>(a),
-                         static_cast<const float*>(b), n, static_cast<float>(divisor), store);
-    case DType::Float64:
-      return pair_scaled(static_cast<double*>(out), static_cast<const double*>(a),
-                         static_cast<const double*>(b), n, divisor, store);
-    default: unsupported(t);
-  }
+void add_pair_scaled(void* out, DType out_t, const void* a, const void* b, DType in_t,
+                     std::size_t n, double divisor, Store store) {
+  with_type(out_t, [&](auto* out_tag) {
+    with_type(in_t, [&](auto* in_tag) {
+      using Out = std::remove_pointer_t<decltype(out_tag)>;
+      using In = std::remove_pointer_t<decltype(in_tag)>;
+      pair_scaled(as<Out>(out), as<In>(a), as<In>(b), n, divisor, store);
+    });
+  });
 }
 
-void scaled(void* out, const void* x, std::size_t n, DType t, double divisor, Store store) {
-  switch (t) {
-    case DType::Float32:
-      return single_scaled(static_cast<float*>(out), static_cast<const float*>(x), n,
-                           static_cast<float>(divisor), store);
-    case DType::Float64:
-      return single_scaled(static_cast<double*>(out), static_cast<const double*>(x), n, divisor,
-                           store);
-    default: unsupported(t);
-  }
+void scaled(void* out, DType out_t, const void* x, DType in_t, std::size_t n, double divisor,
+            Store store) {
+  with_type(out_t, [&](auto* out_tag) {
+    with_type(in_t, [&](auto* in_tag) {
+      using Out = std::remove_pointer_t<decltype(out_tag)>;
+      using In = std::remove_pointer_t<decltype(in_tag)>;
+      single_scaled(as<Out>(out), as<In>(x), n, divisor, store);
+    });
+  });
+}
+
+void convert(void* dst, DType dst_t, const void* src, DType src_t, std::size_t n) {
+  with_type(dst_t, [&](auto* dst_tag) {
+    with_type(src_t, [&](auto* src_tag) {
+      using Dst = std::remove_pointer_t<decltype(dst_tag)>;
+      using Src = std::remove_pointer_t<decltype(src_tag)>;
+      convert_typed(as<Dst>(dst), as<Src>(src), n);
+    });
+  });
 }
 
 }  // namespace fsdp::host

@@ -29,9 +29,14 @@ void HostMemorySpace::copy(void* dst, const void* src, std::size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
 
-void HostMemorySpace::scaled(void* out, const void* x, std::size_t count, DType t, double divisor,
-                             Store store) {
-  host::scaled(out, x, count, t, divisor, store);
+void HostMemorySpace::scaled(void* out, DType out_t, const void* x, DType x_t, std::size_t count,
+                             double divisor, Store store) {
+  host::scaled(out, out_t, x, x_t, count, divisor, store);
+}
+
+void HostMemorySpace::convert(void* dst, DType dst_t, const void* src, DType src_t,
+                              std::size_t count) {
+  host::convert(dst, dst_t, src, src_t, count);
 }
 
 }  // namespace fsdp

@@ -12,8 +12,9 @@ class HostMemorySpace final : public MemorySpace {
   void deallocate(void* p, std::size_t bytes) override;
   void zero(void* p, std::size_t bytes) override;
   void copy(void* dst, const void* src, std::size_t bytes) override;
-  void scaled(void* out, const void* x, std::size_t count, DType t, double divisor,
+  void scaled(void* out, DType out_t, const void* x, DType x_t, std::size_t count, double divisor,
               Store store) override;
+  void convert(void* dst, DType dst_t, const void* src, DType src_t, std::size_t count) override;
 };
 
 }  // namespace fsdp

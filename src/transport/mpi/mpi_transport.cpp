@@ -6,6 +6,7 @@
 #include "core/mpi_check.hpp"
 #include "memory/host/host_kernels.hpp"
 #include "transport/mpi/mpi_datatypes.hpp"
+#include "transport/mpi/mpi_half_ops.hpp"
 
 namespace fsdp {
 namespace {
@@ -19,7 +20,9 @@ char* bytes_at(void* base, std::size_t block, std::size_t block_bytes) {
 void MpiTransport::all_gather(const void* shard, void* full, std::size_t count, DType t,
                               const Group& g) {
   const MpiCount c(count, t);
-  mpi_check(MPI_Allgather(shard, c.n(), c.type(), full, c.n(), c.type(), g.comm), "MPI_Allgather");
+  mpi_check(
+      MPI_Allgather(shard ? shard : MPI_IN_PLACE, c.n(), c.type(), full, c.n(), c.type(), g.comm),
+      "MPI_Allgather");
 }
 
 bool MpiTransport::use_ring(std::size_t block_bytes, const Group& g) const {
@@ -34,11 +37,14 @@ bool MpiTransport::use_ring(std::size_t block_bytes, const Group& g) const {
 void MpiTransport::reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
                                   const ReduceEpilogue& epilogue) {
   if (g.size == 1) {
-    host::scaled(epilogue.out, full, block_count, t, epilogue.divisor, epilogue.store);
+    host::scaled(epilogue.out, epilogue.out_dtype, full, t, block_count, epilogue.divisor,
+                 epilogue.store);
     return;
   }
   // MPI_Reduce_scatter_block takes an int count and reduces only predefined types.
-  if (use_ring(block_count * dtype_size(t), g) || block_count > static_cast<std::size_t>(INT_MAX))
+  const bool mpi_can = (t == DType::Float32 || t == DType::Float64) &&
+                       block_count <= static_cast<std::size_t>(INT_MAX);
+  if (!mpi_can || use_ring(block_count * dtype_size(t), g))
     ring_reduce_scatter(full, block_count, t, g, epilogue);
   else
     mpi_reduce_scatter(full, block_count, t, g, epilogue);
@@ -69,8 +75,10 @@ void MpiTransport::ring_reduce_scatter(void* full, std::size_t block_count, DTyp
       if (s < n - 2)
         host::add_into(own + done * esize, incoming, m, t);
       else
-        host::add_pair_scaled(bytes_at(epilogue.out, done, esize), own + done * esize, incoming, m,
-                              t, epilogue.divisor, epilogue.store);
+        host::add_pair_scaled(
+            static_cast<char*>(epilogue.out) + done * dtype_size(epilogue.out_dtype),
+            epilogue.out_dtype, own + done * esize, incoming, t, m, epilogue.divisor,
+            epilogue.store);
     }
   }
 }
@@ -81,17 +89,19 @@ void MpiTransport::mpi_reduce_scatter(void* full, std::size_t block_count, DType
   mpi_check(MPI_Reduce_scatter_block(full, reduced, static_cast<int>(block_count), mpi_type(t),
                                      MPI_SUM, g.comm),
             "MPI_Reduce_scatter_block");
-  host::scaled(epilogue.out, reduced, block_count, t, epilogue.divisor, epilogue.store);
+  host::scaled(epilogue.out, epilogue.out_dtype, reduced, t, block_count, epilogue.divisor,
+               epilogue.store);
 }
 
 void MpiTransport::all_reduce(void* buf, std::size_t count, DType t, const Group& g) {
   if (g.size == 1) return;
+  const MPI_Op op = sum_op(t);
   // MPI_SUM applies to predefined types only, so counts beyond INT_MAX go in pieces.
   const std::size_t piece = static_cast<std::size_t>(INT_MAX);
   for (std::size_t done = 0; done < count; done += piece) {
     const std::size_t n = std::min(piece, count - done);
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, bytes_at(buf, done, dtype_size(t)), static_cast<int>(n),
-                            mpi_type(t), MPI_SUM, g.comm),
+                            mpi_type(t), op, g.comm),
               "MPI_Allreduce");
   }
 }

@@ -1,0 +1,142 @@
+#include "core/unit_init.hpp"
+
+#include <optional>
+
+#include "core/agreement.hpp"
+#include "core/context.hpp"
+#include "core/mpi_check.hpp"
+#include "core/unit.hpp"
+#include "transport/mpi/mpi_datatypes.hpp"
+
+namespace fsdp {
+namespace {
+
+char* at(void* base, std::size_t element, std::size_t esize) {
+  return static_cast<char*>(base) + element * esize;
+}
+
+// A full-size unit (padded, storage dtype, zeroed), accounted as unsharded memory while it lives.
+class FullUnit {
+ public:
+  explicit FullUnit(Unit& u)
+      : ctx_(u.context()), bytes_(u.layout().padded_numel() * u.layout().element_size()) {
+    data_ = ctx_.memory().allocate(bytes_);
+    ctx_.accounting().add(MemoryKind::Unsharded, bytes_);
+    ctx_.memory().zero(data_, bytes_);
+  }
+  ~FullUnit() {
+    ctx_.memory().deallocate(data_, bytes_);
+    ctx_.accounting().sub(MemoryKind::Unsharded, bytes_);
+  }
+  FullUnit(const FullUnit&) = delete;
+  FullUnit& operator=(const FullUnit&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  Context& ctx_;
+  std::size_t bytes_;
+  void* data_ = nullptr;
+};
+
+// The caller's values or callback, written into a full-size unit.
+void materialize(Unit& u, const UnitSource& source, void* full) {
+  const FlatLayout& l = u.layout();
+  const std::size_t esize = l.element_size();
+  for (std::size_t i = 0; i < l.num_params(); ++i) {
+    void* dst = at(full, l.flat_offset(i), esize);
+    if (source.init)
+      source.init(i, dst);
+    else if (source.values && source.values[i])
+      u.context().memory().copy(dst, source.values[i], l.param(i).numel * esize);
+  }
+}
+
+// Each section's block for this rank, out of a full-size unit.
+void keep_own_blocks(Unit& u, const void* full) {
+  const FlatLayout& l = u.layout();
+  const std::size_t esize = l.element_size();
+  for (const Section& s : l.sections())
+    if (s.shard_numel)
+      u.context().memory().copy(
+          at(u.shard_data(), s.shard_base, esize),
+          at(const_cast<void*>(full),
+             s.flat_base + static_cast<std::size_t>(u.shard_rank()) * s.shard_numel, esize),
+          s.shard_numel * esize);
+}
+
+// Only the slices this rank keeps are read: no full-size copy.
+void copy_own_slices(Unit& u, const void* const* values) {
+  const FlatLayout& l = u.layout();
+  const std::size_t esize = l.element_size();
+  for (std::size_t i = 0; i < l.num_params(); ++i) {
+    const ShardSlice s = u.slice(i);
+    if (values[i] && s.length)
+      u.context().memory().copy(at(u.shard_data(), s.shard_offset, esize),
+                                static_cast<const char*>(values[i]) + s.param_offset * esize,
+                                s.length * esize);
+  }
+}
+
+// World rank 0's full unit scattered over its shard group, then each block broadcast over its
+// replicate group from the member of rank 0's shard group.
+void distribute_from_rank0(Unit& u, const void* full) {
+  const ProcessGroups& g = u.context().groups();
+  const FlatLayout& l = u.layout();
+  const std::size_t esize = l.element_size();
+  int is_root = g.world().rank == 0, holds_root = 0;
+  mpi_check(MPI_Allreduce(&is_root, &holds_root, 1, MPI_INT, MPI_MAX, g.shard().comm),
+            "MPI_Allreduce");
+  int root_in_shard = is_root ? g.shard().rank : -1, shard_root = -1;
+  mpi_check(MPI_Allreduce(&root_in_shard, &shard_root, 1, MPI_INT, MPI_MAX, g.shard().comm),
+            "MPI_Allreduce");
+  int mine = holds_root ? g.replicate().rank : -1, replicate_root = -1;
+  mpi_check(MPI_Allreduce(&mine, &replicate_root, 1, MPI_INT, MPI_MAX, g.replicate().comm),
+            "MPI_Allreduce");
+  for (const Section& s : l.sections()) {
+    if (!s.shard_numel) continue;
+    const MpiCount c(s.shard_numel, l.dtype());
+    void* block = at(u.shard_data(), s.shard_base, esize);
+    if (holds_root)
+      mpi_check(MPI_Scatter(is_root ? at(const_cast<void*>(full), s.flat_base, esize) : nullptr,
+                            c.n(), c.type(), block, c.n(), c.type(), shard_root, g.shard().comm),
+                "MPI_Scatter");
+    if (g.replicate().size > 1)
+      mpi_check(MPI_Bcast(block, c.n(), c.type(), replicate_root, g.replicate().comm), "MPI_Bcast");
+  }
+}
+
+}  // namespace
+
+void initialize_shard(Unit& u, const UnitSource& source) {
+  const Group& world = u.context().groups().world();
+  if (source.from_rank0) {
+    std::optional<FullUnit> full;
+    std::optional<Error> local;
+    if (world.rank == 0) {
+      try {
+        full.emplace(u);
+        materialize(u, source, full->data());
+      } catch (const Error& e) {
+        local = e;
+      }
+    }
+    agree(world, "initialization on rank 0", 0, local);
+    distribute_from_rank0(u, full ? full->data() : nullptr);
+    return;
+  }
+  std::optional<Error> local;
+  try {
+    if (source.init) {
+      FullUnit full(u);
+      materialize(u, source, full.data());
+      keep_own_blocks(u, full.data());
+    } else if (source.values) {
+      copy_own_slices(u, source.values);
+    }
+  } catch (const Error& e) {
+    local = e;
+  }
+  agree(world, "parameter initialization", 0, local);
+}
+
+}  // namespace fsdp

@@ -1,0 +1,41 @@
+#include "transport/mpi/mpi_half_ops.hpp"
+
+#include "core/mpi_check.hpp"
+#include "memory/host/host_kernels.hpp"
+
+namespace fsdp {
+namespace {
+
+void bfloat16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  host::add_into(inout, in, static_cast<std::size_t>(*len), DType::BFloat16);
+}
+
+void float16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  host::add_into(inout, in, static_cast<std::size_t>(*len), DType::Float16);
+}
+
+MPI_Op create(MPI_User_function* f) {
+  MPI_Op op = MPI_OP_NULL;
+  mpi_check(MPI_Op_create(f, /*commute=*/1, &op), "MPI_Op_create");
+  return op;
+}
+
+}  // namespace
+
+MPI_Op sum_op(DType t) {
+  switch (t) {
+    case DType::Float32:
+    case DType::Float64: return MPI_SUM;
+    case DType::BFloat16: {
+      static const MPI_Op op = create(bfloat16_sum);  // thread-safe one-time creation
+      return op;
+    }
+    case DType::Float16: {
+      static const MPI_Op op = create(float16_sum);
+      return op;
+    }
+  }
+  return MPI_SUM;
+}
+
+}  // namespace fsdp
