@@ -1,0 +1,179 @@
+/* Frozen parameters and memory accounting.
+ *
+ * A unit mixing trainable and frozen parameters (the LoRA case) unshards every parameter bit for
+ * bit, reduces the trainable ones exactly, and holds gradient memory for the trainable ones only:
+ * the sizes are computed here from the section rule (trainable first, each section padded to a
+ * multiple of F). Then FSDP's parameter-memory formula: with one unit unsharded at a time,
+ * peak = K_full/F * sum(psi_i) + K_low * max(psi_i) (sizes padded), for float32 and for a
+ * bfloat16 compute copy, whatever the order the units are unsharded in. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static size_t ceil_div(size_t a, size_t b) {
+  return (a + b - 1) / b;
+}
+
+static double value(int p, size_t e) {
+  uint64_t s = ((uint64_t)p << 36) ^ e ^ 0xf00dull;
+  return th_uniform(&s);
+}
+
+static void check_frozen(fsdp_context_t ctx) {
+  int F = 0, srank = 0;
+  const int W = th_size();
+  CHECK_OK(fsdp_context_config(ctx, &F, NULL, NULL));
+  CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_SHARD, &srank, NULL));
+  /* base.w frozen, lora.a trainable, base.b frozen, lora.b trainable */
+  const int64_t n[4] = {301, 13, 29, 7};
+  const int trainable[4] = {0, 1, 0, 1};
+  const char* names[4] = {"base.w", "lora.a", "base.b", "lora.b"};
+  fsdp_param_desc_t d[4];
+  float* values[4];
+  for (int i = 0; i < 4; ++i) {
+    d[i].name = names[i];
+    d[i].ndim = 1;
+    d[i].shape = &n[i];
+    d[i].dtype = FSDP_FLOAT32;
+    d[i].requires_grad = trainable[i];
+    values[i] = malloc((size_t)n[i] * sizeof(float));
+    for (int64_t e = 0; e < n[i]; ++e) values[i][e] = (float)value(i, (size_t)e);
+  }
+  fsdp_unit_t u = NULL;
+  CHECK_OK(fsdp_unit_create(ctx, 4, d, (const void* const*)values, &u));
+
+  /* Sizes from the section rule. */
+  const size_t T = (size_t)(n[1] + n[3]), Z = (size_t)(n[0] + n[2]);
+  const size_t St = ceil_div(T, (size_t)F), Sz = ceil_div(Z, (size_t)F);
+  size_t numel = 0, padded = 0, shard_n = 0, grad_n = 0;
+  CHECK_OK(fsdp_unit_numel(u, &numel, &padded, &shard_n));
+  CHECK(numel == T + Z && padded == (St + Sz) * (size_t)F && shard_n == St + Sz);
+
+  /* Where each parameter's slice sits: trainable ones in [0, St), frozen ones in [St, St+Sz). */
+  const size_t section_offset[4] = {0, 0, (size_t)n[0], (size_t)n[1]};
+  int bad = 0;
+  float* shard = NULL;
+  CHECK_OK(fsdp_shard_data(u, (void**)&shard, NULL));
+  for (int i = 0; i < 4; ++i) {
+    size_t so = 0, po = 0, len = 0;
+    CHECK_OK(fsdp_param_shard_range(u, i, &so, &po, &len));
+    const size_t S = trainable[i] ? St : Sz, base = trainable[i] ? 0 : St;
+    const size_t begin = section_offset[i], end = begin + (size_t)n[i];
+    const size_t lo = begin > (size_t)srank * S ? begin : (size_t)srank * S;
+    const size_t hi = end < (size_t)(srank + 1) * S ? end : (size_t)(srank + 1) * S;
+    const size_t want_len = lo < hi ? hi - lo : 0;
+    bad += len != want_len;
+    if (want_len) bad += so != base + lo - (size_t)srank * S || po != lo - begin;
+    for (size_t k = 0; k < len; ++k) bad += shard[so + k] != values[i][po + k];
+  }
+  CHECK_MSG(bad == 0, "each section's block of the shard holds its parameters' slices");
+
+  CHECK_OK(fsdp_unshard(u));
+  for (int i = 0; i < 4; ++i) {
+    float* p = NULL;
+    CHECK_OK(fsdp_param_data(u, i, (void**)&p));
+    bad += memcmp(p, values[i], (size_t)n[i] * sizeof(float)) != 0;
+  }
+  CHECK_MSG(bad == 0, "unshard returns trainable and frozen parameters bit for bit");
+  CHECK_OK(fsdp_reshard(u));
+
+  /* Gradients: frozen ones refused; memory only for the trainable section. */
+  void* g = NULL;
+  CHECK_FAILS(fsdp_grad_data(u, 0, &g), FSDP_ERR_INVALID_ARGUMENT, "base.w");
+  fsdp_memory_stats_t m;
+  m.size = sizeof m;
+  CHECK_OK(fsdp_trim_pool(ctx)); /* else the pooled unsharded buffer, larger, serves the gradient */
+  for (int i = 1; i < 4; i += 2) {
+    float* gi = NULL;
+    CHECK_OK(fsdp_grad_data(u, i, (void**)&gi));
+    for (int64_t e = 0; e < n[i]; ++e) gi[e] = (float)((th_rank() + 1) * (i + (int)(e % 3)));
+  }
+  CHECK_OK(fsdp_memory_stats(ctx, &m));
+  CHECK_MSG(m.full_grad_bytes == St * (size_t)F * sizeof(float),
+            "the full gradient covers the trainable section only");
+  CHECK_OK(fsdp_reduce_grads(u));
+  float* gs = NULL;
+  CHECK_OK(fsdp_shard_grad(u, (void**)&gs, &grad_n));
+  CHECK(grad_n == St);
+  CHECK_OK(fsdp_memory_stats(ctx, &m));
+  CHECK_MSG(m.grad_shard_bytes == St * sizeof(float) && m.full_grad_bytes == 0,
+            "the gradient shard covers the trainable section only");
+  /* Exact reference: sum over ranks of (r+1) * (i + e%3), divided by W. */
+  const int sum_r = W * (W + 1) / 2;
+  for (size_t j = 0; j < St; ++j) {
+    const size_t k = (size_t)srank * St + j; /* index in the trainable section */
+    float want = 0.0f;
+    if (k < T) {
+      const int i = k < (size_t)n[1] ? 1 : 3;
+      const size_t e = i == 1 ? k : k - (size_t)n[1];
+      want = (float)(sum_r * (i + (int)(e % 3))) / (float)W;
+    }
+    bad += gs[j] != want;
+  }
+  CHECK_MSG(bad == 0, "trainable gradients reduce exactly around frozen parameters");
+  CHECK_OK(fsdp_unit_destroy(&u));
+
+  /* All frozen: no gradient shard at all. */
+  d[1].requires_grad = d[3].requires_grad = 0;
+  CHECK_OK(fsdp_unit_create(ctx, 4, d, NULL, &u));
+  CHECK_OK(fsdp_shard_grad(u, NULL, &grad_n));
+  CHECK(grad_n == 0);
+  CHECK_FAILS(fsdp_shard_grad(u, (void**)&gs, NULL), FSDP_ERR_INVALID_ARGUMENT, "frozen");
+  CHECK_OK(fsdp_unit_destroy(&u));
+  for (int i = 0; i < 4; ++i) free(values[i]);
+}
+
+/* The formula, for units of known sizes unsharded one at a time in `order`. */
+static void check_formula(fsdp_context_t ctx, fsdp_dtype_t param, const int* order,
+                          const char* label) {
+  int F = 0;
+  CHECK_OK(fsdp_context_config(ctx, &F, NULL, NULL));
+  enum { UNITS = 3 };
+  const int64_t psi[UNITS] = {1000, 70001, 4099};
+  fsdp_unit_t u[UNITS];
+  fsdp_unit_options_t o = FSDP_UNIT_OPTIONS_INIT;
+  o.param_dtype = param;
+  size_t k_full_sum = 0, k_low_max = 0;
+  const size_t k_low = param == FSDP_FLOAT32 ? 4 : 2;
+  for (int i = 0; i < UNITS; ++i) {
+    fsdp_param_desc_t d = {"w", 1, &psi[i], FSDP_FLOAT32, 1};
+    CHECK_OK(fsdp_unit_create_ex(ctx, 1, &d, NULL, &o, &u[i]));
+    const size_t shard = ceil_div((size_t)psi[i], (size_t)F);
+    k_full_sum += 4 * shard;
+    if (k_low * shard * (size_t)F > k_low_max) k_low_max = k_low * shard * (size_t)F;
+  }
+  CHECK_OK(fsdp_trim_pool(ctx));
+  CHECK_OK(fsdp_reset_peak_memory(ctx));
+  for (int pass = 0; pass < 2; ++pass) /* the second pass reuses pooled buffers */
+    for (int k = 0; k < UNITS; ++k) {
+      CHECK_OK(fsdp_unshard(u[order[k]]));
+      CHECK_OK(fsdp_reshard(u[order[k]]));
+    }
+  fsdp_memory_stats_t m;
+  m.size = sizeof m;
+  CHECK_OK(fsdp_memory_stats(ctx, &m));
+  char msg[160];
+  snprintf(msg, sizeof msg, "%s: peak parameter bytes %zu == formula %zu", label,
+           m.peak_parameter_bytes, k_full_sum + k_low_max);
+  CHECK_MSG(m.peak_parameter_bytes == k_full_sum + k_low_max, msg);
+  snprintf(msg, sizeof msg, "%s: peak of everything held %zu == formula %zu (the pool adds none)",
+           label, m.peak_bytes, k_full_sum + k_low_max);
+  CHECK_MSG(m.peak_bytes == k_full_sum + k_low_max, msg);
+  CHECK(m.shard_bytes == k_full_sum && m.unsharded_bytes == 0);
+  for (int i = 0; i < UNITS; ++i) CHECK_OK(fsdp_unit_destroy(&u[i]));
+}
+
+int main(int argc, char** argv) {
+  th_init(&argc, &argv, "test_frozen_memory");
+  fsdp_context_t ctx = NULL;
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, NULL, &ctx));
+  check_frozen(ctx);
+  static const int up[3] = {0, 2, 1}, down[3] = {1, 2, 0}, mixed[3] = {2, 1, 0};
+  check_formula(ctx, FSDP_FLOAT32, up, "float32, increasing sizes");
+  check_formula(ctx, FSDP_FLOAT32, down, "float32, decreasing sizes");
+  check_formula(ctx, FSDP_BFLOAT16, mixed, "bfloat16 compute copy");
+  CHECK_OK(fsdp_finalize(&ctx));
+  return th_finish();
+}

@@ -1,0 +1,93 @@
+/* Gradient accumulation, both kinds, against a non-sharded reference: with communication
+ * (reduce every micro-batch, accumulated in the gradient shard) and without (gradient sync off:
+ * the full gradient is kept and added to, and only the last micro-batch communicates). Integer
+ * gradients make every sum exact, so both must equal the reference bit for bit. While sync is
+ * off, reduce_grads keeps the full gradient (it is local). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "harness.h"
+
+#define N 211
+#define MICRO 3
+
+static float grad(int rank, size_t e, int micro) {
+  return (float)((int)((rank + 2) * (int)(e % 11 + 1) + micro * 5) % 19 - 9);
+}
+
+static fsdp_unit_t make_unit(fsdp_context_t ctx) {
+  static const int64_t shape[1] = {N};
+  fsdp_param_desc_t d = {"w", 1, shape, FSDP_FLOAT32, 1};
+  fsdp_unit_t u = NULL;
+  CHECK_OK(fsdp_unit_create(ctx, 1, &d, NULL, &u));
+  return u;
+}
+
+static void add_grad(fsdp_unit_t u, int micro) {
+  float* g = NULL;
+  CHECK_OK(fsdp_grad_data(u, 0, (void**)&g));
+  for (size_t e = 0; e < N; ++e) g[e] += grad(th_rank(), e, micro);
+}
+
+static int mismatches(fsdp_context_t ctx, fsdp_unit_t u, int per_micro_division) {
+  const int W = th_size();
+  int srank = 0;
+  size_t shard_n = 0;
+  float* gs = NULL;
+  CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_SHARD, &srank, NULL));
+  CHECK_OK(fsdp_shard_grad(u, (void**)&gs, &shard_n));
+  int bad = 0;
+  for (size_t j = 0; j < shard_n; ++j) {
+    const size_t e = (size_t)srank * shard_n + j;
+    float want = 0.0f, total = 0.0f;
+    for (int m = 0; m < MICRO && e < N; ++m) {
+      float sum = 0.0f;
+      for (int r = 0; r < W; ++r) sum += grad(r, e, m);
+      want += sum / (float)W;
+      total += sum;
+    }
+    if (!per_micro_division) want = total / (float)W;
+    bad += gs[j] != want;
+  }
+  return bad;
+}
+
+int main(int argc, char** argv) {
+  th_init(&argc, &argv, "test_no_sync");
+  fsdp_context_t ctx = NULL;
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, NULL, &ctx));
+
+  /* With communication: every micro-batch reduced. */
+  fsdp_unit_t a = make_unit(ctx);
+  for (int m = 0; m < MICRO; ++m) {
+    add_grad(a, m);
+    CHECK_OK(fsdp_reduce_grads(a));
+  }
+  CHECK_MSG(mismatches(ctx, a, 1) == 0, "accumulation with communication");
+
+  /* Without: sync off for all but the last micro-batch. */
+  fsdp_unit_t b = make_unit(ctx);
+  fsdp_memory_stats_t m;
+  m.size = sizeof m;
+  size_t padded = 0;
+  CHECK_OK(fsdp_unit_numel(b, NULL, &padded, NULL));
+  CHECK_OK(fsdp_set_grad_sync(ctx, 0));
+  for (int k = 0; k < MICRO; ++k) {
+    if (k == MICRO - 1) CHECK_OK(fsdp_set_grad_sync(ctx, 1));
+    add_grad(b, k);
+    CHECK_OK(fsdp_reduce_grads(b));
+    CHECK_OK(fsdp_memory_stats(ctx, &m));
+    if (k < MICRO - 1)
+      CHECK_MSG(m.full_grad_bytes >= padded * sizeof(float), "no_sync keeps the full gradient");
+    else
+      CHECK_MSG(m.full_grad_bytes == 0, "the synchronizing reduce releases it");
+  }
+  CHECK_MSG(mismatches(ctx, b, 0) == 0, "accumulation without communication (no_sync)");
+
+  CHECK_FAILS(fsdp_set_grad_sync(ctx, 2), FSDP_ERR_INVALID_ARGUMENT, "enabled");
+  CHECK_FAILS(fsdp_set_grad_sync(NULL, 1), FSDP_ERR_INVALID_HANDLE, "ctx");
+  CHECK_OK(fsdp_unit_destroy(&a));
+  CHECK_OK(fsdp_unit_destroy(&b));
+  CHECK_OK(fsdp_finalize(&ctx));
+  return th_finish();
+}
