@@ -139,6 +139,8 @@ typedef struct fsdp_config {
  * --------------------------------------------------------------------------------------------- */
 typedef struct fsdp_context_s* fsdp_context_t;
 typedef struct fsdp_unit_s* fsdp_unit_t;
+typedef struct fsdp_optimizer_s* fsdp_optimizer_t;
+typedef struct fsdp_grad_scaler_s* fsdp_grad_scaler_t;
 
 /* One original parameter of a unit. */
 typedef struct fsdp_param_desc {
@@ -371,6 +373,114 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_precision(fsdp_unit_t unit, fsdp_dtype_t* st
 
 /** Element count of original parameter `index`. Local. */
 FSDP_EXPORT fsdp_status_t fsdp_param_numel(fsdp_unit_t unit, int index, size_t* numel);
+
+/* ------------------------------------------------------------------------------------------------
+ * Sharded optimizers (since 0.2). Each rank updates only its shard (the master copy), with state
+ * for its shard only, in the parameters' dtype; frozen parameters have no state. Updates follow
+ * PyTorch's SGD and AdamW element by element, so they equal the non-sharded optimizer's.
+ * --------------------------------------------------------------------------------------------- */
+typedef enum fsdp_optimizer_kind {
+  FSDP_OPTIMIZER_SGD = 0,   /* momentum, dampening, Nesterov, (L2) weight decay */
+  FSDP_OPTIMIZER_ADAMW = 1, /* bias correction, decoupled weight decay */
+  FSDP_OPTIMIZER_KIND_COUNT
+} fsdp_optimizer_kind_t;
+
+/* Hyperparameters of one group. A struct that grows at its end: set `size` (use an initializer).
+ * SGD reads lr, weight_decay, momentum, dampening, nesterov; AdamW reads lr, weight_decay, beta1,
+ * beta2, eps. */
+typedef struct fsdp_hyperparams {
+  size_t size;
+  double lr;           /* >= 0 */
+  double weight_decay; /* >= 0 */
+  double momentum;     /* [0, 1) */
+  double dampening;    /* [0, 1] */
+  int nesterov;        /* needs momentum > 0 and dampening == 0 */
+  double beta1;        /* [0, 1) */
+  double beta2;        /* [0, 1) */
+  double eps;          /* > 0 */
+} fsdp_hyperparams_t;
+
+/* PyTorch's defaults. */
+#define FSDP_SGD_DEFAULTS \
+  { sizeof(fsdp_hyperparams_t), 1e-3, 0.0, 0.0, 0.0, 0, 0.9, 0.999, 1e-8 }
+#define FSDP_ADAMW_DEFAULTS \
+  { sizeof(fsdp_hyperparams_t), 1e-3, 1e-2, 0.0, 0.0, 0, 0.9, 0.999, 1e-8 }
+
+/** An optimizer over `nunits` units of the context (nunits >= 1, distinct). `defaults` NULL: the
+ *  kind's defaults above. The units cannot be destroyed while the optimizer lives. Collective
+ *  over the world group; kind, defaults and units must agree (checked). State is allocated at
+ *  the first step that has a gradient. */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_create(fsdp_context_t ctx, fsdp_optimizer_kind_t kind,
+                                                const fsdp_hyperparams_t* defaults, int nunits,
+                                                const fsdp_unit_t* units, fsdp_optimizer_t* opt);
+
+/** Frees the optimizer and its state, sets *opt to NULL. Local. */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_destroy(fsdp_optimizer_t* opt);
+
+/** A hyperparameter group for the parameters whose name matches `pattern` (a shell glob, fnmatch:
+ *  "*.bias", "*norm*") and that no earlier group took; group 0 holds the defaults. Shards cut
+ *  across parameters, so each rank updates each slice of its shard with its parameter's group.
+ *  Collective over the world group (pattern and values must agree). Outputs may be NULL:
+ *  `group` the new group's index, `nmatched` the number of parameters it took (0 often means a
+ *  typo in the pattern). */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_add_group(fsdp_optimizer_t opt, const char* pattern,
+                                                   const fsdp_hyperparams_t* hp, int* group,
+                                                   int* nmatched);
+
+/** Reads or replaces a group's hyperparameters (-1 in set_lr: every group). Local: every rank must
+ *  make the same changes (for a schedule, at the same step). */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_get_hyperparams(fsdp_optimizer_t opt, int group,
+                                                         fsdp_hyperparams_t* hp);
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_hyperparams(fsdp_optimizer_t opt, int group,
+                                                         const fsdp_hyperparams_t* hp);
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_lr(fsdp_optimizer_t opt, int group, double lr);
+
+/** One update of every unit whose gradient shard holds a reduced gradient (a unit whose gradient
+ *  was zeroed and not reduced since is skipped, like a parameter whose grad is None). Local.
+ *  FSDP_ERR_STATE if a unit of it is unsharded (the update would not reach the unsharded copy). */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_step(fsdp_optimizer_t opt);
+
+/** fsdp_zero_grads on every unit of the optimizer. Local. */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt);
+
+/** Clips the gradients of every unit of the context by their total `norm_type`-norm (>= 1, or
+ *  INFINITY), taken over all ranks, padding and frozen parameters excluded and hybrid replicas
+ *  counted once. Scales every gradient shard by max_norm / (norm + 1e-6) when that is below 1.
+ *  Returns the norm before clipping in *total_norm (may be NULL); a non-finite norm leaves the
+ *  gradients unchanged. Collective over the shard group. FSDP_ERR_INVALID_ARGUMENT for
+ *  max_norm <= 0 or a norm_type below 1. */
+FSDP_EXPORT fsdp_status_t fsdp_clip_grad_norm(fsdp_context_t ctx, double max_norm, double norm_type,
+                                              double* total_norm);
+
+/* ------------------------------------------------------------------------------------------------
+ * Gradient scaler for float16 compute (since 0.2). Per step: multiply the loss by
+ * fsdp_grad_scaler_scale(), backward, reduce, optionally fsdp_grad_scaler_unscale (before
+ * clipping), fsdp_grad_scaler_step, fsdp_grad_scaler_update.
+ * --------------------------------------------------------------------------------------------- */
+
+/** init_scale > 0 (PyTorch: 65536), growth_factor > 1 (2), 0 < backoff_factor < 1 (0.5),
+ *  growth_interval >= 1 (2000). Collective over the world group (settings must agree). */
+FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_create(fsdp_context_t ctx, double init_scale,
+                                                  double growth_factor, double backoff_factor,
+                                                  int growth_interval, fsdp_grad_scaler_t* scaler);
+FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_destroy(fsdp_grad_scaler_t* scaler);
+
+/** The current loss scale. Local. */
+FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_scale(fsdp_grad_scaler_t scaler, double* scale);
+
+/** Divides the gradient shards of `opt`'s units by the scale and looks for inf/NaN on every rank
+ *  (one all-reduce over the world group: collective). FSDP_ERR_STATE if already done since the
+ *  last update; FSDP_ERR_INVALID_ARGUMENT if a unit does not compute in float16. */
+FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_unscale(fsdp_grad_scaler_t scaler, fsdp_optimizer_t opt);
+
+/** Unscales if not done yet, then steps `opt` unless any rank found inf/NaN: every rank skips
+ *  the same steps. *skipped (may be NULL) says which. Collective over the world group. */
+FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_step(fsdp_grad_scaler_t scaler, fsdp_optimizer_t opt,
+                                                int* skipped);
+
+/** Backs the scale off after a skipped step, grows it after growth_interval clean steps. Local.
+ *  FSDP_ERR_STATE without a step since the last update. */
+FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_update(fsdp_grad_scaler_t scaler);
 
 #ifdef __cplusplus
 }

@@ -73,6 +73,9 @@ fsdp_status_t fsdp_finalize(fsdp_context_t* ctx) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     for (fsdp::Unit* u : c.units()) fsdp::capi::retire(u, fsdp::capi::Retired::Finalized);
+    for (fsdp::Optimizer* o : c.optimizers()) fsdp::capi::retire(o, fsdp::capi::Retired::Finalized);
+    for (fsdp::GradScaler* s : c.grad_scalers())
+      fsdp::capi::retire(s, fsdp::capi::Retired::Finalized);
     fsdp::capi::retire(&c, fsdp::capi::Retired::Finalized);
     delete &c;
     *ctx = nullptr;

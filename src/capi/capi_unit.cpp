@@ -110,6 +110,9 @@ fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit) {
   return guard(__func__, [&] {
     if (!unit) fail(Errc::InvalidArgument, "unit: NULL pointer to a unit handle");
     Unit& u = unit_from(*unit, "*unit");
+    if (u.users() > 0)
+      fail(Errc::State, "*unit: " + u.label() + " is used by " + std::to_string(u.users()) +
+                            " optimizer(s): destroy them first");
     fsdp::capi::retire(&u, fsdp::capi::Retired::Destroyed);
     u.context().destroy_unit(u);
     *unit = nullptr;

@@ -7,7 +7,17 @@
 namespace fsdp::capi {
 namespace {
 
-enum class Kind { Context, Unit };
+enum class Kind { Context, Unit, Optimizer, GradScaler };
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::Context: return "context";
+    case Kind::Unit: return "unit";
+    case Kind::Optimizer: return "optimizer";
+    case Kind::GradScaler: return "grad scaler";
+  }
+  return "handle";
+}
 
 // Retired addresses are remembered so a stale handle gets the precise status; an address is
 // forgotten when the allocator reuses it for a new live object.
@@ -30,15 +40,14 @@ void add(const void* h, Kind k) {
 }
 
 const void* lookup(const void* h, Kind want, const char* arg) {
-  const char* kind = want == Kind::Context ? "context" : "unit";
+  const char* kind = kind_name(want);
   if (!h) fail(Errc::InvalidHandle, std::string(arg) + ": NULL " + kind + " handle");
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.live.find(h);
   if (it != r.live.end()) {
     if (it->second != want)
-      fail(Errc::InvalidHandle, std::string(arg) + ": a " +
-                                    (it->second == Kind::Context ? "context" : "unit") +
+      fail(Errc::InvalidHandle, std::string(arg) + ": a " + kind_name(it->second) +
                                     " handle where a " + kind + " handle is expected");
     return h;
   }
@@ -59,6 +68,12 @@ void register_context(Context* c) {
 void register_unit(Unit* u) {
   add(u, Kind::Unit);
 }
+void register_optimizer(Optimizer* o) {
+  add(o, Kind::Optimizer);
+}
+void register_grad_scaler(GradScaler* s) {
+  add(s, Kind::GradScaler);
+}
 
 void retire(const void* h, Retired why) noexcept {
   Registry& r = registry();
@@ -76,6 +91,14 @@ Context& context_from(fsdp_context_t h, const char* arg) {
 
 Unit& unit_from(fsdp_unit_t h, const char* arg) {
   return *static_cast<Unit*>(const_cast<void*>(lookup(h, Kind::Unit, arg)));
+}
+
+Optimizer& optimizer_from(fsdp_optimizer_t h, const char* arg) {
+  return *static_cast<Optimizer*>(const_cast<void*>(lookup(h, Kind::Optimizer, arg)));
+}
+
+GradScaler& grad_scaler_from(fsdp_grad_scaler_t h, const char* arg) {
+  return *static_cast<GradScaler*>(const_cast<void*>(lookup(h, Kind::GradScaler, arg)));
 }
 
 }  // namespace fsdp::capi

@@ -5,6 +5,8 @@
 #include "core/context.hpp"
 #include "core/unit.hpp"
 #include "fsdp.h"
+#include "optim/grad_scaler.hpp"
+#include "optim/optimizer.hpp"
 
 namespace fsdp::capi {
 
@@ -12,17 +14,27 @@ enum class Retired { Destroyed, Finalized };
 
 void register_context(Context* c);
 void register_unit(Unit* u);
+void register_optimizer(Optimizer* o);
+void register_grad_scaler(GradScaler* s);
 void retire(const void* handle, Retired why) noexcept;
 
 // Throw InvalidHandle / DestroyedHandle / Finalized naming `arg`.
 Context& context_from(fsdp_context_t h, const char* arg);
 Unit& unit_from(fsdp_unit_t h, const char* arg);
+Optimizer& optimizer_from(fsdp_optimizer_t h, const char* arg);
+GradScaler& grad_scaler_from(fsdp_grad_scaler_t h, const char* arg);
 
 inline fsdp_context_t to_handle(Context* c) {
   return reinterpret_cast<fsdp_context_t>(c);
 }
 inline fsdp_unit_t to_handle(Unit* u) {
   return reinterpret_cast<fsdp_unit_t>(u);
+}
+inline fsdp_optimizer_t to_handle(Optimizer* o) {
+  return reinterpret_cast<fsdp_optimizer_t>(o);
+}
+inline fsdp_grad_scaler_t to_handle(GradScaler* s) {
+  return reinterpret_cast<fsdp_grad_scaler_t>(s);
 }
 
 }  // namespace fsdp::capi

@@ -11,6 +11,8 @@
 #include "core/mpi_check.hpp"
 #include "core/unit.hpp"
 #include "memory/host/host_memory_space.hpp"
+#include "optim/grad_scaler.hpp"
+#include "optim/optimizer.hpp"
 
 namespace fsdp {
 
@@ -104,6 +106,8 @@ Context::Context(std::unique_ptr<ProcessGroups> groups, const ContextOptions& op
 }
 
 Context::~Context() {
+  optimizers_.clear();  // they use units
+  scalers_.clear();
   units_.clear();  // units return their buffers to the pool before it goes
 }
 
@@ -152,6 +156,61 @@ Unit& Context::create_unit(std::vector<ParamSpec> params, const UnitRequest& req
 
 void Context::destroy_unit(Unit& unit) {
   units_.erase(unit.id());
+}
+
+Optimizer& Context::create_optimizer(OptimizerKind kind, const HyperParams& defaults,
+                                     std::vector<Unit*> units,
+                                     const std::optional<Error>& local_error) {
+  Fingerprint f;
+  if (!local_error) {
+    f.add(static_cast<uint64_t>(kind));
+    f.add(defaults.fingerprint());
+    for (const Unit* u : units) f.add(u->id());
+  }
+  agree(groups_->world(), "optimizer settings (kind, hyperparameters, units)", f.value(),
+        local_error);
+  const uint64_t id = next_optimizer_id_++;
+  auto opt = std::make_unique<Optimizer>(*this, id, kind, defaults, std::move(units));
+  Optimizer& ref = *opt;
+  optimizers_.emplace(id, std::move(opt));
+  return ref;
+}
+
+void Context::destroy_optimizer(Optimizer& opt) {
+  optimizers_.erase(opt.id());
+}
+
+std::vector<Optimizer*> Context::optimizers() const {
+  std::vector<Optimizer*> all;
+  for (const auto& [id, o] : optimizers_) all.push_back(o.get());
+  return all;
+}
+
+GradScaler& Context::create_grad_scaler(double init_scale, double growth, double backoff,
+                                        int interval, const std::optional<Error>& local_error) {
+  Fingerprint f;
+  for (double d : {init_scale, growth, backoff}) {
+    uint64_t u;
+    std::memcpy(&u, &d, sizeof u);
+    f.add(u);
+  }
+  f.add(static_cast<uint64_t>(interval));
+  agree(groups_->world(), "grad scaler settings", local_error ? 0 : f.value(), local_error);
+  const uint64_t id = next_scaler_id_++;
+  auto s = std::make_unique<GradScaler>(*this, id, init_scale, growth, backoff, interval);
+  GradScaler& ref = *s;
+  scalers_.emplace(id, std::move(s));
+  return ref;
+}
+
+void Context::destroy_grad_scaler(GradScaler& s) {
+  scalers_.erase(s.id());
+}
+
+std::vector<GradScaler*> Context::grad_scalers() const {
+  std::vector<GradScaler*> all;
+  for (const auto& [id, s] : scalers_) all.push_back(s.get());
+  return all;
 }
 
 std::vector<Unit*> Context::units() const {

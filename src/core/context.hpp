@@ -24,6 +24,10 @@
 namespace fsdp {
 
 class Unit;
+class Optimizer;
+class GradScaler;
+enum class OptimizerKind : int;
+struct HyperParams;
 
 enum class GradReduction : int { Mean = 0, Sum = 1 };
 
@@ -63,6 +67,17 @@ class Context {
   void destroy_unit(Unit& unit);
   std::vector<Unit*> units() const;
 
+  // Collective over the world group: kind, hyperparameters and units must agree across ranks.
+  Optimizer& create_optimizer(OptimizerKind kind, const HyperParams& defaults,
+                              std::vector<Unit*> units, const std::optional<Error>& local_error);
+  void destroy_optimizer(Optimizer& opt);
+  std::vector<Optimizer*> optimizers() const;
+  // Collective over the world group: the settings must agree across ranks.
+  GradScaler& create_grad_scaler(double init_scale, double growth, double backoff, int interval,
+                                 const std::optional<Error>& local_error);
+  void destroy_grad_scaler(GradScaler& s);
+  std::vector<GradScaler*> grad_scalers() const;
+
   const ProcessGroups& groups() const { return *groups_; }
   const ContextOptions& options() const { return options_; }
   int sharding_factor() const { return groups_->shard().size; }
@@ -91,6 +106,10 @@ class Context {
   std::unique_ptr<Transport> transport_;
   std::map<uint64_t, std::unique_ptr<Unit>> units_;  // by id: creation order, same on every rank
   uint64_t next_unit_id_ = 0;
+  std::map<uint64_t, std::unique_ptr<Optimizer>> optimizers_;
+  uint64_t next_optimizer_id_ = 0;
+  std::map<uint64_t, std::unique_ptr<GradScaler>> scalers_;
+  uint64_t next_scaler_id_ = 0;
   bool grad_sync_ = true;
 };
 

@@ -33,6 +33,10 @@ class Unit {
   int shard_rank() const { return shard_rank_; }
   bool is_unsharded() const { return static_cast<bool>(unsharded_); }
   bool has_pending_grad() const { return static_cast<bool>(full_grad_); }
+  // Optimizers using the unit: it cannot be destroyed while any does.
+  void add_user() { ++users_; }
+  void remove_user() { --users_; }
+  int users() const { return users_; }
 
   void unshard();  // collective over the shard group
   void reshard();
@@ -82,6 +86,7 @@ class Unit {
   // PyTorch's set_to_none): the next reduce assigns instead of reading and adding, which saves
   // two passes over the shard per step (the zeroing and the read).
   bool grad_shard_is_zero_ = true;
+  int users_ = 0;
   BufferPool::Lease unsharded_;  // the all-gather's output while unsharded
   BufferPool::Lease full_grad_;  // the caller's full gradient while one is being written
 };

@@ -1,6 +1,7 @@
 // Host memory: 64-byte aligned (a cache line, and every SIMD width in use).
 #pragma once
 
+#include "memory/host/optimizer_kernels.hpp"
 #include "memory/memory_space.hpp"
 
 namespace fsdp {
@@ -15,6 +16,23 @@ class HostMemorySpace final : public MemorySpace {
   void scaled(void* out, DType out_t, const void* x, DType x_t, std::size_t count, double divisor,
               Store store) override;
   void convert(void* dst, DType dst_t, const void* src, DType src_t, std::size_t count) override;
+  void sgd_step(void* param, const void* grad, void* momentum, std::size_t count, DType t,
+                const SgdArgs& args) override {
+    host::sgd_step(param, grad, momentum, count, t, args);
+  }
+  void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq, std::size_t count,
+                  DType t, const AdamWArgs& args) override {
+    host::adamw_step(param, grad, exp_avg, exp_avg_sq, count, t, args);
+  }
+  double norm_partial(const void* x, std::size_t count, DType t, double p) override {
+    return host::norm_partial(x, count, t, p);
+  }
+  void scale(void* x, std::size_t count, DType t, double factor) override {
+    host::scale(x, count, t, factor);
+  }
+  bool all_finite(const void* x, std::size_t count, DType t) override {
+    return host::all_finite(x, count, t);
+  }
 };
 
 }  // namespace fsdp

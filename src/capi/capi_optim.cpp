@@ -1,0 +1,269 @@
+// C entry points for optimizers, gradient clipping and the gradient scaler.
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "capi/guard.hpp"
+#include "capi/handles.hpp"
+#include "core/agreement.hpp"
+#include "core/fingerprint.hpp"
+#include "optim/grad_norm.hpp"
+
+using fsdp::Errc;
+using fsdp::Error;
+using fsdp::fail;
+using fsdp::GradScaler;
+using fsdp::HyperParams;
+using fsdp::Optimizer;
+using fsdp::OptimizerKind;
+using fsdp::capi::grad_scaler_from;
+using fsdp::capi::guard;
+using fsdp::capi::optimizer_from;
+
+namespace {
+
+// Reads at most hp->size bytes over the kind's defaults.
+HyperParams read_hyperparams(const fsdp_hyperparams_t* hp, OptimizerKind kind, const char* arg) {
+  static const fsdp_hyperparams_t sgd = FSDP_SGD_DEFAULTS, adamw = FSDP_ADAMW_DEFAULTS;
+  fsdp_hyperparams_t h = kind == OptimizerKind::AdamW ? adamw : sgd;
+  if (hp) {
+    if (hp->size < sizeof(size_t) || hp->size > (std::size_t(1) << 16))
+      fail(Errc::InvalidArgument, std::string(arg) + "->size = " + std::to_string(hp->size) +
+                                      ": initialize with FSDP_SGD_DEFAULTS or FSDP_ADAMW_DEFAULTS");
+    std::memcpy(&h, hp, hp->size < sizeof h ? hp->size : sizeof h);
+  }
+  HyperParams p;
+  p.lr = h.lr, p.weight_decay = h.weight_decay, p.momentum = h.momentum;
+  p.dampening = h.dampening, p.nesterov = h.nesterov != 0;
+  p.beta1 = h.beta1, p.beta2 = h.beta2, p.eps = h.eps;
+  fsdp::validate(p, kind, arg);
+  return p;
+}
+
+int group_index(const Optimizer& o, int group, bool allow_all) {
+  if ((allow_all && group == -1) || (group >= 0 && group < o.num_groups())) return group;
+  fail(Errc::OutOfRange, o.label() + ": group = " + std::to_string(group) + ": it has " +
+                             std::to_string(o.num_groups()) + " group(s)" +
+                             (allow_all ? " (-1: all)" : ""));
+}
+
+}  // namespace
+
+extern "C" {
+
+fsdp_status_t fsdp_optimizer_create(fsdp_context_t ctx, fsdp_optimizer_kind_t kind,
+                                    const fsdp_hyperparams_t* defaults, int nunits,
+                                    const fsdp_unit_t* units, fsdp_optimizer_t* opt) {
+  return guard(__func__, [&] {
+    fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+    std::optional<Error> local;
+    std::vector<fsdp::Unit*> list;
+    HyperParams h;
+    const OptimizerKind k = static_cast<OptimizerKind>(kind);
+    try {
+      if (!opt) fail(Errc::InvalidArgument, "opt: NULL output pointer");
+      if (kind < 0 || kind >= FSDP_OPTIMIZER_KIND_COUNT)
+        fail(Errc::InvalidArgument,
+             "kind = " + std::to_string(kind) + ": not an fsdp_optimizer_kind_t");
+      if (nunits < 1)
+        fail(Errc::InvalidArgument,
+             "nunits = " + std::to_string(nunits) + ": an optimizer needs at least one unit");
+      if (!units) fail(Errc::InvalidArgument, "units: NULL");
+      h = read_hyperparams(defaults, k, "defaults");
+      std::unordered_set<fsdp::Unit*> seen;
+      for (int i = 0; i < nunits; ++i) {
+        const std::string arg = "units[" + std::to_string(i) + "]";
+        fsdp::Unit& u = fsdp::capi::unit_from(units[i], arg.c_str());
+        if (&u.context() != &c)
+          fail(Errc::InvalidArgument, arg + ": " + u.label() + " belongs to another context");
+        if (!seen.insert(&u).second)
+          fail(Errc::InvalidArgument, arg + ": " + u.label() + " is listed twice");
+        list.push_back(&u);
+      }
+    } catch (const Error& e) {
+      local = e;
+    }
+    Optimizer& o = c.create_optimizer(k, h, std::move(list), local);
+    fsdp::capi::register_optimizer(&o);
+    *opt = fsdp::capi::to_handle(&o);
+  });
+}
+
+fsdp_status_t fsdp_optimizer_destroy(fsdp_optimizer_t* opt) {
+  return guard(__func__, [&] {
+    if (!opt) fail(Errc::InvalidArgument, "opt: NULL pointer to an optimizer handle");
+    Optimizer& o = optimizer_from(*opt, "*opt");
+    fsdp::capi::retire(&o, fsdp::capi::Retired::Destroyed);
+    o.context().destroy_optimizer(o);
+    *opt = nullptr;
+  });
+}
+
+fsdp_status_t fsdp_optimizer_add_group(fsdp_optimizer_t opt, const char* pattern,
+                                       const fsdp_hyperparams_t* hp, int* group, int* nmatched) {
+  return guard(__func__, [&] {
+    Optimizer& o = optimizer_from(opt, "opt");
+    std::optional<Error> local;
+    HyperParams h;
+    fsdp::Fingerprint f;
+    try {
+      if (!pattern || !*pattern) fail(Errc::InvalidArgument, "pattern: NULL or empty");
+      if (!hp) fail(Errc::InvalidArgument, "hp: NULL");
+      h = read_hyperparams(hp, o.kind(), "hp");
+      f.add(std::string(pattern));
+      f.add(h.fingerprint());
+    } catch (const Error& e) {
+      local = e;
+    }
+    fsdp::agree(o.context().groups().world(), "optimizer group (pattern, hyperparameters)",
+                f.value(), local);
+    const int taken = o.add_group(pattern, h);
+    if (group) *group = o.num_groups() - 1;
+    if (nmatched) *nmatched = taken;
+  });
+}
+
+fsdp_status_t fsdp_optimizer_get_hyperparams(fsdp_optimizer_t opt, int group,
+                                             fsdp_hyperparams_t* hp) {
+  return guard(__func__, [&] {
+    const Optimizer& o = optimizer_from(opt, "opt");
+    const int g = group_index(o, group, false);
+    if (!hp) fail(Errc::InvalidArgument, "hp: NULL");
+    if (hp->size < sizeof(size_t))
+      fail(Errc::InvalidArgument,
+           "hp->size = " + std::to_string(hp->size) + ": set it to sizeof(fsdp_hyperparams_t)");
+    const HyperParams& p = o.group(g);
+    fsdp_hyperparams_t h = {sizeof h,   p.lr,    p.weight_decay, p.momentum, p.dampening,
+                            p.nesterov, p.beta1, p.beta2,        p.eps};
+    h.size = hp->size < sizeof h ? hp->size : sizeof h;
+    std::memcpy(hp, &h, h.size);
+  });
+}
+
+fsdp_status_t fsdp_optimizer_set_hyperparams(fsdp_optimizer_t opt, int group,
+                                             const fsdp_hyperparams_t* hp) {
+  return guard(__func__, [&] {
+    Optimizer& o = optimizer_from(opt, "opt");
+    const int g = group_index(o, group, false);
+    if (!hp) fail(Errc::InvalidArgument, "hp: NULL");
+    o.set_hyperparams(g, read_hyperparams(hp, o.kind(), "hp"));
+  });
+}
+
+fsdp_status_t fsdp_optimizer_set_lr(fsdp_optimizer_t opt, int group, double lr) {
+  return guard(__func__, [&] {
+    Optimizer& o = optimizer_from(opt, "opt");
+    const int g = group_index(o, group, true);
+    if (!std::isfinite(lr) || lr < 0)
+      fail(Errc::InvalidArgument, "lr = " + std::to_string(lr) + ": must be finite and >= 0");
+    for (int k = 0; k < o.num_groups(); ++k) {
+      if (g != -1 && k != g) continue;
+      HyperParams h = o.group(k);
+      h.lr = lr;
+      o.set_hyperparams(k, h);
+    }
+  });
+}
+
+fsdp_status_t fsdp_optimizer_step(fsdp_optimizer_t opt) {
+  return guard(__func__, [&] { optimizer_from(opt, "opt").step(); });
+}
+
+fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt) {
+  return guard(__func__, [&] { optimizer_from(opt, "opt").zero_grad(); });
+}
+
+fsdp_status_t fsdp_clip_grad_norm(fsdp_context_t ctx, double max_norm, double norm_type,
+                                  double* total_norm) {
+  return guard(__func__, [&] {
+    fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+    if (!(max_norm > 0) || std::isinf(max_norm))
+      fail(Errc::InvalidArgument,
+           "max_norm = " + std::to_string(max_norm) + ": must be finite and > 0");
+    if (!(norm_type >= 1))
+      fail(Errc::InvalidArgument,
+           "norm_type = " + std::to_string(norm_type) + ": must be >= 1 (2: L2, INFINITY: max)");
+    const double norm = fsdp::clip_grad_norm(c, max_norm, norm_type);
+    if (total_norm) *total_norm = norm;
+  });
+}
+
+fsdp_status_t fsdp_grad_scaler_create(fsdp_context_t ctx, double init_scale, double growth_factor,
+                                      double backoff_factor, int growth_interval,
+                                      fsdp_grad_scaler_t* scaler) {
+  return guard(__func__, [&] {
+    fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+    std::optional<Error> local;
+    try {
+      if (!scaler) fail(Errc::InvalidArgument, "scaler: NULL output pointer");
+      if (!(init_scale > 0) || std::isinf(init_scale))
+        fail(Errc::InvalidArgument,
+             "init_scale = " + std::to_string(init_scale) + ": must be finite and > 0");
+      if (!(growth_factor > 1) || std::isinf(growth_factor))
+        fail(Errc::InvalidArgument,
+             "growth_factor = " + std::to_string(growth_factor) + ": must be finite and > 1");
+      if (!(backoff_factor > 0 && backoff_factor < 1))
+        fail(Errc::InvalidArgument,
+             "backoff_factor = " + std::to_string(backoff_factor) + ": must be in (0, 1)");
+      if (growth_interval < 1)
+        fail(Errc::InvalidArgument,
+             "growth_interval = " + std::to_string(growth_interval) + ": must be >= 1");
+    } catch (const Error& e) {
+      local = e;
+    }
+    GradScaler& s =
+        c.create_grad_scaler(init_scale, growth_factor, backoff_factor, growth_interval, local);
+    fsdp::capi::register_grad_scaler(&s);
+    *scaler = fsdp::capi::to_handle(&s);
+  });
+}
+
+fsdp_status_t fsdp_grad_scaler_destroy(fsdp_grad_scaler_t* scaler) {
+  return guard(__func__, [&] {
+    if (!scaler) fail(Errc::InvalidArgument, "scaler: NULL pointer to a grad scaler handle");
+    GradScaler& s = grad_scaler_from(*scaler, "*scaler");
+    fsdp::capi::retire(&s, fsdp::capi::Retired::Destroyed);
+    s.context().destroy_grad_scaler(s);
+    *scaler = nullptr;
+  });
+}
+
+fsdp_status_t fsdp_grad_scaler_scale(fsdp_grad_scaler_t scaler, double* scale) {
+  return guard(__func__, [&] {
+    const GradScaler& s = grad_scaler_from(scaler, "scaler");
+    if (!scale) fail(Errc::InvalidArgument, "scale: NULL output pointer");
+    *scale = s.scale();
+  });
+}
+
+// The optimizer must belong to the scaler's context.
+static Optimizer& scaler_optimizer(const GradScaler& s, fsdp_optimizer_t opt) {
+  Optimizer& o = optimizer_from(opt, "opt");
+  if (&o.context() != &s.context())
+    fail(Errc::InvalidArgument, "opt: " + o.label() + " belongs to another context");
+  return o;
+}
+
+fsdp_status_t fsdp_grad_scaler_unscale(fsdp_grad_scaler_t scaler, fsdp_optimizer_t opt) {
+  return guard(__func__, [&] {
+    GradScaler& s = grad_scaler_from(scaler, "scaler");
+    s.unscale(scaler_optimizer(s, opt));
+  });
+}
+
+fsdp_status_t fsdp_grad_scaler_step(fsdp_grad_scaler_t scaler, fsdp_optimizer_t opt, int* skipped) {
+  return guard(__func__, [&] {
+    GradScaler& s = grad_scaler_from(scaler, "scaler");
+    const bool skip = s.step(scaler_optimizer(s, opt));
+    if (skipped) *skipped = skip ? 1 : 0;
+  });
+}
+
+fsdp_status_t fsdp_grad_scaler_update(fsdp_grad_scaler_t scaler) {
+  return guard(__func__, [&] { grad_scaler_from(scaler, "scaler").update(); });
+}
+
+}  // extern "C"

@@ -1,0 +1,51 @@
+#include "optim/grad_norm.hpp"
+
+#include <cmath>
+
+#include "core/context.hpp"
+#include "core/mpi_check.hpp"
+#include "core/unit.hpp"
+
+namespace fsdp {
+
+double clip_grad_norm(Context& ctx, double max_norm, double p) {
+  const bool inf = std::isinf(p);
+  MemorySpace& mem = ctx.memory();
+  double local = 0.0;
+  for (Unit* u : ctx.units()) {  // id order: the same summation order on every rank
+    bool zero = true;
+    const char* g = static_cast<const char*>(u->grad_shard_if_any(&zero));
+    if (!g || zero) continue;
+    const FlatLayout& l = u->layout();
+    const std::size_t esize = l.element_size();
+    for (std::size_t i = 0; i < l.num_params(); ++i) {
+      if (!l.param(i).requires_grad) continue;
+      const ShardSlice s = u->slice(i);
+      if (!s.length) continue;
+      const double part = mem.norm_partial(g + s.shard_offset * esize, s.length, l.dtype(), p);
+      if (inf)
+        local = (part > local || std::isnan(part)) ? part : local;
+      else
+        local += part;
+    }
+  }
+  double total = local;
+  const Group& shard = ctx.groups().shard();
+  if (shard.size > 1) {
+    if (inf && std::isnan(local)) local = INFINITY;  // MPI_MAX need not propagate NaN
+    mpi_check(MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, inf ? MPI_MAX : MPI_SUM, shard.comm),
+              "MPI_Allreduce");
+  }
+  const double norm = inf ? total : std::pow(total, 1.0 / p);
+  if (!std::isfinite(norm)) return norm;
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0)
+    for (Unit* u : ctx.units()) {
+      bool zero = true;
+      void* g = u->grad_shard_if_any(&zero);
+      if (g && !zero) mem.scale(g, u->layout().grad_shard_numel(), u->layout().dtype(), coef);
+    }
+  return norm;
+}
+
+}  // namespace fsdp

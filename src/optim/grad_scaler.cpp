@@ -1,0 +1,69 @@
+#include "optim/grad_scaler.hpp"
+
+#include "core/context.hpp"
+#include "core/error.hpp"
+#include "core/mpi_check.hpp"
+#include "core/unit.hpp"
+#include "optim/optimizer.hpp"
+
+namespace fsdp {
+
+GradScaler::GradScaler(Context& ctx, uint64_t id, double init_scale, double growth_factor,
+                       double backoff_factor, int growth_interval)
+    : ctx_(ctx),
+      id_(id),
+      scale_(init_scale),
+      growth_(growth_factor),
+      backoff_(backoff_factor),
+      interval_(growth_interval) {}
+
+void GradScaler::unscale(Optimizer& opt) {
+  if (unscaled_)
+    fail(Errc::State, label() +
+                          ": gradients were already unscaled for this step (call "
+                          "fsdp_grad_scaler_update after the step)");
+  for (Unit* u : opt.units())
+    if (u->precision().param != DType::Float16)
+      fail(Errc::InvalidArgument,
+           u->label() + " of " + opt.label() + " computes in " + dtype_name(u->precision().param) +
+               ": a gradient scaler is for float16 compute (param_dtype = FSDP_FLOAT16)");
+  // PyTorch multiplies by the float reciprocal of the scale.
+  const double inv = static_cast<double>(static_cast<float>(1.0 / scale_));
+  int found = 0;
+  for (Unit* u : opt.units()) {
+    bool zero = true;
+    void* g = u->grad_shard_if_any(&zero);
+    if (!g || zero) continue;
+    const std::size_t n = u->layout().grad_shard_numel();
+    const DType t = u->layout().dtype();
+    ctx_.memory().scale(g, n, t, inv);
+    if (!ctx_.memory().all_finite(g, n, t)) found = 1;
+  }
+  int any = 0;
+  mpi_check(MPI_Allreduce(&found, &any, 1, MPI_INT, MPI_MAX, ctx_.groups().world().comm),
+            "MPI_Allreduce");
+  found_inf_ = any != 0;
+  unscaled_ = true;
+}
+
+bool GradScaler::step(Optimizer& opt) {
+  if (!unscaled_) unscale(opt);
+  if (found_inf_) return true;
+  opt.step();
+  return false;
+}
+
+void GradScaler::update() {
+  if (!unscaled_)
+    fail(Errc::State, label() + ": no step since the last update (call fsdp_grad_scaler_step)");
+  if (found_inf_) {
+    scale_ *= backoff_;
+    clean_steps_ = 0;
+  } else if (++clean_steps_ == interval_) {
+    scale_ *= growth_;
+    clean_steps_ = 0;
+  }
+  unscaled_ = found_inf_ = false;
+}
+
+}  // namespace fsdp

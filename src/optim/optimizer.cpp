@@ -1,0 +1,190 @@
+#include "optim/optimizer.hpp"
+
+#include <fnmatch.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/context.hpp"
+#include "core/error.hpp"
+#include "core/fingerprint.hpp"
+#include "core/unit.hpp"
+
+namespace fsdp {
+namespace {
+
+uint64_t bits_of(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+void require(bool ok, const std::string& who, const char* field, double value, const char* rule) {
+  if (!ok)
+    fail(Errc::InvalidArgument,
+         who + "." + field + " = " + std::to_string(value) + ": must be " + rule);
+}
+
+}  // namespace
+
+uint64_t HyperParams::fingerprint() const {
+  Fingerprint f;
+  for (double d : {lr, weight_decay, momentum, dampening, beta1, beta2, eps}) f.add(bits_of(d));
+  f.add(static_cast<uint64_t>(nesterov));
+  return f.value();
+}
+
+void validate(const HyperParams& h, OptimizerKind kind, const std::string& who) {
+  require(std::isfinite(h.lr) && h.lr >= 0, who, "lr", h.lr, "finite and >= 0");
+  require(std::isfinite(h.weight_decay) && h.weight_decay >= 0, who, "weight_decay", h.weight_decay,
+          "finite and >= 0");
+  if (kind == OptimizerKind::Sgd) {
+    require(h.momentum >= 0 && h.momentum < 1, who, "momentum", h.momentum, "in [0, 1)");
+    require(h.dampening >= 0 && h.dampening <= 1, who, "dampening", h.dampening, "in [0, 1]");
+    if (h.nesterov && (h.momentum <= 0 || h.dampening != 0))
+      fail(Errc::InvalidArgument,
+           who + ".nesterov: needs momentum > 0 and dampening = 0 (as in PyTorch)");
+  } else {
+    require(h.beta1 >= 0 && h.beta1 < 1, who, "beta1", h.beta1, "in [0, 1)");
+    require(h.beta2 >= 0 && h.beta2 < 1, who, "beta2", h.beta2, "in [0, 1)");
+    require(std::isfinite(h.eps) && h.eps > 0, who, "eps", h.eps, "finite and > 0");
+  }
+}
+
+Optimizer::Optimizer(Context& ctx, uint64_t id, OptimizerKind kind, const HyperParams& defaults,
+                     std::vector<Unit*> units)
+    : ctx_(ctx), id_(id), kind_(kind), units_(std::move(units)) {
+  groups_.push_back({"", defaults});
+  states_.resize(units_.size());
+  for (std::size_t k = 0; k < units_.size(); ++k) states_[k].unit = units_[k];
+  assign_segments();
+  for (Unit* u : units_) u->add_user();
+}
+
+Optimizer::~Optimizer() {
+  for (UnitState& s : states_) {
+    const std::size_t bytes = s.unit->grad_shard_bytes();
+    for (int b = 0; b < 2; ++b)
+      if (s.state[b]) {
+        ctx_.memory().deallocate(s.state[b], bytes);
+        ctx_.accounting().sub(MemoryKind::OptimizerState, bytes);
+      }
+    s.unit->remove_user();
+  }
+}
+
+int Optimizer::group_of(const std::string& name) const {
+  for (std::size_t g = 1; g < groups_.size(); ++g)
+    if (fnmatch(groups_[g].pattern.c_str(), name.c_str(), 0) == 0) return static_cast<int>(g);
+  return 0;
+}
+
+void Optimizer::assign_segments() {
+  for (UnitState& s : states_) {
+    s.segments.clear();
+    const FlatLayout& l = s.unit->layout();
+    for (std::size_t i = 0; i < l.num_params(); ++i) {
+      if (!l.param(i).requires_grad) continue;
+      const ShardSlice slice = s.unit->slice(i);
+      if (!slice.length) continue;
+      const int g = group_of(l.param(i).name);
+      // Adjacent slices of one group become one segment: fewer, longer kernel calls.
+      if (!s.segments.empty() && s.segments.back().group == g &&
+          s.segments.back().offset + s.segments.back().length == slice.shard_offset)
+        s.segments.back().length += slice.length;
+      else
+        s.segments.push_back({slice.shard_offset, slice.length, g});
+    }
+  }
+}
+
+int Optimizer::add_group(const std::string& pattern, const HyperParams& h) {
+  validate(h, kind_, "hyperparams");
+  int taken = 0;
+  for (Unit* u : units_)
+    for (const ParamSpec& p : u->layout().params())
+      if (p.requires_grad && group_of(p.name) == 0 &&
+          fnmatch(pattern.c_str(), p.name.c_str(), 0) == 0)
+        ++taken;
+  groups_.push_back({pattern, h});
+  assign_segments();
+  return taken;
+}
+
+void Optimizer::set_hyperparams(int group, const HyperParams& h) {
+  validate(h, kind_, "hyperparams");
+  groups_[static_cast<std::size_t>(group)].params = h;
+}
+
+int Optimizer::state_buffers() const {
+  if (kind_ == OptimizerKind::AdamW) return 2;
+  for (const Group& g : groups_)
+    if (g.params.momentum != 0) return 1;
+  return 0;
+}
+
+void Optimizer::allocate_state(UnitState& s) {
+  const std::size_t bytes = s.unit->grad_shard_bytes();
+  for (int b = 0; b < state_buffers(); ++b) {
+    if (s.state[b]) continue;
+    s.state[b] = ctx_.memory().allocate(bytes);
+    ctx_.accounting().add(MemoryKind::OptimizerState, bytes);
+    ctx_.memory().zero(s.state[b], bytes);
+    if (kind_ == OptimizerKind::Sgd) s.momentum_fresh = true;
+  }
+}
+
+void Optimizer::step_unit(UnitState& s, void* grad) {
+  allocate_state(s);
+  ++s.steps;
+  MemorySpace& mem = ctx_.memory();
+  const DType t = s.unit->precision().storage;
+  const std::size_t esize = dtype_size(t);
+  char* param = static_cast<char*>(s.unit->shard_data());
+  char* g = static_cast<char*>(grad);
+  char* s0 = static_cast<char*>(s.state[0]);
+  char* s1 = static_cast<char*>(s.state[1]);
+  for (const Segment& seg : s.segments) {
+    const HyperParams& h = groups_[static_cast<std::size_t>(seg.group)].params;
+    const std::size_t at = seg.offset * esize;
+    if (kind_ == OptimizerKind::Sgd) {
+      SgdArgs a;
+      a.lr = h.lr, a.weight_decay = h.weight_decay, a.momentum = h.momentum;
+      a.dampening = h.dampening, a.nesterov = h.nesterov, a.first_step = s.momentum_fresh;
+      mem.sgd_step(param + at, g + at, s0 ? s0 + at : nullptr, seg.length, t, a);
+    } else {
+      AdamWArgs a;
+      a.lr = h.lr, a.weight_decay = h.weight_decay, a.beta1 = h.beta1, a.beta2 = h.beta2;
+      a.eps = h.eps;
+      a.bias_correction1 = 1.0 - std::pow(h.beta1, static_cast<double>(s.steps));
+      a.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(h.beta2, static_cast<double>(s.steps)));
+      mem.adamw_step(param + at, g + at, s0 + at, s1 + at, seg.length, t, a);
+    }
+  }
+  s.momentum_fresh = false;
+}
+
+void Optimizer::step() {
+  for (const Unit* u : units_)  // checked first: a refused step changes nothing
+    if (u->is_unsharded())
+      fail(Errc::State, label() + ": " + u->label() +
+                            " is unsharded; reshard it before the step (the update would not "
+                            "reach its unsharded copy)");
+  for (UnitState& s : states_) {
+    bool zero = true;
+    void* grad = s.unit->grad_shard_if_any(&zero);
+    if (grad && !zero) step_unit(s, grad);
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (Unit* u : units_) u->zero_grads();
+}
+
+int64_t Optimizer::steps(const Unit& unit) const {
+  for (const UnitState& s : states_)
+    if (s.unit == &unit) return s.steps;
+  return 0;
+}
+
+}  // namespace fsdp

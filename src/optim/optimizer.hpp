@@ -1,0 +1,93 @@
+// Sharded optimizers (ZeRO-3: each rank updates only its shard, with state for its shard only):
+// SGD with momentum, dampening, Nesterov and weight decay, and AdamW with bias correction and
+// decoupled weight decay. State is in the master shard's dtype (float32 under mixed precision)
+// and covers the trainable section only, so frozen parameters cost none.
+//
+// Hyperparameter groups are addressed by original parameter name (glob patterns) although shards
+// cut across parameters: each unit's shard is split into segments, one per parameter slice, each
+// updated with its parameter's group.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fsdp {
+
+class Context;
+class Unit;
+
+enum class OptimizerKind : int { Sgd = 0, AdamW = 1 };
+
+struct HyperParams {
+  double lr = 0.01, weight_decay = 0.0, momentum = 0.0, dampening = 0.0;
+  bool nesterov = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  uint64_t fingerprint() const;
+};
+
+// Throws InvalidArgument naming `who` and the field for a value the kind cannot use.
+void validate(const HyperParams& h, OptimizerKind kind, const std::string& who);
+
+class Optimizer {
+ public:
+  // Local. The units must belong to `ctx` and be distinct; they cannot be destroyed while the
+  // optimizer lives.
+  Optimizer(Context& ctx, uint64_t id, OptimizerKind kind, const HyperParams& defaults,
+            std::vector<Unit*> units);
+  ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  uint64_t id() const { return id_; }
+  std::string label() const { return "optimizer " + std::to_string(id_); }
+  OptimizerKind kind() const { return kind_; }
+  Context& context() const { return ctx_; }
+  const std::vector<Unit*>& units() const { return units_; }
+  int num_groups() const { return static_cast<int>(groups_.size()); }
+  const HyperParams& group(int g) const { return groups_[static_cast<std::size_t>(g)].params; }
+
+  // A group for the parameters whose name matches `pattern` (fnmatch) and no earlier group's;
+  // returns how many parameters it took. Group 0 holds the defaults.
+  int add_group(const std::string& pattern, const HyperParams& h);
+  void set_hyperparams(int group, const HyperParams& h);
+  // One update of every unit whose gradient shard holds a gradient (units whose gradient was
+  // zeroed and not reduced since are skipped, like parameters whose grad is None in PyTorch).
+  void step();
+  void zero_grad();
+  // Updates made to `unit` so far (the bias-correction step t).
+  int64_t steps(const Unit& unit) const;
+
+ private:
+  struct Segment {
+    std::size_t offset = 0, length = 0;  // inside the gradient shard (the trainable section)
+    int group = 0;
+  };
+  struct UnitState {
+    Unit* unit = nullptr;
+    std::vector<Segment> segments;
+    void* state[2] = {nullptr, nullptr};  // SGD: momentum; AdamW: exp_avg, exp_avg_sq
+    int64_t steps = 0;
+    bool momentum_fresh = false;  // SGD: the buffer starts as the gradient (PyTorch)
+  };
+  struct Group {
+    std::string pattern;  // "" for the defaults
+    HyperParams params;
+  };
+
+  int group_of(const std::string& name) const;
+  void assign_segments();
+  int state_buffers() const;
+  void allocate_state(UnitState& s);
+  void step_unit(UnitState& s, void* grad);
+
+  Context& ctx_;
+  const uint64_t id_;
+  const OptimizerKind kind_;
+  std::vector<Group> groups_;
+  std::vector<Unit*> units_;
+  std::vector<UnitState> states_;
+};
+
+}  // namespace fsdp
