@@ -125,13 +125,16 @@ typedef struct fsdp_config {
    * in float64. Conversions round to nearest even and keep NaN and infinities. */
   fsdp_dtype_t param_dtype;
   fsdp_dtype_t reduce_dtype;
+  /* Rate limiter: at most this many units unsharded, gathering or reducing at once before the
+   * library blocks (waiting for in-flight reductions) or skips a prefetch; 0: the default, 2. */
+  int max_unsharded;
 } fsdp_config_t;
 
 /* Initializer for a config with every default: fsdp_config_t cfg = FSDP_CONFIG_INIT; */
 #define FSDP_CONFIG_INIT                                                                          \
   {                                                                                               \
     sizeof(fsdp_config_t), FSDP_CONFIG_MAGIC, FSDP_VERSION, FSDP_FULL_SHARD, 0, FSDP_REDUCE_MEAN, \
-        FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO                                                          \
+        FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, 0                                                       \
   }
 
 /* ------------------------------------------------------------------------------------------------
@@ -373,6 +376,47 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_precision(fsdp_unit_t unit, fsdp_dtype_t* st
 
 /** Element count of original parameter `index`. Local. */
 FSDP_EXPORT fsdp_status_t fsdp_param_numel(fsdp_unit_t unit, int index, size_t* numel);
+
+/* ------------------------------------------------------------------------------------------------
+ * Asynchronous unshard and reduce, prefetch (since 0.2). With MPI initialized at
+ * MPI_THREAD_MULTIPLE, the context runs its collectives on a progress thread, in the order they
+ * were started (the same on every rank), while the caller computes; otherwise they run at once
+ * in the calling thread (correct, without overlap). Any call that needs a pending result waits
+ * for it (fsdp_param_data, fsdp_reshard, fsdp_grad_data, fsdp_shard_grad, optimizer steps...).
+ * --------------------------------------------------------------------------------------------- */
+typedef struct fsdp_request_s* fsdp_request_t;
+
+/** Starts the unit's all-gather and returns at once. `req` (may be NULL) receives a request for
+ *  fsdp_wait; fsdp_unshard or fsdp_param_data on the unit also wait for it. Collective over the
+ *  shard group. The rate limiter applies (fsdp_config_t.max_unsharded). */
+FSDP_EXPORT fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* req);
+
+/** Starts the unit's gradient reduction and returns at once; the full gradient buffer must not be
+ *  touched until it completes. `req` as for fsdp_unshard_async (under fsdp_set_grad_sync(ctx, 0)
+ *  nothing is started and the request is complete). Collective like fsdp_reduce_grads. */
+FSDP_EXPORT fsdp_status_t fsdp_reduce_grads_async(fsdp_unit_t unit, fsdp_request_t* req);
+
+/** Waits for the request, applies its result and frees it; sets *req to NULL. A request can be
+ *  waited on once: FSDP_ERR_INVALID_HANDLE for NULL, FSDP_ERR_DESTROYED_HANDLE for a copy of a
+ *  request already waited on. Returns the operation's own error if it failed. Local. */
+FSDP_EXPORT fsdp_status_t fsdp_wait(fsdp_request_t* req);
+
+/** Waits for whatever is in flight for the unit (a prefetch, an asynchronous reduce). Local. */
+FSDP_EXPORT fsdp_status_t fsdp_unit_wait(fsdp_unit_t unit);
+
+/** Whether the context has a progress thread (1) or runs asynchronous operations at once (0). */
+FSDP_EXPORT fsdp_status_t fsdp_context_async(fsdp_context_t ctx, int* progress_thread);
+
+/** Prefetching (both off by default): during forward (backward), each fsdp_unshard or
+ *  fsdp_unshard_async the caller makes also starts the all-gather of the unit that followed it in
+ *  the previous iteration's forward (backward), when the rate limiter allows. Local. */
+FSDP_EXPORT fsdp_status_t fsdp_set_prefetch(fsdp_context_t ctx, int forward, int backward);
+
+/** Marks the start of an iteration's forward pass (collective over the world group: it checks
+ *  that every rank recorded the same unshard order last iteration) and of its backward pass
+ *  (local). Prefetch follows the order recorded between these marks. */
+FSDP_EXPORT fsdp_status_t fsdp_begin_forward(fsdp_context_t ctx);
+FSDP_EXPORT fsdp_status_t fsdp_begin_backward(fsdp_context_t ctx);
 
 /* ------------------------------------------------------------------------------------------------
  * Sharded optimizers (since 0.2). Each rank updates only its shard (the master copy), with state

@@ -1,6 +1,7 @@
 #include "harness.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char* test_name = "test";
@@ -8,7 +9,13 @@ static long checks_passed, checks_failed;
 static int world_rank, world_size;
 
 void th_init(int* argc, char*** argv, const char* name) {
-  MPI_Init(argc, argv);
+  /* MPI_THREAD_MULTIPLE gives contexts their progress thread; FSDP_TEST_THREAD_SINGLE=1 tests the
+   * path without one. */
+  const char* single = getenv("FSDP_TEST_THREAD_SINGLE");
+  int provided = 0;
+  MPI_Init_thread(argc, argv,
+                  single && !strcmp(single, "1") ? MPI_THREAD_SINGLE : MPI_THREAD_MULTIPLE,
+                  &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   test_name = name;

@@ -76,6 +76,7 @@ fsdp_status_t fsdp_finalize(fsdp_context_t* ctx) {
     for (fsdp::Optimizer* o : c.optimizers()) fsdp::capi::retire(o, fsdp::capi::Retired::Finalized);
     for (fsdp::GradScaler* s : c.grad_scalers())
       fsdp::capi::retire(s, fsdp::capi::Retired::Finalized);
+    for (fsdp::Request* r : c.requests()) fsdp::capi::retire(r, fsdp::capi::Retired::Finalized);
     fsdp::capi::retire(&c, fsdp::capi::Retired::Finalized);
     delete &c;
     *ctx = nullptr;
@@ -152,7 +153,9 @@ fsdp_status_t fsdp_set_grad_sync(fsdp_context_t ctx, int enabled) {
   return guard(__func__, [&] {
     if (enabled != 0 && enabled != 1)
       fail(Errc::InvalidArgument, "enabled = " + std::to_string(enabled) + ": must be 0 or 1");
-    context_from(ctx, "ctx").set_grad_sync(enabled != 0);
+    Context& c = context_from(ctx, "ctx");
+    c.quiesce();  // a reduce in flight was started under the old setting
+    c.set_grad_sync(enabled != 0);
   });
 }
 

@@ -106,6 +106,7 @@ fsdp_status_t fsdp_optimizer_add_group(fsdp_optimizer_t opt, const char* pattern
                                        const fsdp_hyperparams_t* hp, int* group, int* nmatched) {
   return guard(__func__, [&] {
     Optimizer& o = optimizer_from(opt, "opt");
+    o.context().quiesce();
     std::optional<Error> local;
     HyperParams h;
     fsdp::Fingerprint f;
@@ -169,11 +170,19 @@ fsdp_status_t fsdp_optimizer_set_lr(fsdp_optimizer_t opt, int group, double lr) 
 }
 
 fsdp_status_t fsdp_optimizer_step(fsdp_optimizer_t opt) {
-  return guard(__func__, [&] { optimizer_from(opt, "opt").step(); });
+  return guard(__func__, [&] {
+    Optimizer& o = optimizer_from(opt, "opt");
+    o.context().quiesce();  // reductions in flight land first
+    o.step();
+  });
 }
 
 fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt) {
-  return guard(__func__, [&] { optimizer_from(opt, "opt").zero_grad(); });
+  return guard(__func__, [&] {
+    Optimizer& o = optimizer_from(opt, "opt");
+    o.context().quiesce();
+    o.zero_grad();
+  });
 }
 
 fsdp_status_t fsdp_clip_grad_norm(fsdp_context_t ctx, double max_norm, double norm_type,
@@ -186,6 +195,7 @@ fsdp_status_t fsdp_clip_grad_norm(fsdp_context_t ctx, double max_norm, double no
     if (!(norm_type >= 1))
       fail(Errc::InvalidArgument,
            "norm_type = " + std::to_string(norm_type) + ": must be >= 1 (2: L2, INFINITY: max)");
+    c.quiesce();
     const double norm = fsdp::clip_grad_norm(c, max_norm, norm_type);
     if (total_norm) *total_norm = norm;
   });
@@ -250,14 +260,18 @@ static Optimizer& scaler_optimizer(const GradScaler& s, fsdp_optimizer_t opt) {
 fsdp_status_t fsdp_grad_scaler_unscale(fsdp_grad_scaler_t scaler, fsdp_optimizer_t opt) {
   return guard(__func__, [&] {
     GradScaler& s = grad_scaler_from(scaler, "scaler");
-    s.unscale(scaler_optimizer(s, opt));
+    Optimizer& o = scaler_optimizer(s, opt);
+    s.context().quiesce();
+    s.unscale(o);
   });
 }
 
 fsdp_status_t fsdp_grad_scaler_step(fsdp_grad_scaler_t scaler, fsdp_optimizer_t opt, int* skipped) {
   return guard(__func__, [&] {
     GradScaler& s = grad_scaler_from(scaler, "scaler");
-    const bool skip = s.step(scaler_optimizer(s, opt));
+    Optimizer& o = scaler_optimizer(s, opt);
+    s.context().quiesce();
+    const bool skip = s.step(o);
     if (skipped) *skipped = skip ? 1 : 0;
   });
 }

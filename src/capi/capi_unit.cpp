@@ -110,6 +110,10 @@ fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit) {
   return guard(__func__, [&] {
     if (!unit) fail(Errc::InvalidArgument, "unit: NULL pointer to a unit handle");
     Unit& u = unit_from(*unit, "*unit");
+    if (u.pending() != Unit::Pending::None)
+      fail(Errc::State, "*unit: " + u.label() + " has an " +
+                            (u.pending() == Unit::Pending::Unshard ? "unshard" : "reduce") +
+                            " in flight: wait for it first (fsdp_wait or fsdp_unit_wait)");
     if (u.users() > 0)
       fail(Errc::State, "*unit: " + u.label() + " is used by " + std::to_string(u.users()) +
                             " optimizer(s): destroy them first");
@@ -120,7 +124,17 @@ fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit) {
 }
 
 fsdp_status_t fsdp_unshard(fsdp_unit_t unit) {
-  return guard(__func__, [&] { unit_from(unit, "unit").unshard(); });
+  return guard(__func__, [&] {
+    Unit& u = unit_from(unit, "unit");
+    if (u.pending() != Unit::Pending::Unshard) {  // else prefetched: just wait for it
+      if (u.is_unsharded())
+        fail(Errc::State, u.label() + " is already unsharded (call fsdp_reshard first)");
+      u.context().make_room();
+      u.unshard_async();
+    }
+    u.context().after_caller_unshard(u);  // the next unit's prefetch goes right behind it
+    u.complete_pending();
+  });
 }
 
 fsdp_status_t fsdp_reshard(fsdp_unit_t unit) {
@@ -129,7 +143,7 @@ fsdp_status_t fsdp_reshard(fsdp_unit_t unit) {
 
 fsdp_status_t fsdp_param_data(fsdp_unit_t unit, int index, void** data) {
   return guard(__func__, [&] {
-    const Unit& u = unit_from(unit, "unit");
+    Unit& u = unit_from(unit, "unit");
     const std::size_t i = param_index(u, index);
     require_output(data, "data");
     *data = u.param_data(i);

@@ -61,6 +61,10 @@ ContextOptions options_from_config(const fsdp_config_t* cfg) {
   o.strategy = static_cast<Strategy>(c.strategy);
   o.sharding_factor = c.sharding_factor;
   o.grad_reduction = static_cast<GradReduction>(c.grad_reduction);
+  if (c.max_unsharded < 0)
+    fail(Errc::InvalidArgument, "cfg->max_unsharded = " + std::to_string(c.max_unsharded) +
+                                    ": must be >= 1, or 0 for the default (2)");
+  o.max_unsharded = c.max_unsharded == 0 ? 2 : c.max_unsharded;
   return o;
 }
 

@@ -7,7 +7,7 @@
 namespace fsdp::capi {
 namespace {
 
-enum class Kind { Context, Unit, Optimizer, GradScaler };
+enum class Kind { Context, Unit, Optimizer, GradScaler, Request };
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -15,6 +15,7 @@ const char* kind_name(Kind k) {
     case Kind::Unit: return "unit";
     case Kind::Optimizer: return "optimizer";
     case Kind::GradScaler: return "grad scaler";
+    case Kind::Request: return "request";
   }
   return "handle";
 }
@@ -57,7 +58,9 @@ const void* lookup(const void* h, Kind want, const char* arg) {
          std::string(arg) + ": not a libfsdp " + kind + " handle (foreign or corrupted pointer)");
   if (old->second == Retired::Finalized)
     fail(Errc::Finalized, std::string(arg) + ": the " + kind + "'s context was finalized");
-  fail(Errc::DestroyedHandle, std::string(arg) + ": the " + kind + " was destroyed");
+  fail(Errc::DestroyedHandle,
+       std::string(arg) + ": the " + kind +
+           (want == Kind::Request ? " was already waited on" : " was destroyed"));
 }
 
 }  // namespace
@@ -73,6 +76,9 @@ void register_optimizer(Optimizer* o) {
 }
 void register_grad_scaler(GradScaler* s) {
   add(s, Kind::GradScaler);
+}
+void register_request(Request* r) {
+  add(r, Kind::Request);
 }
 
 void retire(const void* h, Retired why) noexcept {
@@ -95,6 +101,10 @@ Unit& unit_from(fsdp_unit_t h, const char* arg) {
 
 Optimizer& optimizer_from(fsdp_optimizer_t h, const char* arg) {
   return *static_cast<Optimizer*>(const_cast<void*>(lookup(h, Kind::Optimizer, arg)));
+}
+
+Request& request_from(fsdp_request_t h, const char* arg) {
+  return *static_cast<Request*>(const_cast<void*>(lookup(h, Kind::Request, arg)));
 }
 
 GradScaler& grad_scaler_from(fsdp_grad_scaler_t h, const char* arg) {

@@ -16,6 +16,7 @@ void register_context(Context* c);
 void register_unit(Unit* u);
 void register_optimizer(Optimizer* o);
 void register_grad_scaler(GradScaler* s);
+void register_request(Request* r);
 void retire(const void* handle, Retired why) noexcept;
 
 // Throw InvalidHandle / DestroyedHandle / Finalized naming `arg`.
@@ -23,6 +24,7 @@ Context& context_from(fsdp_context_t h, const char* arg);
 Unit& unit_from(fsdp_unit_t h, const char* arg);
 Optimizer& optimizer_from(fsdp_optimizer_t h, const char* arg);
 GradScaler& grad_scaler_from(fsdp_grad_scaler_t h, const char* arg);
+Request& request_from(fsdp_request_t h, const char* arg);
 
 inline fsdp_context_t to_handle(Context* c) {
   return reinterpret_cast<fsdp_context_t>(c);
@@ -35,6 +37,9 @@ inline fsdp_optimizer_t to_handle(Optimizer* o) {
 }
 inline fsdp_grad_scaler_t to_handle(GradScaler* s) {
   return reinterpret_cast<fsdp_grad_scaler_t>(s);
+}
+inline fsdp_request_t to_handle(Request* r) {
+  return reinterpret_cast<fsdp_request_t>(r);
 }
 
 }  // namespace fsdp::capi

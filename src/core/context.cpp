@@ -23,6 +23,7 @@ uint64_t ContextOptions::fingerprint() const {
   f.add(static_cast<uint64_t>(grad_reduction));
   f.add(precision.param ? static_cast<uint64_t>(*precision.param) : ~uint64_t(0));
   f.add(precision.reduce ? static_cast<uint64_t>(*precision.reduce) : ~uint64_t(0));
+  f.add(static_cast<uint64_t>(max_unsharded));
   f.add(static_cast<uint64_t>(transport.algorithm));
   f.add(static_cast<uint64_t>(transport.ring_min_block_bytes));
   f.add(static_cast<uint64_t>(transport.ring_piece_bytes));
@@ -49,6 +50,14 @@ bool node_oversubscribed(const Group& world, const Topology& topo) {
   int over = cores > 0 && topo.largest_node > cores, any = 0;
   mpi_check(MPI_Allreduce(&over, &any, 1, MPI_INT, MPI_MAX, world.comm), "MPI_Allreduce");
   return any != 0;
+}
+
+// A progress thread needs MPI_THREAD_MULTIPLE; FSDP_PROGRESS_THREAD=0 turns it off.
+bool progress_thread_wanted() {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  const char* env = std::getenv("FSDP_PROGRESS_THREAD");
+  return provided == MPI_THREAD_MULTIPLE && !(env && std::strcmp(env, "0") == 0);
 }
 
 }  // namespace
@@ -103,16 +112,27 @@ Context::Context(std::unique_ptr<ProcessGroups> groups, const ContextOptions& op
   transport_scratch_ = std::make_unique<Scratch>(*memory_, accounting_);
   partial_sums_ = std::make_unique<Scratch>(*memory_, accounting_);
   transport_ = std::make_unique<MpiTransport>(*transport_scratch_, options_.transport);
+  worker_ = std::make_unique<CommWorker>(progress_thread_wanted());
 }
 
 Context::~Context() {
+  worker_->drain();
+  for (auto& [id, u] : units_) {
+    try {
+      u->complete_pending();
+    } catch (...) {  // reported to nobody: the context is going
+    }
+  }
+  requests_.clear();
   optimizers_.clear();  // they use units
   scalers_.clear();
   units_.clear();  // units return their buffers to the pool before it goes
+  worker_.reset();
 }
 
 Unit& Context::create_unit(std::vector<ParamSpec> params, const UnitRequest& request,
                            const std::optional<Error>& local_error) {
+  quiesce();
   uint64_t fingerprint = 0;
   std::optional<FlatLayout> layout;
   Precision precision;
@@ -161,6 +181,7 @@ void Context::destroy_unit(Unit& unit) {
 Optimizer& Context::create_optimizer(OptimizerKind kind, const HyperParams& defaults,
                                      std::vector<Unit*> units,
                                      const std::optional<Error>& local_error) {
+  quiesce();
   Fingerprint f;
   if (!local_error) {
     f.add(static_cast<uint64_t>(kind));
@@ -188,6 +209,7 @@ std::vector<Optimizer*> Context::optimizers() const {
 
 GradScaler& Context::create_grad_scaler(double init_scale, double growth, double backoff,
                                         int interval, const std::optional<Error>& local_error) {
+  quiesce();
   Fingerprint f;
   for (double d : {init_scale, growth, backoff}) {
     uint64_t u;
@@ -219,7 +241,98 @@ std::vector<Unit*> Context::units() const {
   return all;
 }
 
+void Context::quiesce() {
+  worker_->drain();
+  for (auto& [id, u] : units_) u->complete_pending();
+}
+
+Unit* Context::find_unit(uint64_t id) const {
+  auto it = units_.find(id);
+  return it == units_.end() ? nullptr : it->second.get();
+}
+
+Request& Context::add_request(const Unit& unit, std::shared_ptr<CommWorker::Task> task) {
+  auto r = std::make_unique<Request>();
+  r->context = this;
+  r->id = next_request_id_++;
+  r->unit_id = unit.id();
+  r->task = std::move(task);
+  Request& ref = *r;
+  requests_.emplace(ref.id, std::move(r));
+  return ref;
+}
+
+void Context::wait(Request& r) {
+  const uint64_t id = r.id;
+  std::shared_ptr<CommWorker::Task> task = r.task;
+  Unit* u = find_unit(r.unit_id);
+  requests_.erase(id);  // forgotten whatever the outcome
+  if (!task) return;
+  if (u && u->pending_task() == task)
+    u->complete_pending();
+  else
+    task->wait();  // already applied by an implicit wait; rethrows its error if it had one
+}
+
+std::vector<Request*> Context::requests() const {
+  std::vector<Request*> all;
+  for (const auto& [id, r] : requests_) all.push_back(r.get());
+  return all;
+}
+
+int Context::held_units() const {
+  int n = 0;
+  for (const auto& [id, u] : units_)
+    n += u->is_unsharded() || u->pending() == Unit::Pending::Reduce;
+  return n;
+}
+
+void Context::make_room() {
+  while (held_units() >= options_.max_unsharded) {
+    Unit* oldest = nullptr;
+    for (const auto& [id, u] : units_)
+      if (u->pending() == Unit::Pending::Reduce &&
+          (!oldest || u->pending_sequence() < oldest->pending_sequence()))
+        oldest = u.get();
+    if (!oldest) return;
+    oldest->complete_pending();
+  }
+}
+
+void Context::begin_phase(Phase p) {
+  if (p == Phase::Forward) {
+    quiesce();
+    Fingerprint f;
+    for (int k = 1; k <= 2; ++k) {
+      previous_[k] = std::move(recorded_[k]);
+      recorded_[k].clear();
+      f.add(static_cast<uint64_t>(previous_[k].size()));
+      for (uint64_t id : previous_[k]) f.add(id);
+    }
+    agree(groups_->world(), "unshard orders of the previous iteration (prefetch)", f.value(),
+          std::nullopt);
+  }
+  phase_ = p;
+}
+
+void Context::after_caller_unshard(Unit& u) {
+  if (phase_ == Phase::None) return;
+  const int k = static_cast<int>(phase_);
+  std::vector<uint64_t>& rec = recorded_[k];
+  rec.push_back(u.id());
+  const std::vector<uint64_t>& prev = previous_[k];
+  const std::size_t pos = rec.size() - 1;
+  // Only while this iteration follows the previous one's order; the same decision on every rank.
+  if (!prefetch_[k] || pos + 1 >= prev.size() || prev[pos] != u.id()) return;
+  Unit* next = find_unit(prev[pos + 1]);
+  if (!next || next->is_unsharded()) return;
+  make_room();
+  if (held_units() >= options_.max_unsharded) return;  // held by the caller: skip, do not block
+  next->unshard_async();
+}
+
 void Context::trim() {
+  quiesce();
   pool_->trim();
   transport_scratch_->release();
   partial_sums_->release();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/buffer_pool.hpp"
+#include "core/comm_worker.hpp"
 #include "core/error.hpp"
 #include "core/flat_layout.hpp"
 #include "core/memory_accounting.hpp"
@@ -36,6 +37,7 @@ struct ContextOptions {
   int sharding_factor = 0;  // 0: the strategy's default
   GradReduction grad_reduction = GradReduction::Mean;
   PrecisionRequest precision;  // every unit's, unless the unit asks otherwise
+  int max_unsharded = 2;       // rate limiter: units unsharded, gathering or reducing at once
   MpiTransportOptions transport;
 
   uint64_t fingerprint() const;
@@ -44,6 +46,18 @@ struct ContextOptions {
 // Reads FSDP_REDUCE_SCATTER_ALGORITHM (auto|ring|mpi) and FSDP_RING_MIN_BLOCK_BYTES. Throws
 // InvalidArgument naming the variable when a value is not understood.
 void apply_environment(ContextOptions& options);
+
+class Context;
+
+// An asynchronous operation the caller holds a handle to (fsdp_request_t).
+struct Request {
+  Context* context = nullptr;
+  uint64_t id = 0;
+  uint64_t unit_id = 0;
+  std::shared_ptr<CommWorker::Task> task;  // nullptr: nothing was started (no_sync)
+};
+
+enum class Phase : int { None = 0, Forward = 1, Backward = 2 };
 
 class Context {
  public:
@@ -90,6 +104,32 @@ class Context {
   // Off: reduce_grads keeps full gradients locally (PyTorch's no_sync) until it is turned on.
   bool grad_sync() const { return grad_sync_; }
   void set_grad_sync(bool on) { grad_sync_ = on; }
+
+  // ---- Asynchronous operations ----
+  CommWorker& worker() { return *worker_; }
+  uint64_t next_sequence() { return ++sequence_; }
+  // Waits for everything in flight and applies it: before a synchronous collective on the
+  // caller's thread, and before gradient shards are read.
+  void quiesce();
+  Unit* find_unit(uint64_t id) const;
+  Request& add_request(const Unit& unit, std::shared_ptr<CommWorker::Task> task);
+  void wait(Request& r);  // waits, applies, forgets the request
+  std::vector<Request*> requests() const;
+  // Rate limiter: units unsharded or gathering, plus units whose gradient is being reduced.
+  int held_units() const;
+  // Completes in-flight reduces, oldest first, while held_units() >= max_unsharded: the caller
+  // blocks rather than allocating more while memory is about to be freed.
+  void make_room();
+  // Prefetch (paper, "Backward and forward prefetching"): during a phase, each unshard the
+  // caller asks for also starts the all-gather of the unit that followed it in the previous
+  // iteration's same phase, when the rate limiter allows.
+  void set_prefetch(bool forward, bool backward) {
+    prefetch_[1] = forward, prefetch_[2] = backward;
+  }
+  // Forward starts a new iteration: collective over the world group, which checks that every
+  // rank recorded the same unshard order (prefetch would otherwise mismatch collectives).
+  void begin_phase(Phase p);
+  void after_caller_unshard(Unit& u);
   std::size_t unsharded_model_bytes() const;
   // Frees cached pool buffers and communication scratch.
   void trim();
@@ -111,6 +151,13 @@ class Context {
   std::map<uint64_t, std::unique_ptr<GradScaler>> scalers_;
   uint64_t next_scaler_id_ = 0;
   bool grad_sync_ = true;
+  std::unique_ptr<CommWorker> worker_;
+  uint64_t sequence_ = 0;
+  std::map<uint64_t, std::unique_ptr<Request>> requests_;
+  uint64_t next_request_id_ = 0;
+  Phase phase_ = Phase::None;
+  bool prefetch_[3] = {false, false, false};
+  std::vector<uint64_t> recorded_[3], previous_[3];  // unit ids per phase
 };
 
 }  // namespace fsdp

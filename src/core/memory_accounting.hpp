@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <mutex>
 
 namespace fsdp {
 
@@ -19,34 +20,58 @@ enum class MemoryKind {
 };
 constexpr int kMemoryKinds = static_cast<int>(MemoryKind::Count);
 
+// Thread-safe: the progress thread grows communication scratch while the caller reads stats.
 class MemoryAccounting {
  public:
   void add(MemoryKind k, std::size_t n) {
+    std::lock_guard<std::mutex> lock(mutex_);
     const int i = static_cast<int>(k);
     bytes_[i] += n;
     if (bytes_[i] > peaks_[i]) peaks_[i] = bytes_[i];
     std::size_t total = 0;
     for (std::size_t b : bytes_) total += b;
     if (total > peak_) peak_ = total;
-    const std::size_t params = bytes(MemoryKind::Shard) + bytes(MemoryKind::Unsharded);
+    const std::size_t params = parameters();
     if (params > peak_params_) peak_params_ = params;
   }
-  void sub(MemoryKind k, std::size_t n) { bytes_[static_cast<int>(k)] -= n; }
-  std::size_t bytes(MemoryKind k) const { return bytes_[static_cast<int>(k)]; }
-  std::size_t peak(MemoryKind k) const { return peaks_[static_cast<int>(k)]; }
-  std::size_t peak() const { return peak_; }
-  std::size_t peak_parameters() const { return peak_params_; }
+  void sub(MemoryKind k, std::size_t n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bytes_[static_cast<int>(k)] -= n;
+  }
+  std::size_t bytes(MemoryKind k) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bytes_[static_cast<int>(k)];
+  }
+  std::size_t peak(MemoryKind k) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peaks_[static_cast<int>(k)];
+  }
+  std::size_t peak() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peak_;
+  }
+  std::size_t peak_parameters() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peak_params_;
+  }
   // Peaks restart from the current values (fsdp_reset_peak_memory).
   void reset_peaks() {
+    std::lock_guard<std::mutex> lock(mutex_);
     peak_ = peak_params_ = 0;
     for (int i = 0; i < kMemoryKinds; ++i) {
       peaks_[i] = bytes_[i];
       peak_ += bytes_[i];
     }
-    peak_params_ = bytes(MemoryKind::Shard) + bytes(MemoryKind::Unsharded);
+    peak_params_ = parameters();
   }
 
  private:
+  std::size_t parameters() const {
+    return bytes_[static_cast<int>(MemoryKind::Shard)] +
+           bytes_[static_cast<int>(MemoryKind::Unsharded)];
+  }
+
+  mutable std::mutex mutex_;
   std::size_t bytes_[kMemoryKinds] = {};
   std::size_t peaks_[kMemoryKinds] = {};
   std::size_t peak_ = 0;

@@ -39,35 +39,76 @@ char* Unit::element(void* base, std::size_t i, DType t) const {
   return static_cast<char*>(base) + i * dtype_size(t);
 }
 
-// One section's all-gather. In mixed precision this rank's block of the output is first filled
-// with its shard rounded to param_dtype, and the all-gather runs in place: no staging buffer.
-void Unit::gather_section(const Section& s, void* full) {
-  if (s.numel == 0) return;
+// Each section's all-gather into its place in `full`. In mixed precision this rank's block of
+// each section was already filled with its shard rounded to param_dtype (by unshard_async), and
+// the all-gather runs in place: no staging buffer.
+void Unit::gather_sections(void* full) {
   const DType p = precision_.param, st = precision_.storage;
-  void* out = element(full, s.flat_base, p);
-  const void* shard = element(shard_, s.shard_base, st);
-  if (p == st) {
-    ctx_.transport().all_gather(shard, out, s.shard_numel, p, ctx_.groups().shard());
-    return;
+  for (const Section& s : layout_.sections()) {
+    if (s.numel == 0) continue;
+    void* out = element(full, s.flat_base, p);
+    const void* own = p == st ? element(shard_, s.shard_base, st) : nullptr;
+    ctx_.transport().all_gather(own, out, s.shard_numel, p, ctx_.groups().shard());
   }
-  void* mine = element(out, static_cast<std::size_t>(shard_rank_) * s.shard_numel, p);
-  ctx_.memory().convert(mine, p, shard, st, s.shard_numel);
-  ctx_.transport().all_gather(nullptr, out, s.shard_numel, p, ctx_.groups().shard());
+}
+
+std::shared_ptr<CommWorker::Task> Unit::track(Pending kind,
+                                              std::shared_ptr<CommWorker::Task> task) {
+  pending_ = kind;
+  pending_task_ = task;
+  pending_sequence_ = ctx_.next_sequence();
+  return task;
+}
+
+void Unit::complete_pending() {
+  if (pending_ == Pending::None) return;
+  const Pending kind = pending_;
+  std::shared_ptr<CommWorker::Task> task = std::move(pending_task_);
+  pending_ = Pending::None;
+  try {
+    task->wait();
+  } catch (...) {
+    if (kind == Pending::Unshard) unsharded_.reset();  // a failed all-gather leaves it sharded
+    reduce_copy_.reset();
+    throw;
+  }
+  if (kind == Pending::Reduce) {
+    grad_shard_is_zero_ = false;
+    full_grad_.reset();
+    reduce_copy_.reset();
+  }
+}
+
+std::shared_ptr<CommWorker::Task> Unit::unshard_async() {
+  if (unsharded_) fail(Errc::State, label() + " is already unsharded (call fsdp_reshard first)");
+  complete_pending();  // a reduce in flight
+  BufferPool::Lease full = ctx_.pool().acquire(unsharded_bytes(), MemoryKind::Unsharded);
+  const DType p = precision_.param, st = precision_.storage;
+  if (p != st)
+    for (const Section& s : layout_.sections())
+      if (s.numel)
+        ctx_.memory().convert(
+            element(full.data(),
+                    s.flat_base + static_cast<std::size_t>(shard_rank_) * s.shard_numel, p),
+            p, element(shard_, s.shard_base, st), st, s.shard_numel);
+  void* out = full.data();
+  unsharded_ = std::move(full);
+  return track(Pending::Unshard, ctx_.worker().submit([this, out] { gather_sections(out); }));
 }
 
 void Unit::unshard() {
-  if (unsharded_) fail(Errc::State, label() + " is already unsharded (call fsdp_reshard first)");
-  BufferPool::Lease full = ctx_.pool().acquire(unsharded_bytes(), MemoryKind::Unsharded);
-  for (const Section& s : layout_.sections()) gather_section(s, full.data());
-  unsharded_ = std::move(full);  // only now: a failed all-gather leaves the unit sharded
+  if (pending_ != Pending::Unshard) unshard_async();
+  complete_pending();
 }
 
 void Unit::reshard() {
   if (!unsharded_) fail(Errc::State, label() + " is not unsharded (call fsdp_unshard first)");
+  if (pending_ == Pending::Unshard) complete_pending();
   unsharded_.reset();
 }
 
-void* Unit::param_data(std::size_t i) const {
+void* Unit::param_data(std::size_t i) {
+  if (pending_ == Pending::Unshard) complete_pending();
   if (!unsharded_)
     fail(Errc::State, label() +
                           " is sharded: parameters are readable only between fsdp_unshard "
@@ -76,6 +117,7 @@ void* Unit::param_data(std::size_t i) const {
 }
 
 void* Unit::grad_data(std::size_t i) {
+  if (pending_ == Pending::Reduce) complete_pending();
   if (!full_grad_) {
     BufferPool::Lease g = ctx_.pool().acquire(full_grad_bytes(), MemoryKind::FullGrad);
     ctx_.memory().zero(g.data(), full_grad_bytes());  // unwritten parameters and padding add zero
@@ -94,6 +136,7 @@ void* Unit::grad_shard_storage() {
 }
 
 void* Unit::shard_grad() {
+  complete_pending();
   void* g = grad_shard_storage();
   if (grad_shard_is_zero_) {
     ctx_.memory().zero(g, grad_shard_bytes());
@@ -102,34 +145,42 @@ void* Unit::shard_grad() {
   return g;
 }
 
-void Unit::reduce_grads() {
+std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async() {
+  if (pending_ == Pending::Reduce) complete_pending();
   if (!full_grad_)
     fail(Errc::State,
          label() + " has no gradient to reduce: write it through fsdp_grad_data first");
-  if (!ctx_.grad_sync()) return;  // no_sync: the next micro-batch adds to the kept full gradient
-  communicate_grads();
+  if (!ctx_.grad_sync()) return nullptr;  // no_sync: the next micro-batch adds to it
+  void* out = grad_shard_storage();
+  const Store store = grad_shard_is_zero_ ? Store::Assign : Store::Accumulate;
+  const DType r = precision_.reduce;
+  void* full = full_grad_.data();
+  if (r != precision_.param) {  // converted here, so the progress thread only communicates
+    reduce_copy_ =
+        ctx_.pool().acquire(layout_.grad_padded_numel() * dtype_size(r), MemoryKind::FullGrad);
+    ctx_.memory().convert(reduce_copy_.data(), r, full, precision_.param,
+                          layout_.grad_padded_numel());
+    full_grad_.reset();
+    full = reduce_copy_.data();
+  }
+  return track(Pending::Reduce, ctx_.worker().submit([this, full, r, out, store] {
+    reduce_into(full, r, out, store);
+  }));
+}
+
+void Unit::reduce_grads() {
+  if (reduce_grads_async()) complete_pending();
 }
 
 // Reduce-scatter over the shard group (and all-reduce over replicas) in reduce_dtype, divided by
 // W once, stored or added into the gradient shard in the storage dtype.
-void Unit::communicate_grads() {
-  void* out = grad_shard_storage();
-  const Store store = grad_shard_is_zero_ ? Store::Assign : Store::Accumulate;
+void Unit::reduce_into(void* full, DType r, void* out, Store store) {
   const ProcessGroups& groups = ctx_.groups();
   const double divisor = ctx_.options().grad_reduction == GradReduction::Mean
                              ? static_cast<double>(groups.world().size)
                              : 1.0;
   const std::size_t n = layout_.grad_shard_numel();
-  const DType r = precision_.reduce, st = precision_.storage;
-  BufferPool::Lease converted;  // the full gradient in reduce_dtype, when that differs
-  void* full = full_grad_.data();
-  if (r != precision_.param) {
-    converted =
-        ctx_.pool().acquire(layout_.grad_padded_numel() * dtype_size(r), MemoryKind::FullGrad);
-    ctx_.memory().convert(converted.data(), r, full, precision_.param, layout_.grad_padded_numel());
-    full_grad_.reset();
-    full = converted.data();
-  }
+  const DType st = precision_.storage;
   if (groups.replicate().size == 1) {
     ctx_.transport().reduce_scatter(full, n, r, groups.shard(), {out, st, divisor, store});
   } else {
@@ -139,11 +190,10 @@ void Unit::communicate_grads() {
     ctx_.transport().all_reduce(partial, n, r, groups.replicate());
     ctx_.memory().scaled(out, st, partial, r, n, divisor, store);
   }
-  grad_shard_is_zero_ = false;
-  full_grad_.reset();
 }
 
 void Unit::zero_grads() {
+  complete_pending();
   grad_shard_is_zero_ = true;
   if (full_grad_) ctx_.memory().zero(full_grad_.data(), full_grad_bytes());
 }

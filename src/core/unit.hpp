@@ -6,11 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/buffer_pool.hpp"
+#include "core/comm_worker.hpp"
 #include "core/flat_layout.hpp"
 #include "core/precision.hpp"
+#include "core/store.hpp"
 
 namespace fsdp {
 
@@ -38,12 +41,25 @@ class Unit {
   void remove_user() { --users_; }
   int users() const { return users_; }
 
-  void unshard();  // collective over the shard group
-  void reshard();
-  void* param_data(std::size_t i) const;
+  // What the progress thread is doing for the unit, if anything.
+  enum class Pending { None, Unshard, Reduce };
+  Pending pending() const { return pending_; }
+  const std::shared_ptr<CommWorker::Task>& pending_task() const { return pending_task_; }
+  uint64_t pending_sequence() const { return pending_sequence_; }
+  // Waits for the pending operation and applies its result; rethrows its error (a failed
+  // all-gather leaves the unit sharded). No-op when nothing is pending.
+  void complete_pending();
+
+  // Starts the all-gather on the progress thread (collective over the shard group).
+  std::shared_ptr<CommWorker::Task> unshard_async();
+  void unshard();  // unshard_async and wait; waits instead when an unshard is already pending
+  void reshard();  // waits for a pending unshard first
+  void* param_data(std::size_t i);
   void* grad_data(std::size_t i);
   // Collective over the shard and replicate groups, unless gradient sync is off in the context
-  // (no_sync), when the full gradient is kept for the next micro-batch to add to.
+  // (no_sync), when the full gradient is kept for the next micro-batch to add to (and nullptr is
+  // returned: nothing to wait for).
+  std::shared_ptr<CommWorker::Task> reduce_grads_async();
   void reduce_grads();
   void zero_grads();
 
@@ -71,8 +87,10 @@ class Unit {
  private:
   char* element(void* base, std::size_t i, DType t) const;
   void* grad_shard_storage();  // allocated, contents meaningful only if !grad_shard_is_zero_
-  void gather_section(const Section& s, void* full);
-  void communicate_grads();
+  // Run on the progress thread: the collectives only (buffers are prepared by the caller).
+  void gather_sections(void* full);
+  void reduce_into(void* full, DType t, void* out, Store store);
+  std::shared_ptr<CommWorker::Task> track(Pending kind, std::shared_ptr<CommWorker::Task> t);
 
   Context& ctx_;
   const uint64_t id_;
@@ -87,8 +105,12 @@ class Unit {
   // two passes over the shard per step (the zeroing and the read).
   bool grad_shard_is_zero_ = true;
   int users_ = 0;
-  BufferPool::Lease unsharded_;  // the all-gather's output while unsharded
-  BufferPool::Lease full_grad_;  // the caller's full gradient while one is being written
+  BufferPool::Lease unsharded_;    // the all-gather's output while unsharded (or gathering)
+  BufferPool::Lease full_grad_;    // the caller's full gradient while one is being written
+  BufferPool::Lease reduce_copy_;  // the full gradient in reduce_dtype while it is reduced
+  Pending pending_ = Pending::None;
+  std::shared_ptr<CommWorker::Task> pending_task_;
+  uint64_t pending_sequence_ = 0;
 };
 
 }  // namespace fsdp

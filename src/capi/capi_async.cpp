@@ -1,0 +1,90 @@
+// C entry points for asynchronous operations, requests and prefetch.
+#include <string>
+
+#include "capi/guard.hpp"
+#include "capi/handles.hpp"
+
+using fsdp::Errc;
+using fsdp::fail;
+using fsdp::Unit;
+using fsdp::capi::guard;
+using fsdp::capi::unit_from;
+
+namespace {
+
+void hand_out(Unit& u, std::shared_ptr<fsdp::CommWorker::Task> task, fsdp_request_t* req) {
+  if (!req) return;
+  fsdp::Request& r = u.context().add_request(u, std::move(task));
+  fsdp::capi::register_request(&r);
+  *req = fsdp::capi::to_handle(&r);
+}
+
+}  // namespace
+
+extern "C" {
+
+fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* req) {
+  return guard(__func__, [&] {
+    Unit& u = unit_from(unit, "unit");
+    if (u.is_unsharded())
+      fail(Errc::State, u.label() + " is already unsharded" +
+                            (u.pending() == Unit::Pending::Unshard
+                                 ? " or gathering (a prefetch): fsdp_unshard waits for it"
+                                 : " (call fsdp_reshard first)"));
+    u.context().make_room();
+    auto task = u.unshard_async();
+    u.context().after_caller_unshard(u);
+    hand_out(u, std::move(task), req);
+  });
+}
+
+fsdp_status_t fsdp_reduce_grads_async(fsdp_unit_t unit, fsdp_request_t* req) {
+  return guard(__func__, [&] {
+    Unit& u = unit_from(unit, "unit");
+    hand_out(u, u.reduce_grads_async(), req);
+  });
+}
+
+fsdp_status_t fsdp_wait(fsdp_request_t* req) {
+  return guard(__func__, [&] {
+    if (!req) fail(Errc::InvalidArgument, "req: NULL pointer to a request handle");
+    fsdp::Request& r = fsdp::capi::request_from(*req, "*req");
+    fsdp::capi::retire(&r, fsdp::capi::Retired::Destroyed);
+    *req = nullptr;  // a request is gone once waited on, even when its operation failed
+    r.context->wait(r);
+  });
+}
+
+fsdp_status_t fsdp_unit_wait(fsdp_unit_t unit) {
+  return guard(__func__, [&] { unit_from(unit, "unit").complete_pending(); });
+}
+
+fsdp_status_t fsdp_context_async(fsdp_context_t ctx, int* progress_thread) {
+  return guard(__func__, [&] {
+    fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+    if (!progress_thread) fail(Errc::InvalidArgument, "progress_thread: NULL output pointer");
+    *progress_thread = c.worker().threaded() ? 1 : 0;
+  });
+}
+
+fsdp_status_t fsdp_set_prefetch(fsdp_context_t ctx, int forward, int backward) {
+  return guard(__func__, [&] {
+    fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+    if ((forward != 0 && forward != 1) || (backward != 0 && backward != 1))
+      fail(Errc::InvalidArgument, "forward = " + std::to_string(forward) + ", backward = " +
+                                      std::to_string(backward) + ": each must be 0 or 1");
+    c.set_prefetch(forward != 0, backward != 0);
+  });
+}
+
+fsdp_status_t fsdp_begin_forward(fsdp_context_t ctx) {
+  return guard(__func__,
+               [&] { fsdp::capi::context_from(ctx, "ctx").begin_phase(fsdp::Phase::Forward); });
+}
+
+fsdp_status_t fsdp_begin_backward(fsdp_context_t ctx) {
+  return guard(__func__,
+               [&] { fsdp::capi::context_from(ctx, "ctx").begin_phase(fsdp::Phase::Backward); });
+}
+
+}  // extern "C"
