@@ -112,6 +112,7 @@ Context::Context(std::unique_ptr<ProcessGroups> groups, const ContextOptions& op
   transport_scratch_ = std::make_unique<Scratch>(*memory_, accounting_);
   partial_sums_ = std::make_unique<Scratch>(*memory_, accounting_);
   transport_ = std::make_unique<MpiTransport>(*transport_scratch_, options_.transport);
+  trace_ = std::make_unique<Trace>(groups_->world().rank);
   worker_ = std::make_unique<CommWorker>(progress_thread_wanted());
 }
 

@@ -18,6 +18,7 @@
 #include "core/precision.hpp"
 #include "core/process_groups.hpp"
 #include "core/scratch.hpp"
+#include "core/trace.hpp"
 #include "core/unit_init.hpp"
 #include "memory/memory_space.hpp"
 #include "transport/mpi/mpi_transport.hpp"
@@ -107,6 +108,7 @@ class Context {
 
   // ---- Asynchronous operations ----
   CommWorker& worker() { return *worker_; }
+  Trace& trace() { return *trace_; }
   uint64_t next_sequence() { return ++sequence_; }
   // Waits for everything in flight and applies it: before a synchronous collective on the
   // caller's thread, and before gradient shards are read.
@@ -151,6 +153,7 @@ class Context {
   std::map<uint64_t, std::unique_ptr<GradScaler>> scalers_;
   uint64_t next_scaler_id_ = 0;
   bool grad_sync_ = true;
+  std::unique_ptr<Trace> trace_;  // declared before worker_: outlives the progress thread
   std::unique_ptr<CommWorker> worker_;
   uint64_t sequence_ = 0;
   std::map<uint64_t, std::unique_ptr<Request>> requests_;

@@ -66,6 +66,7 @@ void Unit::complete_pending() {
   std::shared_ptr<CommWorker::Task> task = std::move(pending_task_);
   pending_ = Pending::None;
   try {
+    TraceSpan span(ctx_.trace(), "wait", trace_name(), 0);
     task->wait();
   } catch (...) {
     if (kind == Pending::Unshard) unsharded_.reset();  // a failed all-gather leaves it sharded
@@ -82,6 +83,7 @@ void Unit::complete_pending() {
 std::shared_ptr<CommWorker::Task> Unit::unshard_async() {
   if (unsharded_) fail(Errc::State, label() + " is already unsharded (call fsdp_reshard first)");
   complete_pending();  // a reduce in flight
+  TraceSpan span(ctx_.trace(), "unshard", trace_name(), unsharded_bytes());
   BufferPool::Lease full = ctx_.pool().acquire(unsharded_bytes(), MemoryKind::Unsharded);
   const DType p = precision_.param, st = precision_.storage;
   if (p != st)
@@ -93,7 +95,10 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async() {
             p, element(shard_, s.shard_base, st), st, s.shard_numel);
   void* out = full.data();
   unsharded_ = std::move(full);
-  return track(Pending::Unshard, ctx_.worker().submit([this, out] { gather_sections(out); }));
+  return track(Pending::Unshard, ctx_.worker().submit([this, out] {
+    TraceSpan s(ctx_.trace(), "all_gather", trace_name(), unsharded_bytes(), 1);
+    gather_sections(out);
+  }));
 }
 
 void Unit::unshard() {
@@ -104,6 +109,7 @@ void Unit::unshard() {
 void Unit::reshard() {
   if (!unsharded_) fail(Errc::State, label() + " is not unsharded (call fsdp_unshard first)");
   if (pending_ == Pending::Unshard) complete_pending();
+  TraceSpan span(ctx_.trace(), "reshard", trace_name(), unsharded_bytes());
   unsharded_.reset();
 }
 
@@ -151,6 +157,7 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async() {
     fail(Errc::State,
          label() + " has no gradient to reduce: write it through fsdp_grad_data first");
   if (!ctx_.grad_sync()) return nullptr;  // no_sync: the next micro-batch adds to it
+  TraceSpan span(ctx_.trace(), "reduce", trace_name(), full_grad_bytes());
   void* out = grad_shard_storage();
   const Store store = grad_shard_is_zero_ ? Store::Assign : Store::Accumulate;
   const DType r = precision_.reduce;
@@ -164,6 +171,8 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async() {
     full = reduce_copy_.data();
   }
   return track(Pending::Reduce, ctx_.worker().submit([this, full, r, out, store] {
+    TraceSpan s(ctx_.trace(), "reduce_scatter", trace_name(),
+                layout_.grad_padded_numel() * dtype_size(r), 1);
     reduce_into(full, r, out, store);
   }));
 }

@@ -30,6 +30,7 @@ class Unit {
   uint64_t id() const { return id_; }
   const std::string& name() const { return name_; }
   std::string label() const;  // "unit 3" or "unit 3 ('encoder.0')" for messages
+  std::string trace_name() const { return name_.empty() ? "unit " + std::to_string(id_) : name_; }
   const FlatLayout& layout() const { return layout_; }
   const Precision& precision() const { return precision_; }
   Context& context() const { return ctx_; }

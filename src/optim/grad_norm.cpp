@@ -9,6 +9,7 @@
 namespace fsdp {
 
 double clip_grad_norm(Context& ctx, double max_norm, double p) {
+  TraceSpan span(ctx.trace(), "clip_grad_norm", "", 0);
   const bool inf = std::isinf(p);
   MemorySpace& mem = ctx.memory();
   double local = 0.0;

@@ -27,6 +27,7 @@ void GradScaler::unscale(Optimizer& opt) {
       fail(Errc::InvalidArgument,
            u->label() + " of " + opt.label() + " computes in " + dtype_name(u->precision().param) +
                ": a gradient scaler is for float16 compute (param_dtype = FSDP_FLOAT16)");
+  TraceSpan span(ctx_.trace(), "unscale", "", 0);
   // PyTorch multiplies by the float reciprocal of the scale.
   const double inv = static_cast<double>(static_cast<float>(1.0 / scale_));
   int found = 0;

@@ -173,6 +173,8 @@ void Optimizer::step() {
   for (UnitState& s : states_) {
     bool zero = true;
     void* grad = s.unit->grad_shard_if_any(&zero);
+    TraceSpan span(ctx_.trace(), "optimizer_step", s.unit->trace_name(),
+                   grad && !zero ? s.unit->grad_shard_bytes() : 0);
     if (grad && !zero) step_unit(s, grad);
   }
 }
