@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "ref_optim.h"
 
 enum { NP = 4 };
 static const int64_t SIZES[NP] = {37, 11, 7, 23};
@@ -52,17 +53,8 @@ static void ref_sgd(ref_t* r, int p, const float* g, hp_t h) {
 }
 
 static void ref_adamw(ref_t* r, int p, const float* g, hp_t h, double lr_d, double b1, double b2) {
-  const float decay = (float)(1.0 - lr_d * (double)h.wd);
-  const double bc1 = 1.0 - pow(b1, r->t), bc2 = sqrt(1.0 - pow(b2, r->t));
-  const float step = (float)(-(lr_d / bc1)), bc2f = (float)bc2;
-  const float b1c = (float)(1.0 - b1), b2f = (float)b2, b2c = (float)(1.0 - b2);
-  for (int64_t e = 0; e < SIZES[p]; ++e) {
-    r->p[p][e] = r->p[p][e] * decay;
-    r->m[p][e] = r->m[p][e] + b1c * (g[e] - r->m[p][e]);
-    r->v[p][e] = r->v[p][e] * b2f + b2c * (g[e] * g[e]);
-    const float denom = sqrtf(r->v[p][e]) / bc2f + h.eps;
-    r->p[p][e] = r->p[p][e] + step * (r->m[p][e] / denom);
-  }
+  ref_adamw_step(r->p[p], r->m[p], r->v[p], g, (size_t)SIZES[p], r->t, lr_d, (double)h.wd, b1, b2,
+                 h.eps);
 }
 
 static fsdp_unit_t make_unit(fsdp_context_t ctx) {

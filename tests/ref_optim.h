@@ -1,0 +1,25 @@
+/* Reference optimizer updates for the tests: PyTorch's single-tensor AdamW, written here in plain
+ * float32 in PyTorch's operation order, independently of the library. */
+#ifndef FSDP_TEST_REF_OPTIM_H
+#define FSDP_TEST_REF_OPTIM_H
+
+#include <math.h>
+#include <stddef.h>
+
+/* One AdamW step t (1-based) of n elements: p, m, v updated in place from gradient g. */
+static void ref_adamw_step(float* p, float* m, float* v, const float* g, size_t n, int t, double lr,
+                           double wd, double b1, double b2, float eps) {
+  const float decay = (float)(1.0 - lr * wd);
+  const double bc1 = 1.0 - pow(b1, t), bc2 = sqrt(1.0 - pow(b2, t));
+  const float step = (float)(-(lr / bc1)), bc2f = (float)bc2;
+  const float b1c = (float)(1.0 - b1), b2f = (float)b2, b2c = (float)(1.0 - b2);
+  for (size_t e = 0; e < n; ++e) {
+    p[e] = p[e] * decay;
+    m[e] = m[e] + b1c * (g[e] - m[e]);
+    v[e] = v[e] * b2f + b2c * (g[e] * g[e]);
+    const float denom = sqrtf(v[e]) / bc2f + eps;
+    p[e] = p[e] + step * (m[e] / denom);
+  }
+}
+
+#endif
