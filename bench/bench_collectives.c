@@ -13,28 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "fsdp.h"
 
-#define TRY(call)                                            \
-  do {                                                       \
-    fsdp_status_t s_ = (call);                               \
-    if (s_ != FSDP_SUCCESS) {                                \
-      fprintf(stderr, "%s: %s\n", #call, fsdp_last_error()); \
-      MPI_Abort(MPI_COMM_WORLD, 1);                          \
-    }                                                        \
-  } while (0)
-
 enum { OP_UNSHARD, OP_ALLGATHER, OP_REDUCE, OP_REDUCE_SCATTER, NUM_OPS };
-
-static int cmp_double(const void* a, const void* b) {
-  const double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double* v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static float* filled(size_t n, float value) {
   float* p = malloc(n * sizeof(float));

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make bench`: the collectives benchmark at 2 and 4 ranks. Writes JSON and a markdown summary to
-# <build>/bench/. Timings on a shared 2-core machine are noisy: compare ratios within one run.
+# `make bench`: the collectives and training benchmarks at 2 and 4 ranks. Writes JSON and a
+# markdown summary to <build>/bench/. Timings on a shared 2-core machine are noisy: compare
+# ratios within one run.
 set -euo pipefail
 build=${1:-build}
 mpiexec=${2:-$(command -v mpiexec.mpich || command -v mpiexec)}
@@ -12,4 +13,10 @@ for n in 2 4; do
     tee -a "$out/collectives.md"
   echo | tee -a "$out/collectives.md"
 done
-echo "results: $out/collectives-np2.json $out/collectives-np4.json $out/collectives.md"
+: > "$out/training.md"
+for n in 2 4; do
+  "$mpiexec" -n "$n" "$build/bench/bench_training" --out "$out/training-np$n.json" |
+    tee -a "$out/training.md"
+done
+echo "results: $out/collectives-np{2,4}.json $out/collectives.md $out/training-np{2,4}.json" \
+  "$out/training.md"

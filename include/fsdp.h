@@ -223,6 +223,12 @@ FSDP_EXPORT fsdp_status_t fsdp_check_version(int major, int minor, int patch);
 #define FSDP_CHECK_VERSION() \
   fsdp_check_version(FSDP_VERSION_MAJOR, FSDP_VERSION_MINOR, FSDP_VERSION_PATCH)
 
+/** Converts n elements between dtypes, rounding to nearest even when narrowing and keeping NaN
+ *  and infinities, as the library does for mixed precision: for callers that compute in float and
+ *  read or write bfloat16 / float16 buffers. dst and src must not overlap. */
+FSDP_EXPORT fsdp_status_t fsdp_convert(void* dst, fsdp_dtype_t dst_dtype, const void* src,
+                                       fsdp_dtype_t src_dtype, size_t n);
+
 /** Fills the first `size` bytes of *cfg with this library's defaults (for FFI callers that cannot
  *  use FSDP_CONFIG_INIT). @param[in] size sizeof the caller's struct, at least up to `version`. */
 FSDP_EXPORT fsdp_status_t fsdp_config_defaults(fsdp_config_t* cfg, size_t size);

@@ -1,9 +1,10 @@
-/* The quick-start demo (`make demo`): a 3-layer MLP, one unit per layer, trained with SGD on a
- * synthetic regression task across the ranks. Each layer follows the FSDP cycle: unshard for the
- * forward pass, reshard; unshard again for the backward pass, write the gradients, reduce them,
- * reshard; then the optimizer updates only this rank's shard. Each rank then reports which part
- * of every parameter it holds and its memory against an unsharded (DDP-style) replica.
- * Exits non-zero if any call fails or the loss does not fall. */
+/* The quick-start demo (`make demo`): a 6-layer MLP, one unit per layer, trained on a synthetic
+ * regression task across the ranks, the way a real loop uses libfsdp: bfloat16 compute over a
+ * float32 master, two micro-batches per step with the first accumulated without communication,
+ * forward and backward prefetch with asynchronous gradient reductions on the progress thread,
+ * gradient clipping, and the library's sharded AdamW (no weight decay on biases). Each rank then
+ * reports which part of every parameter it holds and its memory against an unsharded replica.
+ * Exits non-zero if any call fails or the loss does not fall by half. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +12,8 @@
 
 #include "fsdp.h"
 
-enum { LAYERS = 6, BATCH = 32, STEPS = 40 };
+enum { LAYERS = 6, BATCH = 16, MICRO = 2, STEPS = 40, MAXW = 64 };
 static const int widths[LAYERS + 1] = {16, 64, 64, 64, 64, 64, 4};
-static const float learning_rate = 0.05f;
 
 #define TRY(call)                                                                                 \
   do {                                                                                            \
@@ -32,6 +32,7 @@ static float uniform(unsigned long long* s) { /* xorshift64*, in [-1, 1) */
 /* Synthetic task: targets from a fixed random "teacher" applied to random inputs. */
 static void make_batch(int rank, int step, float* x, float* t) {
   unsigned long long s = 0x9e3779b97f4a7c15ull ^ (unsigned long long)(rank * 1000003 + step + 1);
+  s ^= s << 7; /* xorshift must not start from 0 */
   unsigned long long teacher = 12345;
   static float tw[4 * 16];
   for (int i = 0; i < 4 * 16; ++i) tw[i] = uniform(&teacher) * 0.5f;
@@ -46,13 +47,17 @@ static void make_batch(int rank, int step, float* x, float* t) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0; /* MPI_THREAD_MULTIPLE: the context gets a progress thread for the overlap */
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
 
+  fsdp_config_t cfg = FSDP_CONFIG_INIT; /* full sharding over all ranks */
+  cfg.param_dtype = FSDP_BFLOAT16;      /* unsharded parameters and gradients in bfloat16 */
+  cfg.reduce_dtype = FSDP_FLOAT32;      /* gradients communicated in float32 */
   fsdp_context_t ctx = NULL;
-  TRY(fsdp_init(MPI_COMM_WORLD, NULL, &ctx)); /* full sharding over all ranks */
+  TRY(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx));
 
   /* One unit per layer: {weight [out, in], bias [out]}, same initial values on every rank. */
   fsdp_unit_t units[LAYERS];
@@ -73,74 +78,99 @@ int main(int argc, char** argv) {
     free(w);
     free(b);
   }
+  fsdp_optimizer_t opt = NULL;
+  fsdp_hyperparams_t adamw = FSDP_ADAMW_DEFAULTS;
+  adamw.lr = 3e-3;
+  TRY(fsdp_optimizer_create(ctx, FSDP_OPTIMIZER_ADAMW, &adamw, LAYERS, units, &opt));
+  fsdp_hyperparams_t no_decay = adamw;
+  no_decay.weight_decay = 0.0;
+  TRY(fsdp_optimizer_add_group(opt, "*.bias", &no_decay, NULL, NULL));
+  TRY(fsdp_set_prefetch(ctx, 1, 1));
 
   float *act[LAYERS + 1], *dact[LAYERS + 1], *target = malloc(sizeof(float) * BATCH * 4);
   for (int l = 0; l <= LAYERS; ++l) {
     act[l] = malloc(sizeof(float) * BATCH * (size_t)widths[l]);
     dact[l] = malloc(sizeof(float) * BATCH * (size_t)widths[l]);
   }
+  /* float copies of one layer's bfloat16 parameters and gradients, for the arithmetic */
+  float *w = malloc(sizeof(float) * MAXW * MAXW), *b = malloc(sizeof(float) * MAXW);
+  float *gw = malloc(sizeof(float) * MAXW * MAXW), *gb = malloc(sizeof(float) * MAXW);
 
   float first_loss = 0.0f, loss = 0.0f;
+  double norm = 0.0;
   for (int step = 0; step < STEPS; ++step) {
-    make_batch(rank, step, act[0], target);
-    /* Forward: one layer unsharded at a time. */
-    for (int l = 0; l < LAYERS; ++l) {
-      const int in = widths[l], out = widths[l + 1];
-      float *w, *b;
-      TRY(fsdp_unshard(units[l]));
-      TRY(fsdp_param_data(units[l], 0, (void**)&w));
-      TRY(fsdp_param_data(units[l], 1, (void**)&b));
-      for (int n = 0; n < BATCH; ++n)
-        for (int o = 0; o < out; ++o) {
-          float z = b[o];
-          for (int i = 0; i < in; ++i) z += w[o * in + i] * act[l][n * in + i];
-          act[l + 1][n * out + o] = l + 1 < LAYERS ? tanhf(z) : z;
-        }
-      TRY(fsdp_reshard(units[l]));
-    }
     float local = 0.0f;
-    for (int k = 0; k < BATCH * widths[LAYERS]; ++k) {
-      const float e = act[LAYERS][k] - target[k];
-      local += 0.5f * e * e / BATCH;
-      dact[LAYERS][k] = e / BATCH;
+    TRY(fsdp_begin_forward(ctx)); /* prefetch follows last iteration's order */
+    for (int micro = 0; micro < MICRO; ++micro) {
+      TRY(fsdp_set_grad_sync(ctx, micro == MICRO - 1)); /* communicate once per step */
+      make_batch(rank, step * MICRO + micro, act[0], target);
+      /* Forward: one layer unsharded at a time (the next one is being prefetched). */
+      for (int l = 0; l < LAYERS; ++l) {
+        const int in = widths[l], out = widths[l + 1];
+        void *pw, *pb;
+        TRY(fsdp_unshard(units[l]));
+        TRY(fsdp_param_data(units[l], 0, &pw));
+        TRY(fsdp_param_data(units[l], 1, &pb));
+        TRY(fsdp_convert(w, FSDP_FLOAT32, pw, FSDP_BFLOAT16, (size_t)(in * out)));
+        TRY(fsdp_convert(b, FSDP_FLOAT32, pb, FSDP_BFLOAT16, (size_t)out));
+        TRY(fsdp_reshard(units[l]));
+        for (int n = 0; n < BATCH; ++n)
+          for (int o = 0; o < out; ++o) {
+            float z = b[o];
+            for (int i = 0; i < in; ++i) z += w[o * in + i] * act[l][n * in + i];
+            act[l + 1][n * out + o] = l + 1 < LAYERS ? tanhf(z) : z;
+          }
+      }
+      for (int k = 0; k < BATCH * widths[LAYERS]; ++k) {
+        const float e = act[LAYERS][k] - target[k];
+        local += 0.5f * e * e / (BATCH * MICRO);
+        dact[LAYERS][k] = e / (BATCH * MICRO);
+      }
+      /* Backward, last layer first: add the gradients into the unit's bfloat16 full gradient,
+       * then start its reduction, which overlaps the next layer's backward. */
+      TRY(fsdp_begin_backward(ctx));
+      for (int l = LAYERS - 1; l >= 0; --l) {
+        const int in = widths[l], out = widths[l + 1];
+        void *pw, *pgw, *pgb;
+        TRY(fsdp_unshard(units[l]));
+        TRY(fsdp_param_data(units[l], 0, &pw));
+        TRY(fsdp_convert(w, FSDP_FLOAT32, pw, FSDP_BFLOAT16, (size_t)(in * out)));
+        TRY(fsdp_grad_data(units[l], 0, &pgw)); /* zero, or the previous micro-batch's */
+        TRY(fsdp_grad_data(units[l], 1, &pgb));
+        TRY(fsdp_convert(gw, FSDP_FLOAT32, pgw, FSDP_BFLOAT16, (size_t)(in * out)));
+        TRY(fsdp_convert(gb, FSDP_FLOAT32, pgb, FSDP_BFLOAT16, (size_t)out));
+        for (int n = 0; n < BATCH; ++n) {
+          for (int o = 0; o < out; ++o) {
+            const float d = dact[l + 1][n * out + o];
+            gb[o] += d;
+            for (int i = 0; i < in; ++i) gw[o * in + i] += d * act[l][n * in + i];
+          }
+          for (int i = 0; i < in; ++i) {
+            float d = 0.0f;
+            for (int o = 0; o < out; ++o) d += w[o * in + i] * dact[l + 1][n * out + o];
+            dact[l][n * in + i] = l > 0 ? d * (1.0f - act[l][n * in + i] * act[l][n * in + i]) : d;
+          }
+        }
+        TRY(fsdp_convert(pgw, FSDP_BFLOAT16, gw, FSDP_FLOAT32, (size_t)(in * out)));
+        TRY(fsdp_convert(pgb, FSDP_BFLOAT16, gb, FSDP_FLOAT32, (size_t)out));
+        TRY(fsdp_reshard(units[l]));
+        TRY(fsdp_reduce_grads_async(units[l], NULL)); /* kept locally while sync is off */
+      }
     }
     MPI_Allreduce(&local, &loss, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     loss /= (float)world;
     if (step == 0) first_loss = loss;
+    TRY(fsdp_clip_grad_norm(ctx, 1.0, 2.0, &norm)); /* waits for the reductions */
+    TRY(fsdp_optimizer_step(opt));                  /* every rank updates only its shard */
+    TRY(fsdp_optimizer_zero_grad(opt));
     if (rank == 0 && (step % 10 == 0 || step == STEPS - 1))
-      printf("step %2d  loss %.5f\n", step, loss);
-
-    /* Backward, last layer first: unshard, gradients into the full buffer, reduce, reshard. */
-    for (int l = LAYERS - 1; l >= 0; --l) {
-      const int in = widths[l], out = widths[l + 1];
-      float *w, *gw, *gb;
-      TRY(fsdp_zero_grads(units[l]));
-      TRY(fsdp_unshard(units[l]));
-      TRY(fsdp_param_data(units[l], 0, (void**)&w));
-      TRY(fsdp_grad_data(units[l], 0, (void**)&gw));
-      TRY(fsdp_grad_data(units[l], 1, (void**)&gb));
-      for (int n = 0; n < BATCH; ++n) {
-        for (int o = 0; o < out; ++o) {
-          const float d = dact[l + 1][n * out + o];
-          gb[o] += d;
-          for (int i = 0; i < in; ++i) gw[o * in + i] += d * act[l][n * in + i];
-        }
-        for (int i = 0; i < in; ++i) {
-          float d = 0.0f;
-          for (int o = 0; o < out; ++o) d += w[o * in + i] * dact[l + 1][n * out + o];
-          dact[l][n * in + i] = l > 0 ? d * (1.0f - act[l][n * in + i] * act[l][n * in + i]) : d;
-        }
-      }
-      TRY(fsdp_reduce_grads(units[l])); /* mean over all ranks, into this rank's shard */
-      TRY(fsdp_reshard(units[l]));
-      /* SGD on the shard: every rank updates only what it holds. */
-      float *p, *g;
-      size_t n = 0;
-      TRY(fsdp_shard_data(units[l], (void**)&p, &n));
-      TRY(fsdp_shard_grad(units[l], (void**)&g, NULL));
-      for (size_t k = 0; k < n; ++k) p[k] -= learning_rate * g[k];
-    }
+      printf("step %2d  loss %.5f  grad norm %.4f\n", step, loss, norm);
   }
+  int threaded = 0;
+  TRY(fsdp_context_async(ctx, &threaded));
+  if (rank == 0)
+    printf("bfloat16 compute, float32 master; progress thread %s; prefetch on\n",
+           threaded ? "on" : "off (MPI not at THREAD_MULTIPLE)");
 
   /* What this rank holds, and its memory against an unsharded replica (parameters + gradients). */
   char report[4096];
@@ -157,15 +187,17 @@ int main(int argc, char** argv) {
         len +=
             snprintf(report + len, sizeof report - (size_t)len, "  %-14s nothing\n", names[l][i]);
     }
-  fsdp_memory_stats_t m = {sizeof m, 0, 0, 0, 0, 0, 0, 0};
+  fsdp_memory_stats_t m;
+  m.size = sizeof m;
   TRY(fsdp_memory_stats(ctx, &m));
-  const size_t sharded = m.shard_bytes + m.grad_shard_bytes, replica = 2 * m.unsharded_model_bytes;
-  snprintf(
-      report + len, sizeof report - (size_t)len,
-      "  memory: shards %zu B (params %zu + grads %zu); peak %zu B (shards + one unit unsharded)\n"
-      "          unsharded replica %zu B: %.2fx the shards, %.2fx the peak\n",
-      sharded, m.shard_bytes, m.grad_shard_bytes, m.peak_bytes, replica,
-      (double)replica / (double)sharded, (double)replica / (double)m.peak_bytes);
+  /* A non-sharded replica holds float32 parameters, gradients and AdamW's two moments. */
+  const size_t sharded = m.shard_bytes + m.grad_shard_bytes + m.optimizer_state_bytes;
+  const size_t replica = 4 * m.unsharded_model_bytes;
+  snprintf(report + len, sizeof report - (size_t)len,
+           "  memory: shards %zu B (params %zu + grads %zu + AdamW state %zu); peak %zu B\n"
+           "          non-sharded replica %zu B: %.2fx the shards, %.2fx the peak\n",
+           sharded, m.shard_bytes, m.grad_shard_bytes, m.optimizer_state_bytes, m.peak_bytes,
+           replica, (double)replica / (double)sharded, (double)replica / (double)m.peak_bytes);
   char* all = rank == 0 ? malloc(sizeof report * (size_t)world) : NULL;
   MPI_Gather(report, sizeof report, MPI_CHAR, all, sizeof report, MPI_CHAR, 0, MPI_COMM_WORLD);
   if (rank == 0) {
@@ -174,10 +206,11 @@ int main(int argc, char** argv) {
     free(all);
   }
 
+  TRY(fsdp_optimizer_destroy(&opt));
   for (int l = 0; l < LAYERS; ++l) TRY(fsdp_unit_destroy(&units[l]));
   TRY(fsdp_finalize(&ctx));
   for (int l = 0; l <= LAYERS; ++l) free(act[l]), free(dact[l]);
-  free(target);
+  free(target), free(w), free(b), free(gw), free(gb);
   const int ok = loss < 0.5f * first_loss;
   if (rank == 0 && !ok) fprintf(stderr, "the loss did not fall by half: training is broken\n");
   MPI_Finalize();

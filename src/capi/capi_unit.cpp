@@ -130,9 +130,9 @@ fsdp_status_t fsdp_unshard(fsdp_unit_t unit) {
       if (u.is_unsharded())
         fail(Errc::State, u.label() + " is already unsharded (call fsdp_reshard first)");
       u.context().make_room();
-      u.unshard_async();
+      u.unshard_async(/*now=*/true);
     }
-    u.context().after_caller_unshard(u);  // the next unit's prefetch goes right behind it
+    u.context().after_caller_unshard(u);  // the next unit's prefetch starts as this one ends
     u.complete_pending();
   });
 }

@@ -37,18 +37,30 @@ CommWorker::~CommWorker() {
   thread_.join();
 }
 
-std::shared_ptr<CommWorker::Task> CommWorker::submit(std::function<void()> body) {
-  auto task = std::make_shared<Task>();
-  if (!threaded_) {
-    std::exception_ptr error;
-    try {
-      body();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    finish(*task, error);
-    return task;
+void CommWorker::execute(const std::function<void()>& body, Task& task) {
+  std::exception_ptr error;
+  try {
+    body();
+  } catch (...) {
+    error = std::current_exception();
   }
+  finish(task, error);
+}
+
+std::shared_ptr<CommWorker::Task> CommWorker::run_here(const std::function<void()>& body) {
+  auto task = std::make_shared<Task>();
+  execute(body, *task);
+  return task;
+}
+
+std::shared_ptr<CommWorker::Task> CommWorker::run_inline(const std::function<void()>& body) {
+  drain();
+  return run_here(body);
+}
+
+std::shared_ptr<CommWorker::Task> CommWorker::submit(std::function<void()> body) {
+  if (!threaded_) return run_here(body);
+  auto task = std::make_shared<Task>();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.emplace_back(std::move(body), task);
@@ -72,13 +84,7 @@ void CommWorker::run() {
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
-    std::exception_ptr error;
-    try {
-      body();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    finish(*task, error);
+    execute(body, *task);
     lock.lock();
     busy_ = false;
     if (queue_.empty()) idle_cv_.notify_all();

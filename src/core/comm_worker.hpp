@@ -42,12 +42,18 @@ class CommWorker {
 
   bool threaded() const { return threaded_; }
   std::shared_ptr<Task> submit(std::function<void()> body);
+  // For synchronous calls: waits for what is queued (their order comes first), then runs `body`
+  // on the caller's thread, sparing the hand-off to the progress thread and back (several
+  // microseconds per call). Returns the finished task.
+  std::shared_ptr<Task> run_inline(const std::function<void()>& body);
   // Blocks until every submitted task ran (errors stay with their tasks).
   void drain();
 
  private:
   void run();
   static void finish(Task& t, std::exception_ptr error);
+  static void execute(const std::function<void()>& body, Task& task);
+  static std::shared_ptr<Task> run_here(const std::function<void()>& body);
 
   const bool threaded_;
   std::mutex mutex_;

@@ -80,7 +80,7 @@ void Unit::complete_pending() {
   }
 }
 
-std::shared_ptr<CommWorker::Task> Unit::unshard_async() {
+std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
   if (unsharded_) fail(Errc::State, label() + " is already unsharded (call fsdp_reshard first)");
   complete_pending();  // a reduce in flight
   TraceSpan span(ctx_.trace(), "unshard", trace_name(), unsharded_bytes());
@@ -95,14 +95,16 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async() {
             p, element(shard_, s.shard_base, st), st, s.shard_numel);
   void* out = full.data();
   unsharded_ = std::move(full);
-  return track(Pending::Unshard, ctx_.worker().submit([this, out] {
-    TraceSpan s(ctx_.trace(), "all_gather", trace_name(), unsharded_bytes(), 1);
+  auto body = [this, out, now] {
+    TraceSpan s(ctx_.trace(), "all_gather", trace_name(), unsharded_bytes(), now ? 0 : 1);
     gather_sections(out);
-  }));
+  };
+  CommWorker& w = ctx_.worker();
+  return track(Pending::Unshard, now ? w.run_inline(body) : w.submit(body));
 }
 
 void Unit::unshard() {
-  if (pending_ != Pending::Unshard) unshard_async();
+  if (pending_ != Pending::Unshard) unshard_async(/*now=*/true);
   complete_pending();
 }
 
@@ -151,7 +153,7 @@ void* Unit::shard_grad() {
   return g;
 }
 
-std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async() {
+std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   if (pending_ == Pending::Reduce) complete_pending();
   if (!full_grad_)
     fail(Errc::State,
@@ -170,15 +172,17 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async() {
     full_grad_.reset();
     full = reduce_copy_.data();
   }
-  return track(Pending::Reduce, ctx_.worker().submit([this, full, r, out, store] {
+  auto body = [this, full, r, out, store, now] {
     TraceSpan s(ctx_.trace(), "reduce_scatter", trace_name(),
-                layout_.grad_padded_numel() * dtype_size(r), 1);
+                layout_.grad_padded_numel() * dtype_size(r), now ? 0 : 1);
     reduce_into(full, r, out, store);
-  }));
+  };
+  CommWorker& w = ctx_.worker();
+  return track(Pending::Reduce, now ? w.run_inline(body) : w.submit(body));
 }
 
 void Unit::reduce_grads() {
-  if (reduce_grads_async()) complete_pending();
+  if (reduce_grads_async(/*now=*/true)) complete_pending();
 }
 
 // Reduce-scatter over the shard group (and all-reduce over replicas) in reduce_dtype, divided by

@@ -51,8 +51,9 @@ class Unit {
   // all-gather leaves the unit sharded). No-op when nothing is pending.
   void complete_pending();
 
-  // Starts the all-gather on the progress thread (collective over the shard group).
-  std::shared_ptr<CommWorker::Task> unshard_async();
+  // Starts the all-gather on the progress thread (collective over the shard group); with
+  // `now`, runs it on the caller's thread after what is queued (a synchronous call).
+  std::shared_ptr<CommWorker::Task> unshard_async(bool now = false);
   void unshard();  // unshard_async and wait; waits instead when an unshard is already pending
   void reshard();  // waits for a pending unshard first
   void* param_data(std::size_t i);
@@ -60,7 +61,7 @@ class Unit {
   // Collective over the shard and replicate groups, unless gradient sync is off in the context
   // (no_sync), when the full gradient is kept for the next micro-batch to add to (and nullptr is
   // returned: nothing to wait for).
-  std::shared_ptr<CommWorker::Task> reduce_grads_async();
+  std::shared_ptr<CommWorker::Task> reduce_grads_async(bool now = false);
   void reduce_grads();
   void zero_grads();
 
