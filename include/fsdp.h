@@ -309,6 +309,17 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_create_ex(fsdp_context_t ctx, int nparams,
                                               const fsdp_unit_options_t* options,
                                               fsdp_unit_t* unit);
 
+/** Tied parameters (an embedding reused as the output head). Makes parameter `owner_index` of
+ *  `owner` usable from `user` under the name `alias`, at index *alias_index (the user's parameter
+ *  count plus the number of earlier ties). The parameter stays stored, sharded, reduced and
+ *  updated once, in the owner: fsdp_param_data(user, alias_index) reads the owner's unsharded
+ *  copy (the owner must be unsharded while the user uses it), and fsdp_grad_data(user,
+ *  alias_index) is the owner's full gradient, so both uses' gradients add up there. Misuse is
+ *  refused with FSDP_ERR_STATE naming the tie: resharding or reducing the owner while the user is
+ *  unsharded, destroying the owner while tied. Collective over the world group. */
+FSDP_EXPORT fsdp_status_t fsdp_unit_tie(fsdp_unit_t user, const char* alias, fsdp_unit_t owner,
+                                        int owner_index, int* alias_index);
+
 /** Frees the unit and sets *unit to NULL. Local. Pointers obtained from it become invalid. */
 FSDP_EXPORT fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit);
 

@@ -26,6 +26,29 @@ std::size_t param_index(const Unit& u, int index) {
   return static_cast<std::size_t>(index);
 }
 
+// A parameter index of the unit's own parameters or of its aliases (ties), resolved to the unit
+// that stores it.
+struct Resolved {
+  Unit* unit;
+  std::size_t index;
+  const fsdp::Tie* tie;  // nullptr for the unit's own parameter
+};
+
+Resolved resolve(Unit& u, int index) {
+  const std::size_t own = u.layout().num_params(), ties = u.ties().size();
+  if (index >= 0 && static_cast<std::size_t>(index) < own)
+    return {&u, static_cast<std::size_t>(index), nullptr};
+  if (index >= 0 && static_cast<std::size_t>(index) < own + ties) {
+    const fsdp::Tie& t = u.ties()[static_cast<std::size_t>(index) - own];
+    Unit* owner = u.context().find_unit(t.owner_id);
+    if (!owner) fail(Errc::Internal, u.label() + ": tie to a unit that no longer exists");
+    return {owner, t.owner_index, &t};
+  }
+  fail(Errc::OutOfRange, u.label() + ": index = " + std::to_string(index) + ": the unit has " +
+                             std::to_string(own) + " parameters and " + std::to_string(ties) +
+                             " tied ones (0.." + std::to_string(own + ties - 1) + ")");
+}
+
 void require_output(const void* p, const char* arg) {
   if (!p) fail(Errc::InvalidArgument, std::string(arg) + ": NULL output pointer");
 }
@@ -114,12 +137,52 @@ fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit) {
       fail(Errc::State, "*unit: " + u.label() + " has an " +
                             (u.pending() == Unit::Pending::Unshard ? "unshard" : "reduce") +
                             " in flight: wait for it first (fsdp_wait or fsdp_unit_wait)");
+    if (!u.tied_users().empty())
+      fail(Errc::State, "*unit: " + std::to_string(u.tied_users().size()) +
+                            " unit(s) use parameters of " + u.label() +
+                            " through ties: destroy them first");
     if (u.users() > 0)
       fail(Errc::State, "*unit: " + u.label() + " is used by " + std::to_string(u.users()) +
                             " optimizer(s): destroy them first");
     fsdp::capi::retire(&u, fsdp::capi::Retired::Destroyed);
     u.context().destroy_unit(u);
     *unit = nullptr;
+  });
+}
+
+fsdp_status_t fsdp_unit_tie(fsdp_unit_t user, const char* alias, fsdp_unit_t owner, int owner_index,
+                            int* alias_index) {
+  return guard(__func__, [&] {
+    Unit& u = unit_from(user, "user");
+    std::optional<Error> local;
+    Unit* o = nullptr;
+    std::size_t idx = 0;
+    try {
+      o = &unit_from(owner, "owner");
+      if (&o->context() != &u.context())
+        fail(Errc::InvalidArgument, "owner: " + o->label() + " belongs to another context");
+      if (o == &u)
+        fail(Errc::InvalidArgument,
+             "owner: the same unit as user; a parameter used twice in one unit needs no tie");
+      idx = param_index(*o, owner_index);
+      if (!alias || !*alias) fail(Errc::InvalidArgument, "alias: NULL or empty");
+      for (const fsdp::ParamSpec& p : u.layout().params())
+        if (p.name == alias)
+          fail(Errc::InvalidArgument,
+               std::string("alias = '") + alias + "': already a parameter of " + u.label());
+      for (const fsdp::Tie& t : u.ties())
+        if (t.alias == alias)
+          fail(Errc::InvalidArgument,
+               std::string("alias = '") + alias + "': already a tie of " + u.label());
+      if (!o->ties().empty())
+        fail(Errc::InvalidArgument, "owner: " + o->label() +
+                                        " uses ties itself; tie to the unit that stores the "
+                                        "parameter");
+    } catch (const Error& e) {
+      local = e;
+    }
+    u.context().tie(u, alias ? alias : "", o, idx, local);
+    if (alias_index) *alias_index = static_cast<int>(u.layout().num_params() + u.ties().size() - 1);
   });
 }
 
@@ -144,22 +207,27 @@ fsdp_status_t fsdp_reshard(fsdp_unit_t unit) {
 fsdp_status_t fsdp_param_data(fsdp_unit_t unit, int index, void** data) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
-    const std::size_t i = param_index(u, index);
+    const Resolved r = resolve(u, index);
     require_output(data, "data");
-    *data = u.param_data(i);
+    if (r.tie && !r.unit->is_unsharded())
+      fail(Errc::State, u.label() + ": index = " + std::to_string(index) + " ('" + r.tie->alias +
+                            "') is tied to '" + r.unit->layout().param(r.index).name + "' of " +
+                            r.unit->label() + ", which is sharded: unshard " + r.unit->label() +
+                            " while " + u.label() + " uses it");
+    *data = r.unit->param_data(r.index);
   });
 }
 
 fsdp_status_t fsdp_grad_data(fsdp_unit_t unit, int index, void** data) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
-    const std::size_t i = param_index(u, index);
+    const Resolved r = resolve(u, index);
     require_output(data, "data");
-    if (!u.layout().param(i).requires_grad)
+    if (!r.unit->layout().param(r.index).requires_grad)
       fail(Errc::InvalidArgument, u.label() + ": index = " + std::to_string(index) + " ('" +
-                                      u.layout().param(i).name +
+                                      r.unit->layout().param(r.index).name +
                                       "'): the parameter has requires_grad = 0");
-    *data = u.grad_data(i);
+    *data = r.unit->grad_data(r.index);  // a tie adds into the owner's full gradient
   });
 }
 
@@ -235,10 +303,10 @@ fsdp_status_t fsdp_unit_info(fsdp_unit_t unit, int* nparams, fsdp_dtype_t* dtype
 
 fsdp_status_t fsdp_param_numel(fsdp_unit_t unit, int index, size_t* numel) {
   return guard(__func__, [&] {
-    const Unit& u = unit_from(unit, "unit");
-    const std::size_t i = param_index(u, index);
+    Unit& u = unit_from(unit, "unit");
+    const Resolved r = resolve(u, index);
     require_output(numel, "numel");
-    *numel = u.layout().param(i).numel;
+    *numel = r.unit->layout().param(r.index).numel;
   });
 }
 

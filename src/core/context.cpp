@@ -175,7 +175,25 @@ Unit& Context::create_unit(std::vector<ParamSpec> params, const UnitRequest& req
   return ref;
 }
 
+void Context::tie(Unit& user, const std::string& alias, Unit* owner, std::size_t owner_index,
+                  const std::optional<Error>& local_error) {
+  quiesce();
+  Fingerprint f;
+  if (!local_error) {
+    f.add(user.id());
+    f.add(alias);
+    f.add(owner->id());
+    f.add(static_cast<uint64_t>(owner_index));
+  }
+  agree(groups_->world(), "tie (user unit, alias, owner unit, parameter index)", f.value(),
+        local_error);
+  user.add_tie({alias, owner->id(), owner_index});
+  owner->add_tied_user(user.id());
+}
+
 void Context::destroy_unit(Unit& unit) {
+  for (const Tie& t : unit.ties())
+    if (Unit* owner = find_unit(t.owner_id)) owner->remove_tied_user(unit.id());
   units_.erase(unit.id());
 }
 

@@ -80,6 +80,10 @@ class Context {
   Unit& create_unit(std::vector<ParamSpec> params, const UnitRequest& request,
                     const std::optional<Error>& local_error);
   void destroy_unit(Unit& unit);
+  // Collective over the world group (the tie must agree across ranks).
+  // `owner` may be nullptr only together with a local error.
+  void tie(Unit& user, const std::string& alias, Unit* owner, std::size_t owner_index,
+           const std::optional<Error>& local_error);
   std::vector<Unit*> units() const;
 
   // Collective over the world group: kind, hyperparameters and units must agree across ranks.

@@ -108,8 +108,30 @@ void Unit::unshard() {
   complete_pending();
 }
 
+void Unit::remove_tied_user(uint64_t id) {
+  for (std::size_t k = 0; k < tied_users_.size(); ++k)
+    if (tied_users_[k] == id) {
+      tied_users_.erase(tied_users_.begin() + static_cast<std::ptrdiff_t>(k));
+      return;
+    }
+}
+
+void Unit::check_tied_users_done(const char* doing) const {
+  for (uint64_t id : tied_users_) {
+    const Unit* user = ctx_.find_unit(id);
+    if (!user || !user->is_unsharded()) continue;
+    for (const Tie& t : user->ties())
+      if (t.owner_id == id_)
+        fail(Errc::State, "cannot " + std::string(doing) + " " + label() + ": " + user->label() +
+                              " uses its parameter '" + layout_.param(t.owner_index).name +
+                              "' (as '" + t.alias + "') and is still unsharded; reshard " +
+                              user->label() + " first");
+  }
+}
+
 void Unit::reshard() {
   if (!unsharded_) fail(Errc::State, label() + " is not unsharded (call fsdp_unshard first)");
+  check_tied_users_done("reshard");
   if (pending_ == Pending::Unshard) complete_pending();
   TraceSpan span(ctx_.trace(), "reshard", trace_name(), unsharded_bytes());
   unsharded_.reset();
@@ -158,6 +180,7 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   if (!full_grad_)
     fail(Errc::State,
          label() + " has no gradient to reduce: write it through fsdp_grad_data first");
+  check_tied_users_done("reduce the gradients of");
   if (!ctx_.grad_sync()) return nullptr;  // no_sync: the next micro-batch adds to it
   TraceSpan span(ctx_.trace(), "reduce", trace_name(), full_grad_bytes());
   void* out = grad_shard_storage();

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/buffer_pool.hpp"
 #include "core/comm_worker.hpp"
@@ -18,6 +19,16 @@
 namespace fsdp {
 
 class Context;
+
+// A parameter of another unit (the owner) that this unit uses too, under an alias: an embedding
+// reused as the output head. It is stored, sharded, reduced and updated once, in the owner; both
+// uses read the owner's unsharded copy and add into the owner's full gradient, so their
+// gradients are summed.
+struct Tie {
+  std::string alias;
+  uint64_t owner_id = 0;
+  std::size_t owner_index = 0;
+};
 
 class Unit {
  public:
@@ -37,6 +48,13 @@ class Unit {
   int shard_rank() const { return shard_rank_; }
   bool is_unsharded() const { return static_cast<bool>(unsharded_); }
   bool has_pending_grad() const { return static_cast<bool>(full_grad_); }
+  // Ties this unit uses (alias index = num_params() + position), and units tied to this one.
+  const std::vector<Tie>& ties() const { return ties_; }
+  void add_tie(Tie t) { ties_.push_back(std::move(t)); }
+  const std::vector<uint64_t>& tied_users() const { return tied_users_; }
+  void add_tied_user(uint64_t id) { tied_users_.push_back(id); }
+  void remove_tied_user(uint64_t id);
+
   // Optimizers using the unit: it cannot be destroyed while any does.
   void add_user() { ++users_; }
   void remove_user() { --users_; }
@@ -89,6 +107,10 @@ class Unit {
  private:
   char* element(void* base, std::size_t i, DType t) const;
   void* grad_shard_storage();  // allocated, contents meaningful only if !grad_shard_is_zero_
+  // Throws State when a unit using one of this unit's parameters is still unsharded: `doing` can
+  // then not happen yet (resharding would pull the parameter from under it, reducing would miss
+  // its gradient).
+  void check_tied_users_done(const char* doing) const;
   // Run on the progress thread: the collectives only (buffers are prepared by the caller).
   void gather_sections(void* full);
   void reduce_into(void* full, DType t, void* out, Store store);
@@ -107,6 +129,8 @@ class Unit {
   // two passes over the shard per step (the zeroing and the read).
   bool grad_shard_is_zero_ = true;
   int users_ = 0;
+  std::vector<Tie> ties_;
+  std::vector<uint64_t> tied_users_;
   BufferPool::Lease unsharded_;    // the all-gather's output while unsharded (or gathering)
   BufferPool::Lease full_grad_;    // the caller's full gradient while one is being written
   BufferPool::Lease reduce_copy_;  // the full gradient in reduce_dtype while it is reduced
