@@ -73,3 +73,17 @@ int th_finish(void) {
   MPI_Finalize();
   return total[1] == 0 && total[0] > 0 ? 0 : 1;
 }
+
+void th_run_full_and_hybrid(void (*run)(fsdp_context_t ctx)) {
+  fsdp_context_t ctx = NULL;
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, NULL, &ctx));
+  run(ctx);
+  CHECK_OK(fsdp_finalize(&ctx));
+  if (world_size != 4) return;
+  fsdp_config_t cfg = FSDP_CONFIG_INIT;
+  cfg.strategy = FSDP_HYBRID_SHARD;
+  cfg.sharding_factor = 2;
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx));
+  run(ctx);
+  CHECK_OK(fsdp_finalize(&ctx));
+}

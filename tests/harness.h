@@ -24,6 +24,10 @@ void th_record(int ok, const char* file, int line, const char* expr, const char*
 void th_expect_failure(fsdp_status_t got, fsdp_status_t want, const char* needle, const char* file,
                        int line, const char* expr);
 
+/* Runs `run` on a full-sharding context, then, at 4 ranks, on a hybrid one (2 shard groups of 2),
+ * each context initialized and finalized around it. */
+void th_run_full_and_hybrid(void (*run)(fsdp_context_t ctx));
+
 /* Deterministic pseudo-random numbers in [-1, 1), independent of libfsdp. */
 double th_uniform(uint64_t* state);
 

@@ -176,17 +176,6 @@ static void run(fsdp_context_t ctx) {
 
 int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_clip_scaler");
-  fsdp_context_t ctx = NULL;
-  CHECK_OK(fsdp_init(MPI_COMM_WORLD, NULL, &ctx));
-  run(ctx);
-  CHECK_OK(fsdp_finalize(&ctx));
-  if (th_size() == 4) {
-    fsdp_config_t cfg = FSDP_CONFIG_INIT;
-    cfg.strategy = FSDP_HYBRID_SHARD;
-    cfg.sharding_factor = 2;
-    CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx));
-    run(ctx);
-    CHECK_OK(fsdp_finalize(&ctx));
-  }
+  th_run_full_and_hybrid(run); /* hybrid: replicas must not be counted twice */
   return th_finish();
 }

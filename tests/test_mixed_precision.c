@@ -237,18 +237,7 @@ static void check_context_default(void) {
 
 int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_mixed_precision");
-  fsdp_context_t ctx = NULL;
-  CHECK_OK(fsdp_init(MPI_COMM_WORLD, NULL, &ctx));
-  run(ctx);
-  CHECK_OK(fsdp_finalize(&ctx));
-  if (th_size() == 4) { /* hybrid: 2 shard groups of 2, the 16-bit all-reduce across them */
-    fsdp_config_t cfg = FSDP_CONFIG_INIT;
-    cfg.strategy = FSDP_HYBRID_SHARD;
-    cfg.sharding_factor = 2;
-    CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx));
-    run(ctx);
-    CHECK_OK(fsdp_finalize(&ctx));
-  }
+  th_run_full_and_hybrid(run); /* hybrid: the 16-bit all-reduce across shard groups */
   check_context_default();
   return th_finish();
 }
