@@ -26,15 +26,7 @@ extern "C" {
 fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* req) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
-    if (u.is_unsharded())
-      fail(Errc::State, u.label() + " is already unsharded" +
-                            (u.pending() == Unit::Pending::Unshard
-                                 ? " or gathering (a prefetch): fsdp_unshard waits for it"
-                                 : " (call fsdp_reshard first)"));
-    u.context().make_room();
-    auto task = u.unshard_async();
-    u.context().after_caller_unshard(u);
-    hand_out(u, std::move(task), req);
+    hand_out(u, u.context().caller_unshard(u, /*async=*/true), req);
   });
 }
 

@@ -1,11 +1,11 @@
 // C entry points for contexts.
-#include <cstring>
 #include <optional>
 #include <string>
 
 #include "capi/config.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
+#include "capi/sized_struct.hpp"
 #include "core/mpi_check.hpp"
 
 using fsdp::Context;
@@ -120,12 +120,8 @@ fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t* stats) 
   return guard(__func__, [&] {
     Context& c = context_from(ctx, "ctx");
     if (!stats) fail(Errc::InvalidArgument, "stats: NULL");
-    if (stats->size < sizeof(size_t))
-      fail(Errc::InvalidArgument, "stats->size = " + std::to_string(stats->size) +
-                                      ": set it to sizeof(fsdp_memory_stats_t)");
     const fsdp::MemoryAccounting& a = c.accounting();
     fsdp_memory_stats_t s;
-    s.size = stats->size < sizeof s ? stats->size : sizeof s;
     s.shard_bytes = a.bytes(fsdp::MemoryKind::Shard);
     s.grad_shard_bytes = a.bytes(fsdp::MemoryKind::GradShard);
     s.unsharded_bytes = a.bytes(fsdp::MemoryKind::Unsharded);
@@ -141,7 +137,7 @@ fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t* stats) 
     s.peak_unsharded_bytes = a.peak(fsdp::MemoryKind::Unsharded);
     s.peak_full_grad_bytes = a.peak(fsdp::MemoryKind::FullGrad);
     s.peak_optimizer_state_bytes = a.peak(fsdp::MemoryKind::OptimizerState);
-    std::memcpy(stats, &s, s.size);
+    fsdp::capi::write_sized(stats, s, "stats");
   });
 }
 

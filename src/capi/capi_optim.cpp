@@ -1,6 +1,5 @@
 // C entry points for optimizers, gradient clipping and the gradient scaler.
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -8,6 +7,7 @@
 
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
+#include "capi/sized_struct.hpp"
 #include "core/agreement.hpp"
 #include "core/fingerprint.hpp"
 #include "optim/grad_norm.hpp"
@@ -29,12 +29,7 @@ namespace {
 HyperParams read_hyperparams(const fsdp_hyperparams_t* hp, OptimizerKind kind, const char* arg) {
   static const fsdp_hyperparams_t sgd = FSDP_SGD_DEFAULTS, adamw = FSDP_ADAMW_DEFAULTS;
   fsdp_hyperparams_t h = kind == OptimizerKind::AdamW ? adamw : sgd;
-  if (hp) {
-    if (hp->size < sizeof(size_t) || hp->size > (std::size_t(1) << 16))
-      fail(Errc::InvalidArgument, std::string(arg) + "->size = " + std::to_string(hp->size) +
-                                      ": initialize with FSDP_SGD_DEFAULTS or FSDP_ADAMW_DEFAULTS");
-    std::memcpy(&h, hp, hp->size < sizeof h ? hp->size : sizeof h);
-  }
+  if (hp) h = fsdp::capi::read_sized(*hp, h, arg, "FSDP_SGD_DEFAULTS or FSDP_ADAMW_DEFAULTS");
   HyperParams p;
   p.lr = h.lr, p.weight_decay = h.weight_decay, p.momentum = h.momentum;
   p.dampening = h.dampening, p.nesterov = h.nesterov != 0;
@@ -133,14 +128,10 @@ fsdp_status_t fsdp_optimizer_get_hyperparams(fsdp_optimizer_t opt, int group,
     const Optimizer& o = optimizer_from(opt, "opt");
     const int g = group_index(o, group, false);
     if (!hp) fail(Errc::InvalidArgument, "hp: NULL");
-    if (hp->size < sizeof(size_t))
-      fail(Errc::InvalidArgument,
-           "hp->size = " + std::to_string(hp->size) + ": set it to sizeof(fsdp_hyperparams_t)");
     const HyperParams& p = o.group(g);
-    fsdp_hyperparams_t h = {sizeof h,   p.lr,    p.weight_decay, p.momentum, p.dampening,
-                            p.nesterov, p.beta1, p.beta2,        p.eps};
-    h.size = hp->size < sizeof h ? hp->size : sizeof h;
-    std::memcpy(hp, &h, h.size);
+    const fsdp_hyperparams_t h = {sizeof h,   p.lr,    p.weight_decay, p.momentum, p.dampening,
+                                  p.nesterov, p.beta1, p.beta2,        p.eps};
+    fsdp::capi::write_sized(hp, h, "hp");
   });
 }
 

@@ -1,5 +1,4 @@
 // C entry points for units.
-#include <cstring>
 #include <optional>
 #include <string>
 
@@ -7,6 +6,7 @@
 #include "capi/descriptors.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
+#include "capi/sized_struct.hpp"
 
 using fsdp::Errc;
 using fsdp::Error;
@@ -55,14 +55,9 @@ void require_output(const void* p, const char* arg) {
 
 // Reads at most options->size bytes; newer fields keep their defaults.
 fsdp_unit_options_t read_options(const fsdp_unit_options_t* options) {
-  fsdp_unit_options_t o = FSDP_UNIT_OPTIONS_INIT;
-  if (!options) return o;
-  if (options->size < sizeof(size_t) || options->size > (std::size_t(1) << 16))
-    fail(Errc::InvalidArgument, "options->size = " + std::to_string(options->size) +
-                                    ": initialize the options with FSDP_UNIT_OPTIONS_INIT");
-  std::memcpy(&o, options, options->size < sizeof o ? options->size : sizeof o);
-  o.size = sizeof o;
-  return o;
+  const fsdp_unit_options_t defaults = FSDP_UNIT_OPTIONS_INIT;
+  return options ? fsdp::capi::read_sized(*options, defaults, "options", "FSDP_UNIT_OPTIONS_INIT")
+                 : defaults;
 }
 
 fsdp::Context::UnitRequest request_from(const fsdp_unit_options_t& o, int nparams,
@@ -189,13 +184,7 @@ fsdp_status_t fsdp_unit_tie(fsdp_unit_t user, const char* alias, fsdp_unit_t own
 fsdp_status_t fsdp_unshard(fsdp_unit_t unit) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
-    if (u.pending() != Unit::Pending::Unshard) {  // else prefetched: just wait for it
-      if (u.is_unsharded())
-        fail(Errc::State, u.label() + " is already unsharded (call fsdp_reshard first)");
-      u.context().make_room();
-      u.unshard_async(/*now=*/true);
-    }
-    u.context().after_caller_unshard(u);  // the next unit's prefetch starts as this one ends
+    u.context().caller_unshard(u, /*async=*/false);
     u.complete_pending();
   });
 }

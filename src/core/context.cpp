@@ -53,6 +53,15 @@ bool node_oversubscribed(const Group& world, const Topology& topo) {
 }
 
 // A progress thread needs MPI_THREAD_MULTIPLE; FSDP_PROGRESS_THREAD=0 turns it off.
+// The objects of a by-id registry, in id order (creation order, the same on every rank).
+template <class T>
+std::vector<T*> pointers(const std::map<uint64_t, std::unique_ptr<T>>& by_id) {
+  std::vector<T*> all;
+  all.reserve(by_id.size());
+  for (const auto& [id, p] : by_id) all.push_back(p.get());
+  return all;
+}
+
 bool progress_thread_wanted() {
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);
@@ -221,20 +230,14 @@ void Context::destroy_optimizer(Optimizer& opt) {
 }
 
 std::vector<Optimizer*> Context::optimizers() const {
-  std::vector<Optimizer*> all;
-  for (const auto& [id, o] : optimizers_) all.push_back(o.get());
-  return all;
+  return pointers(optimizers_);
 }
 
 GradScaler& Context::create_grad_scaler(double init_scale, double growth, double backoff,
                                         int interval, const std::optional<Error>& local_error) {
   quiesce();
   Fingerprint f;
-  for (double d : {init_scale, growth, backoff}) {
-    uint64_t u;
-    std::memcpy(&u, &d, sizeof u);
-    f.add(u);
-  }
+  for (double d : {init_scale, growth, backoff}) f.add_double(d);
   f.add(static_cast<uint64_t>(interval));
   agree(groups_->world(), "grad scaler settings", local_error ? 0 : f.value(), local_error);
   const uint64_t id = next_scaler_id_++;
@@ -249,15 +252,11 @@ void Context::destroy_grad_scaler(GradScaler& s) {
 }
 
 std::vector<GradScaler*> Context::grad_scalers() const {
-  std::vector<GradScaler*> all;
-  for (const auto& [id, s] : scalers_) all.push_back(s.get());
-  return all;
+  return pointers(scalers_);
 }
 
 std::vector<Unit*> Context::units() const {
-  std::vector<Unit*> all;
-  for (const auto& [id, u] : units_) all.push_back(u.get());
-  return all;
+  return pointers(units_);
 }
 
 void Context::quiesce() {
@@ -294,9 +293,7 @@ void Context::wait(Request& r) {
 }
 
 std::vector<Request*> Context::requests() const {
-  std::vector<Request*> all;
-  for (const auto& [id, r] : requests_) all.push_back(r.get());
-  return all;
+  return pointers(requests_);
 }
 
 int Context::held_units() const {
@@ -334,7 +331,15 @@ void Context::begin_phase(Phase p) {
   phase_ = p;
 }
 
-void Context::after_caller_unshard(Unit& u) {
+std::shared_ptr<CommWorker::Task> Context::caller_unshard(Unit& u, bool async) {
+  std::shared_ptr<CommWorker::Task> task = !async && u.pending() == Unit::Pending::Unshard
+                                               ? u.pending_task()
+                                               : u.unshard_async(/*now=*/!async);
+  prefetch_after(u);
+  return task;
+}
+
+void Context::prefetch_after(Unit& u) {
   if (phase_ == Phase::None) return;
   const int k = static_cast<int>(phase_);
   std::vector<uint64_t>& rec = recorded_[k];

@@ -135,7 +135,11 @@ class Context {
   // Forward starts a new iteration: collective over the world group, which checks that every
   // rank recorded the same unshard order (prefetch would otherwise mismatch collectives).
   void begin_phase(Phase p);
-  void after_caller_unshard(Unit& u);
+  // An unshard the caller asked for (fsdp_unshard, fsdp_unshard_async): starts the all-gather
+  // (on the caller's thread when synchronous; a synchronous call on a unit being prefetched just
+  // takes over that all-gather), records it for the next iteration's prefetch and starts this
+  // iteration's next prefetch. Returns the all-gather's task.
+  std::shared_ptr<CommWorker::Task> caller_unshard(Unit& u, bool async);
   std::size_t unsharded_model_bytes() const;
   // Frees cached pool buffers and communication scratch.
   void trim();
@@ -165,6 +169,8 @@ class Context {
   Phase phase_ = Phase::None;
   bool prefetch_[3] = {false, false, false};
   std::vector<uint64_t> recorded_[3], previous_[3];  // unit ids per phase
+
+  void prefetch_after(Unit& u);  // records u, starts the next unit's all-gather
 };
 
 }  // namespace fsdp

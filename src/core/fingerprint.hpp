@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace fsdp {
@@ -15,6 +16,12 @@ class Fingerprint {
   void add(const std::string& s) {
     add(static_cast<uint64_t>(s.size()));
     for (unsigned char c : s) byte(c);
+  }
+  // Bit for bit: values that compare equal but differ in bits (0.0, -0.0) count as different.
+  void add_double(double d) {
+    uint64_t u;
+    std::memcpy(&u, &d, sizeof u);
+    add(u);
   }
   uint64_t value() const { return h_; }
 

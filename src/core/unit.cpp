@@ -81,8 +81,13 @@ void Unit::complete_pending() {
 }
 
 std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
-  if (unsharded_) fail(Errc::State, label() + " is already unsharded (call fsdp_reshard first)");
+  if (unsharded_)
+    fail(Errc::State,
+         label() + " is already unsharded" +
+             (pending_ == Pending::Unshard ? " or gathering (a prefetch): fsdp_unshard waits for it"
+                                           : " (call fsdp_reshard first)"));
   complete_pending();  // a reduce in flight
+  ctx_.make_room();    // the caller blocks rather than allocating more
   TraceSpan span(ctx_.trace(), "unshard", trace_name(), unsharded_bytes());
   BufferPool::Lease full = ctx_.pool().acquire(unsharded_bytes(), MemoryKind::Unsharded);
   const DType p = precision_.param, st = precision_.storage;
@@ -101,11 +106,6 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
   };
   CommWorker& w = ctx_.worker();
   return track(Pending::Unshard, now ? w.run_inline(body) : w.submit(body));
-}
-
-void Unit::unshard() {
-  if (pending_ != Pending::Unshard) unshard_async(/*now=*/true);
-  complete_pending();
 }
 
 void Unit::remove_tied_user(uint64_t id) {

@@ -69,10 +69,10 @@ class Unit {
   // all-gather leaves the unit sharded). No-op when nothing is pending.
   void complete_pending();
 
-  // Starts the all-gather on the progress thread (collective over the shard group); with
-  // `now`, runs it on the caller's thread after what is queued (a synchronous call).
+  // Starts the all-gather on the progress thread (collective over the shard group), after the
+  // rate limiter made room; with `now`, runs it on the caller's thread after what is queued (a
+  // synchronous call).
   std::shared_ptr<CommWorker::Task> unshard_async(bool now = false);
-  void unshard();  // unshard_async and wait; waits instead when an unshard is already pending
   void reshard();  // waits for a pending unshard first
   void* param_data(std::size_t i);
   void* grad_data(std::size_t i);

@@ -3,7 +3,6 @@
 #include <fnmatch.h>
 
 #include <cmath>
-#include <cstring>
 
 #include "core/context.hpp"
 #include "core/error.hpp"
@@ -12,12 +11,6 @@
 
 namespace fsdp {
 namespace {
-
-uint64_t bits_of(double d) {
-  uint64_t u;
-  std::memcpy(&u, &d, sizeof u);
-  return u;
-}
 
 void require(bool ok, const std::string& who, const char* field, double value, const char* rule) {
   if (!ok)
@@ -29,7 +22,7 @@ void require(bool ok, const std::string& who, const char* field, double value, c
 
 uint64_t HyperParams::fingerprint() const {
   Fingerprint f;
-  for (double d : {lr, weight_decay, momentum, dampening, beta1, beta2, eps}) f.add(bits_of(d));
+  for (double d : {lr, weight_decay, momentum, dampening, beta1, beta2, eps}) f.add_double(d);
   f.add(static_cast<uint64_t>(nesterov));
   return f.value();
 }
