@@ -264,6 +264,20 @@ void Context::quiesce() {
   for (auto& [id, u] : units_) u->complete_pending();
 }
 
+const Rank0Roots& Context::rank0_roots() {
+  if (rank0_roots_) return *rank0_roots_;
+  const ProcessGroups& g = *groups_;
+  const int mine = g.world().rank == 0 ? g.shard().rank : -1;
+  Rank0Roots r;
+  mpi_check(MPI_Allreduce(&mine, &r.shard_root, 1, MPI_INT, MPI_MAX, g.shard().comm),
+            "MPI_Allreduce");
+  const int member = r.shard_root >= 0 ? g.replicate().rank : -1;
+  mpi_check(MPI_Allreduce(&member, &r.replicate_root, 1, MPI_INT, MPI_MAX, g.replicate().comm),
+            "MPI_Allreduce");
+  rank0_roots_ = r;
+  return *rank0_roots_;
+}
+
 Unit* Context::find_unit(uint64_t id) const {
   auto it = units_.find(id);
   return it == units_.end() ? nullptr : it->second.get();

@@ -60,6 +60,12 @@ struct Request {
 
 enum class Phase : int { None = 0, Forward = 1, Backward = 2 };
 
+// Where world rank 0 sits, for distributing its values (sync_from_rank0).
+struct Rank0Roots {
+  int shard_root = -1;      // rank 0's shard-group rank, in its shard group; -1 in the others
+  int replicate_root = -1;  // the replicate-group rank of the member of rank 0's shard group
+};
+
 class Context {
  public:
   // Collective over `comm`. Every rank passes its options and, when its own arguments were
@@ -118,6 +124,8 @@ class Context {
   // caller's thread, and before gradient shards are read.
   void quiesce();
   Unit* find_unit(uint64_t id) const;
+  // Collective over the shard and replicate groups on first use, then cached.
+  const Rank0Roots& rank0_roots();
   Request& add_request(const Unit& unit, std::shared_ptr<CommWorker::Task> task);
   void wait(Request& r);  // waits, applies, forgets the request
   std::vector<Request*> requests() const;
@@ -171,6 +179,7 @@ class Context {
   std::vector<uint64_t> recorded_[3], previous_[3];  // unit ids per phase
 
   void prefetch_after(Unit& u);  // records u, starts the next unit's all-gather
+  std::optional<Rank0Roots> rank0_roots_;
 };
 
 }  // namespace fsdp

@@ -12,6 +12,7 @@ Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precis
       layout_(std::move(layout)),
       precision_(precision),
       name_(std::move(name)),
+      trace_name_(name_.empty() ? "unit " + std::to_string(id) : name_),
       shard_rank_(ctx.groups().shard().rank) {
   shard_ = ctx_.memory().allocate(shard_bytes());
   ctx_.accounting().add(MemoryKind::Shard, shard_bytes());

@@ -41,7 +41,8 @@ class Unit {
   uint64_t id() const { return id_; }
   const std::string& name() const { return name_; }
   std::string label() const;  // "unit 3" or "unit 3 ('encoder.0')" for messages
-  std::string trace_name() const { return name_.empty() ? "unit " + std::to_string(id_) : name_; }
+  // Built once: spans on the hot path take it by reference, allocating nothing when not tracing.
+  const std::string& trace_name() const { return trace_name_; }
   const FlatLayout& layout() const { return layout_; }
   const Precision& precision() const { return precision_; }
   Context& context() const { return ctx_; }
@@ -121,6 +122,7 @@ class Unit {
   const FlatLayout layout_;
   const Precision precision_;
   const std::string name_;
+  const std::string trace_name_;  // name_, or "unit <id>"
   const int shard_rank_;
   void* shard_ = nullptr;
   void* grad_shard_ = nullptr;  // allocated on first use: frozen or inference units never pay

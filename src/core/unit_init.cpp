@@ -83,25 +83,20 @@ void distribute_from_rank0(Unit& u, const void* full) {
   const ProcessGroups& g = u.context().groups();
   const FlatLayout& l = u.layout();
   const std::size_t esize = l.element_size();
-  int is_root = g.world().rank == 0, holds_root = 0;
-  mpi_check(MPI_Allreduce(&is_root, &holds_root, 1, MPI_INT, MPI_MAX, g.shard().comm),
-            "MPI_Allreduce");
-  int root_in_shard = is_root ? g.shard().rank : -1, shard_root = -1;
-  mpi_check(MPI_Allreduce(&root_in_shard, &shard_root, 1, MPI_INT, MPI_MAX, g.shard().comm),
-            "MPI_Allreduce");
-  int mine = holds_root ? g.replicate().rank : -1, replicate_root = -1;
-  mpi_check(MPI_Allreduce(&mine, &replicate_root, 1, MPI_INT, MPI_MAX, g.replicate().comm),
-            "MPI_Allreduce");
+  const Rank0Roots& roots = u.context().rank0_roots();
+  const bool is_root = g.world().rank == 0, holds_root = roots.shard_root >= 0;
   for (const Section& s : l.sections()) {
     if (!s.shard_numel) continue;
     const MpiCount c(s.shard_numel, l.dtype());
     void* block = at(u.shard_data(), s.shard_base, esize);
     if (holds_root)
-      mpi_check(MPI_Scatter(is_root ? at(const_cast<void*>(full), s.flat_base, esize) : nullptr,
-                            c.n(), c.type(), block, c.n(), c.type(), shard_root, g.shard().comm),
-                "MPI_Scatter");
+      mpi_check(
+          MPI_Scatter(is_root ? at(const_cast<void*>(full), s.flat_base, esize) : nullptr, c.n(),
+                      c.type(), block, c.n(), c.type(), roots.shard_root, g.shard().comm),
+          "MPI_Scatter");
     if (g.replicate().size > 1)
-      mpi_check(MPI_Bcast(block, c.n(), c.type(), replicate_root, g.replicate().comm), "MPI_Bcast");
+      mpi_check(MPI_Bcast(block, c.n(), c.type(), roots.replicate_root, g.replicate().comm),
+                "MPI_Bcast");
   }
 }
 
