@@ -6,12 +6,9 @@
 namespace fsdp {
 namespace {
 
-void bfloat16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  host::add_into(inout, in, static_cast<std::size_t>(*len), DType::BFloat16);
-}
-
-void float16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  host::add_into(inout, in, static_cast<std::size_t>(*len), DType::Float16);
+template <DType T>
+void sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  host::add_into(inout, in, static_cast<std::size_t>(*len), T);
 }
 
 MPI_Op create(MPI_User_function* f) {
@@ -27,11 +24,11 @@ MPI_Op sum_op(DType t) {
     case DType::Float32:
     case DType::Float64: return MPI_SUM;
     case DType::BFloat16: {
-      static const MPI_Op op = create(bfloat16_sum);  // thread-safe one-time creation
+      static const MPI_Op op = create(sum<DType::BFloat16>);  // thread-safe one-time creation
       return op;
     }
     case DType::Float16: {
-      static const MPI_Op op = create(float16_sum);
+      static const MPI_Op op = create(sum<DType::Float16>);
       return op;
     }
   }
