@@ -1,5 +1,7 @@
-# fsdp_add_mpi_test(<name> SOURCE <file> NPROCS <n>... [ENV <VAR=value>...] [LABELS <label>...])
-# Builds one test program and registers it under mpiexec once per rank count, as <name>.np<n>.
+# fsdp_add_mpi_test(<name> SOURCE <file> NPROCS <n>... [SUFFIX <s>] [ARGS <arg>...]
+#                   [ENV <VAR=value>...] [LABELS <label>...] [SETUP <fixture>] [REQUIRES <fixture>...])
+# Builds one test program and registers it under mpiexec once per rank count, as
+# <name><suffix>.np<n>. SETUP / REQUIRES: CTest fixtures (a test that writes a file / reads it).
 # Oversubscription (4 ranks on 2 cores) must work: MPICH allows it; Open MPI needs a flag.
 if(NOT DEFINED FSDP_MPIEXEC_OVERSUBSCRIBE)
   execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _mpiexec_version
@@ -12,7 +14,7 @@ if(NOT DEFINED FSDP_MPIEXEC_OVERSUBSCRIBE)
 endif()
 
 function(fsdp_add_mpi_test name)
-  cmake_parse_arguments(T "" "SOURCE;SUFFIX" "NPROCS;ENV;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "SOURCE;SUFFIX;SETUP" "NPROCS;ENV;LABELS;ARGS;REQUIRES" ${ARGN})
   if(NOT TARGET ${name})
     add_executable(${name} ${T_SOURCE})
     target_link_libraries(${name} PRIVATE fsdp::fsdp fsdp_test_harness)
@@ -21,8 +23,14 @@ function(fsdp_add_mpi_test name)
     set(test_name ${name}${T_SUFFIX}.np${n})
     add_test(NAME ${test_name}
       COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${FSDP_MPIEXEC_OVERSUBSCRIBE}
-              ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS})
+              ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
     set_tests_properties(${test_name} PROPERTIES PROCESSORS ${n} TIMEOUT 300
       LABELS "mpi;np${n};${T_LABELS}" ENVIRONMENT "${T_ENV}")
+    if(T_SETUP)
+      set_tests_properties(${test_name} PROPERTIES FIXTURES_SETUP ${T_SETUP})
+    endif()
+    if(T_REQUIRES)
+      set_tests_properties(${test_name} PROPERTIES FIXTURES_REQUIRED "${T_REQUIRES}")
+    endif()
   endforeach()
 endfunction()

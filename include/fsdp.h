@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define FSDP_VERSION_MAJOR 0
-#define FSDP_VERSION_MINOR 2
+#define FSDP_VERSION_MINOR 3
 #define FSDP_VERSION_PATCH 0
 /* One integer that orders versions: major * 10000 + minor * 100 + patch. */
 #define FSDP_VERSION_NUMBER(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
@@ -68,7 +68,11 @@ typedef enum fsdp_status {
   FSDP_ERR_MPI = 11,      /* an MPI call failed; the message carries MPI's error string */
   FSDP_ERR_INTERNAL = 12, /* a bug in libfsdp: please report it */
   FSDP_ERR_CALLBACK = 13, /* a callback of the caller's returned nonzero */
-  FSDP_STATUS_COUNT       /* number of status codes, not a status */
+  /* Since 0.3 (checkpoints). */
+  FSDP_ERR_IO = 14,      /* a file could not be created, opened, read or written (errno's text) */
+  FSDP_ERR_FORMAT = 15,  /* the file is not an fsdp checkpoint, or is malformed */
+  FSDP_ERR_CORRUPT = 16, /* a checksum does not match, or the file is truncated */
+  FSDP_STATUS_COUNT      /* number of status codes, not a status */
 } fsdp_status_t;
 
 /* ------------------------------------------------------------------------------------------------
@@ -542,6 +546,91 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_step(fsdp_grad_scaler_t scaler, fsdp_
 /** Backs the scale off after a skipped step, grows it after growth_interval clean steps. Local.
  *  FSDP_ERR_STATE without a step since the last update. */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_update(fsdp_grad_scaler_t scaler);
+
+
+/* ------------------------------------------------------------------------------------------------
+ * Checkpoints (since 0.3): one HDF5 file per checkpoint, written by all ranks at once, readable
+ * by any HDF5 tool (h5dump, h5py) and loadable on any number of ranks, strategy or unit
+ * grouping. Format: doc/checkpoint-format.md. Every parameter is a dataset /model/<name> at its
+ * full shape; optimizer state sits beside it under /optimizers/<k>/<state>/<name>; each dataset
+ * carries a CRC-32C checked on load. A save writes "<path>.tmp" and renames it to `path` only
+ * after every rank finished: a crash never leaves a partial file under the final name.
+ * --------------------------------------------------------------------------------------------- */
+typedef enum fsdp_load_flags {
+  FSDP_LOAD_STRICT = 0,        /* every parameter present with its shape and dtype, nothing extra */
+  FSDP_LOAD_PARTIAL = 1,       /* load what matches; report the rest (fsdp_checkpoint_report_t) */
+  FSDP_LOAD_MODEL_ONLY = 2,    /* parameters only: optimizer and scaler state are not read */
+  FSDP_LOAD_CONVERT_DTYPE = 4  /* a float32 <-> float64 difference is converted, not an error */
+} fsdp_load_flags_t;
+
+/* What to save or load besides the model. A struct that grows at its end: set `size` (use
+ * FSDP_CHECKPOINT_OPTIONS_INIT). */
+typedef struct fsdp_checkpoint_options {
+  size_t size;
+  int noptimizers;                     /* optimizers of the context; their state is saved as */
+  const fsdp_optimizer_t* optimizers;  /* /optimizers/0.. and loaded back by position */
+  fsdp_grad_scaler_t grad_scaler;      /* NULL: none */
+  /* Save: user metadata, nmetadata key/value strings (step, epoch, seeds...); keys non-empty
+   * and distinct. Read back with fsdp_checkpoint_metadata. */
+  int nmetadata;
+  const char* const* metadata_keys;
+  const char* const* metadata_values;
+  unsigned load_flags; /* load: FSDP_LOAD_* flags, or-ed */
+} fsdp_checkpoint_options_t;
+
+#define FSDP_CHECKPOINT_OPTIONS_INIT \
+  { sizeof(fsdp_checkpoint_options_t), 0, NULL, NULL, 0, NULL, NULL, FSDP_LOAD_STRICT }
+
+/* What a load did. A struct that grows at its end: set `size`. */
+typedef struct fsdp_checkpoint_report {
+  size_t size;
+  int loaded;          /* parameters loaded */
+  int missing;         /* model parameters absent from the file (left unchanged) */
+  int unexpected;      /* file parameters absent from the model (ignored) */
+  int mismatched;      /* shape or dtype differs (left unchanged) */
+  const char* details; /* one line per parameter not loaded; valid until the next load */
+} fsdp_checkpoint_report_t;
+
+/** Saves every unit of the context (the master shards), the optimizers' state and
+ *  hyperparameters, the scaler and the metadata to `path`. Each rank writes the element ranges
+ *  its shard owns (one replica under hybrid sharding) with collective MPI-IO; no rank holds more
+ *  than its shard. Parameter names must be unique across the context's units. Collective over
+ *  the world group; arguments must agree (checked). Waits for operations in flight first.
+ *  @return FSDP_ERR_IO (cannot create, write or rename; errno's text), FSDP_ERR_INVALID_ARGUMENT,
+ *  FSDP_ERR_MISMATCH; on error every rank fails alike and an existing file at `path` is intact. */
+FSDP_EXPORT fsdp_status_t fsdp_checkpoint_save(fsdp_context_t ctx, const char* path,
+                                               const fsdp_checkpoint_options_t* options);
+
+/** fsdp_checkpoint_save in the background: copies this rank's shards and optimizer state (so
+ *  training may change them at once) and returns; a background thread writes and commits. Wait
+ *  with fsdp_wait (returns the save's status, the same on every rank) or poll with fsdp_test.
+ *  Any other checkpoint call, and fsdp_finalize, first waits for it. Without
+ *  MPI_THREAD_MULTIPLE the save completes inside this call. `req` must not be NULL. */
+FSDP_EXPORT fsdp_status_t fsdp_checkpoint_save_async(fsdp_context_t ctx, const char* path,
+                                                     const fsdp_checkpoint_options_t* options,
+                                                     fsdp_request_t* req);
+
+/** Whether a request has completed (*done = 1; fsdp_wait then returns at once). Local. */
+FSDP_EXPORT fsdp_status_t fsdp_test(fsdp_request_t req, int* done);
+
+/** Loads a checkpoint saved with any world size, sharding factor, strategy or unit grouping:
+ *  each rank reads only the ranges its shard owns, verifies every dataset's checksum, and only
+ *  then overwrites shards, optimizer state and hyperparameters, and the scaler. Every unit must
+ *  be sharded. Collective over the world group. `report` may be NULL.
+ *  @return FSDP_ERR_IO (missing file), FSDP_ERR_FORMAT (not an fsdp checkpoint),
+ *  FSDP_ERR_VERSION (newer format), FSDP_ERR_MISMATCH (missing, extra, reshaped or retyped
+ *  parameters: the message lists them), FSDP_ERR_CORRUPT (checksum mismatch, truncated file),
+ *  FSDP_ERR_STATE (a unit is unsharded). On any error nothing in memory has changed. */
+FSDP_EXPORT fsdp_status_t fsdp_checkpoint_load(fsdp_context_t ctx, const char* path,
+                                               const fsdp_checkpoint_options_t* options,
+                                               fsdp_checkpoint_report_t* report);
+
+/** Reads metadata `key` of a checkpoint without a context. Local. Copies the value, NUL-
+ *  terminated, into `value` if `capacity` allows (value may be NULL to ask the length), and sets
+ *  *length (may be NULL) to the value's length without the NUL.
+ *  @return FSDP_ERR_OUT_OF_RANGE when the key is absent; errors of fsdp_checkpoint_load. */
+FSDP_EXPORT fsdp_status_t fsdp_checkpoint_metadata(const char* path, const char* key, char* value,
+                                                   size_t capacity, size_t* length);
 
 #ifdef __cplusplus
 }

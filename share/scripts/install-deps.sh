@@ -2,7 +2,8 @@
 # Installs the Debian packages libfsdp needs to build and test, if any are missing. Idempotent:
 # a machine that has them all is left alone (no apt-get update, no network).
 set -euo pipefail
-packages=(build-essential cmake binutils mpich libmpich-dev)
+# libhdf5-mpich-dev: parallel HDF5 for checkpoints; hdf5-tools: h5dump, the tests' independent reader.
+packages=(build-essential cmake binutils pkg-config mpich libmpich-dev libhdf5-mpich-dev hdf5-tools)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

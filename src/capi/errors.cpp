@@ -26,6 +26,9 @@ static_assert(static_cast<int>(Errc::OutOfMemory) == FSDP_ERR_OUT_OF_MEMORY, "")
 static_assert(static_cast<int>(Errc::Mpi) == FSDP_ERR_MPI, "");
 static_assert(static_cast<int>(Errc::Internal) == FSDP_ERR_INTERNAL, "");
 static_assert(static_cast<int>(Errc::Callback) == FSDP_ERR_CALLBACK, "");
+static_assert(static_cast<int>(Errc::Io) == FSDP_ERR_IO, "");
+static_assert(static_cast<int>(Errc::Format) == FSDP_ERR_FORMAT, "");
+static_assert(static_cast<int>(Errc::Corrupt) == FSDP_ERR_CORRUPT, "");
 static_assert(static_cast<int>(DType::Float32) == FSDP_FLOAT32, "");
 static_assert(static_cast<int>(DType::Float64) == FSDP_FLOAT64, "");
 static_assert(static_cast<int>(DType::BFloat16) == FSDP_BFLOAT16, "");
@@ -64,6 +67,9 @@ const char* fsdp_status_string(fsdp_status_t status) {
     case FSDP_ERR_MPI: return "FSDP_ERR_MPI: an MPI call failed";
     case FSDP_ERR_INTERNAL: return "FSDP_ERR_INTERNAL: internal error in libfsdp";
     case FSDP_ERR_CALLBACK: return "FSDP_ERR_CALLBACK: a callback of the caller's returned nonzero";
+    case FSDP_ERR_IO: return "FSDP_ERR_IO: a file operation failed";
+    case FSDP_ERR_FORMAT: return "FSDP_ERR_FORMAT: not an fsdp checkpoint, or malformed";
+    case FSDP_ERR_CORRUPT: return "FSDP_ERR_CORRUPT: checksum mismatch or truncated file";
     case FSDP_STATUS_COUNT: break;
   }
   return "unknown fsdp_status_t value";

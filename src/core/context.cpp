@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "checkpoint/checkpoint_service.hpp"
 #include "core/agreement.hpp"
 #include "core/fingerprint.hpp"
 #include "core/mpi_check.hpp"
@@ -126,6 +127,7 @@ Context::Context(std::unique_ptr<ProcessGroups> groups, const ContextOptions& op
 }
 
 Context::~Context() {
+  checkpoints_.reset();  // waits for a background save; it uses its own communicators
   worker_->drain();
   for (auto& [id, u] : units_) {
     try {
@@ -284,10 +286,20 @@ Unit* Context::find_unit(uint64_t id) const {
 }
 
 Request& Context::add_request(const Unit& unit, std::shared_ptr<CommWorker::Task> task) {
+  Request& r = add_request(std::move(task));
+  r.unit_id = unit.id();
+  return r;
+}
+
+ckpt::CheckpointService& Context::checkpoints() {
+  if (!checkpoints_) checkpoints_ = std::make_unique<ckpt::CheckpointService>(*this);
+  return *checkpoints_;
+}
+
+Request& Context::add_request(std::shared_ptr<CommWorker::Task> task) {
   auto r = std::make_unique<Request>();
   r->context = this;
   r->id = next_request_id_++;
-  r->unit_id = unit.id();
   r->task = std::move(task);
   Request& ref = *r;
   requests_.emplace(ref.id, std::move(r));

@@ -25,6 +25,9 @@
 
 namespace fsdp {
 
+namespace ckpt {
+class CheckpointService;
+}
 class Unit;
 class Optimizer;
 class GradScaler;
@@ -52,9 +55,10 @@ class Context;
 
 // An asynchronous operation the caller holds a handle to (fsdp_request_t).
 struct Request {
+  static constexpr uint64_t kNoUnit = ~uint64_t{0};  // not a unit's operation (a checkpoint save)
   Context* context = nullptr;
   uint64_t id = 0;
-  uint64_t unit_id = 0;
+  uint64_t unit_id = kNoUnit;
   std::shared_ptr<CommWorker::Task> task;  // nullptr: nothing was started (no_sync)
 };
 
@@ -127,6 +131,7 @@ class Context {
   // Collective over the shard and replicate groups on first use, then cached.
   const Rank0Roots& rank0_roots();
   Request& add_request(const Unit& unit, std::shared_ptr<CommWorker::Task> task);
+  Request& add_request(std::shared_ptr<CommWorker::Task> task);  // not tied to a unit
   void wait(Request& r);  // waits, applies, forgets the request
   std::vector<Request*> requests() const;
   // Rate limiter: units unsharded or gathering, plus units whose gradient is being reduced.
@@ -149,6 +154,8 @@ class Context {
   // iteration's next prefetch. Returns the all-gather's task.
   std::shared_ptr<CommWorker::Task> caller_unshard(Unit& u, bool async);
   std::size_t unsharded_model_bytes() const;
+  // Checkpoints (created on first use).
+  ckpt::CheckpointService& checkpoints();
   // Frees cached pool buffers and communication scratch.
   void trim();
 
@@ -180,6 +187,7 @@ class Context {
 
   void prefetch_after(Unit& u);  // records u, starts the next unit's all-gather
   std::optional<Rank0Roots> rank0_roots_;
+  std::unique_ptr<ckpt::CheckpointService> checkpoints_;
 };
 
 }  // namespace fsdp

@@ -23,6 +23,9 @@ enum class Errc : int {
   Mpi = 11,
   Internal = 12,
   Callback = 13,
+  Io = 14,
+  Format = 15,
+  Corrupt = 16,
 };
 
 class Error : public std::runtime_error {

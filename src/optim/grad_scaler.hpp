@@ -30,6 +30,13 @@ class GradScaler {
   // Local. Throws State if no step (or unscale) was made since the last update.
   void update();
 
+  // For checkpoints.
+  double growth_factor() const { return growth_; }
+  double backoff_factor() const { return backoff_; }
+  int growth_interval() const { return interval_; }
+  int growth_tracker() const { return clean_steps_; }  // clean steps since the last change
+  void restore(double scale, int growth_tracker) { scale_ = scale, clean_steps_ = growth_tracker; }
+
  private:
   Context& ctx_;
   const uint64_t id_;

@@ -116,15 +116,17 @@ int Optimizer::state_buffers() const {
   return 0;
 }
 
-void Optimizer::allocate_state(UnitState& s) {
+void Optimizer::allocate_buffer(UnitState& s, int b) {
+  if (s.state[b]) return;
   const std::size_t bytes = s.unit->grad_shard_bytes();
-  for (int b = 0; b < state_buffers(); ++b) {
-    if (s.state[b]) continue;
-    s.state[b] = ctx_.memory().allocate(bytes);
-    ctx_.accounting().add(MemoryKind::OptimizerState, bytes);
-    ctx_.memory().zero(s.state[b], bytes);
-    if (kind_ == OptimizerKind::Sgd) s.momentum_fresh = true;
-  }
+  s.state[b] = ctx_.memory().allocate(bytes);
+  ctx_.accounting().add(MemoryKind::OptimizerState, bytes);
+  ctx_.memory().zero(s.state[b], bytes);
+  if (kind_ == OptimizerKind::Sgd) s.momentum_fresh = true;
+}
+
+void Optimizer::allocate_state(UnitState& s) {
+  for (int b = 0; b < state_buffers(); ++b) allocate_buffer(s, b);
 }
 
 void Optimizer::step_unit(UnitState& s, void* grad) {
@@ -180,6 +182,32 @@ int64_t Optimizer::steps(const Unit& unit) const {
   for (const UnitState& s : states_)
     if (s.unit == &unit) return s.steps;
   return 0;
+}
+
+Optimizer::UnitState& Optimizer::state_of(const Unit& unit) {
+  for (UnitState& s : states_)
+    if (s.unit == &unit) return s;
+  fail(Errc::Internal, unit.label() + " is not optimized by " + label());
+}
+
+const Optimizer::UnitState& Optimizer::state_of(const Unit& unit) const {
+  return const_cast<Optimizer*>(this)->state_of(unit);
+}
+
+void* Optimizer::state(const Unit& unit, int b) const {
+  return state_of(unit).state[b];
+}
+
+void* Optimizer::ensure_state(const Unit& unit, int b) {
+  UnitState& s = state_of(unit);
+  allocate_buffer(s, b);
+  return s.state[b];
+}
+
+void Optimizer::set_steps(const Unit& unit, int64_t steps) {
+  UnitState& s = state_of(unit);
+  s.steps = steps;
+  s.momentum_fresh = steps == 0;
 }
 
 }  // namespace fsdp

@@ -59,6 +59,19 @@ class Optimizer {
   // Updates made to `unit` so far (the bias-correction step t).
   int64_t steps(const Unit& unit) const;
 
+  // ---- For checkpoints ----
+  const std::string& pattern(int group) const {
+    return groups_[static_cast<std::size_t>(group)].pattern;
+  }
+  // The kind's state buffers ("momentum"; "exp_avg", "exp_avg_sq"): buffer b of `unit` covers its
+  // gradient shard, or is nullptr while not allocated.
+  static int max_state_buffers(OptimizerKind kind) { return kind == OptimizerKind::AdamW ? 2 : 1; }
+  void* state(const Unit& unit, int b) const;
+  // Allocates buffer b (zeros) if needed; counted as optimizer state.
+  void* ensure_state(const Unit& unit, int b);
+  // Restores the update count; the momentum buffer then continues rather than restarts.
+  void set_steps(const Unit& unit, int64_t steps);
+
  private:
   struct Segment {
     std::size_t offset = 0, length = 0;  // inside the gradient shard (the trainable section)
@@ -80,6 +93,9 @@ class Optimizer {
   void assign_segments();
   int state_buffers() const;
   void allocate_state(UnitState& s);
+  void allocate_buffer(UnitState& s, int b);
+  UnitState& state_of(const Unit& unit);
+  const UnitState& state_of(const Unit& unit) const;
   void step_unit(UnitState& s, void* grad);
 
   Context& ctx_;

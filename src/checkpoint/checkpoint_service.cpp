@@ -1,0 +1,642 @@
+#include "checkpoint/checkpoint_service.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include "checkpoint/collective_error.hpp"
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/format.hpp"
+#include "checkpoint/mpiio.hpp"
+#include "checkpoint/writer.hpp"
+#include "core/agreement.hpp"
+#include "core/context.hpp"
+#include "core/fingerprint.hpp"
+#include "core/mpi_check.hpp"
+#include "core/unit.hpp"
+#include "fsdp.h"
+#include "memory/host/host_kernels.hpp"
+#include "optim/grad_scaler.hpp"
+#include "optim/optimizer.hpp"
+
+namespace fsdp::ckpt {
+namespace {
+
+const char* strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::FullShard: return "full_shard";
+    case Strategy::HybridShard: return "hybrid_shard";
+    case Strategy::NoShard: return "no_shard";
+  }
+  return "unknown";
+}
+
+const char* kind_name(OptimizerKind k) {
+  return k == OptimizerKind::AdamW ? "adamw" : "sgd";
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\', out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+// The unit layout at save time, as JSON text (the /layout dataset).
+std::string layout_json(const std::vector<Unit*>& units) {
+  std::string j = "{\"units\": [";
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    const Unit& unit = *units[u];
+    j += u ? ", " : "";
+    j += "{\"name\": " + json_string(unit.name()) + ", \"dtype\": \"" +
+         dtype_name(unit.precision().storage) + "\", \"params\": [";
+    for (std::size_t i = 0; i < unit.layout().num_params(); ++i)
+      j += (i ? ", " : "") + json_string(unit.layout().param(i).name);
+    j += "], \"ties\": [";
+    for (std::size_t t = 0; t < unit.ties().size(); ++t) {
+      const Unit* owner = unit.context().find_unit(unit.ties()[t].owner_id);
+      j += (t ? ", " : "") + std::string("{\"alias\": ") + json_string(unit.ties()[t].alias) +
+           ", \"param\": " +
+           json_string(owner ? owner->layout().param(unit.ties()[t].owner_index).name : "") + "}";
+    }
+    j += "]}";
+  }
+  return j + "]}";
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Rank 0's string on every rank of comm.
+std::string broadcast(MPI_Comm comm, std::string s) {
+  int n = static_cast<int>(s.size());
+  mpi_check(MPI_Bcast(&n, 1, MPI_INT, 0, comm), "MPI_Bcast");
+  s.resize(static_cast<std::size_t>(n));
+  mpi_check(MPI_Bcast(s.data(), n, MPI_CHAR, 0, comm), "MPI_Bcast");
+  return s;
+}
+
+uint64_t fingerprint(const SaveRequest& r) {
+  Fingerprint f;
+  f.add(r.path);
+  f.add(static_cast<uint64_t>(r.optimizers.size()));
+  for (Optimizer* o : r.optimizers) f.add(o ? o->id() : ~0ull);
+  f.add(r.scaler ? r.scaler->id() : ~0ull);
+  f.add(static_cast<uint64_t>(r.metadata.size()));
+  for (const auto& kv : r.metadata) f.add(kv.first), f.add(kv.second);
+  return f.value();
+}
+
+uint64_t fingerprint(const LoadRequest& r) {
+  Fingerprint f;
+  f.add(r.path);
+  f.add(static_cast<uint64_t>(r.optimizers.size()));
+  for (Optimizer* o : r.optimizers) f.add(o ? o->id() : ~0ull);
+  f.add(r.scaler ? r.scaler->id() : ~0ull);
+  f.add(static_cast<uint64_t>(r.partial) | static_cast<uint64_t>(r.model_only) << 1 |
+        static_cast<uint64_t>(r.convert) << 2);
+  return f.value();
+}
+
+// Checks that hold on every rank alike (the model is the same everywhere).
+void check_saveable(Context& ctx, const std::vector<Optimizer*>& optimizers) {
+  std::map<std::string, const Unit*> names;
+  for (const Unit* u : ctx.units())
+    for (const ParamSpec& p : u->layout().params()) {
+      auto [it, fresh] = names.emplace(p.name, u);
+      if (!fresh)
+        fail(Errc::InvalidArgument, "parameter name '" + p.name + "' is used by " +
+                                        it->second->label() + " and " + u->label() +
+                                        ": a checkpoint addresses parameters by name, so names "
+                                        "must be unique across the context's units");
+    }
+  std::set<const Unit*> optimized;
+  for (const Optimizer* o : optimizers)
+    for (const Unit* u : o->units())
+      if (!optimized.insert(u).second)
+        fail(Errc::InvalidArgument, u->label() + " is in more than one of the optimizers given: "
+                                                 "its state would be saved twice");
+}
+
+// What a save writes, and this rank's share of it.
+struct SaveJob {
+  WritePlan plan;
+  std::vector<WritePiece> pieces;
+  std::vector<std::vector<char>> copies;  // background saves: the values at the call
+  std::string path;
+};
+
+const void* maybe_copy(SaveJob& job, const void* data, std::size_t bytes, bool copy) {
+  if (!copy) return data;
+  job.copies.emplace_back(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
+  return job.copies.back().data();
+}
+
+DatasetSpec param_dataset(const std::string& path, const ParamSpec& p) {
+  DatasetSpec d;
+  d.path = path;
+  d.dtype = p.dtype;
+  d.shape = p.shape;
+  d.numel = p.numel;
+  return d;
+}
+
+// Adds one dataset per parameter of `u` from the buffer `base` (shard layout), with this rank's
+// pieces when it writes.
+void add_unit_datasets(SaveJob& job, const Unit& u, const std::string& group, const void* base,
+                       bool trainable_only, std::vector<Attr> attrs, bool writer, bool copy) {
+  const std::size_t es = u.layout().element_size();
+  for (std::size_t i = 0; i < u.layout().num_params(); ++i) {
+    const ParamSpec& p = u.layout().param(i);
+    if (trainable_only && !p.requires_grad) continue;
+    DatasetSpec d = param_dataset(group + "/" + escape_name(p.name), p);
+    d.attrs = attrs;
+    job.plan.datasets.push_back(std::move(d));
+    const ShardSlice s = u.slice(i);
+    if (!writer || s.length == 0) continue;
+    WritePiece piece;
+    piece.dataset = job.plan.datasets.size() - 1;
+    piece.first = s.param_offset;
+    piece.count = s.length;
+    piece.data = static_cast<const char*>(base) + s.shard_offset * es;
+    job.pieces.push_back(piece);
+  }
+  if (copy && writer) {  // one copy of the whole buffer, pieces re-pointed into it
+    const std::size_t bytes = (trainable_only ? u.layout().grad_shard_numel()
+                                              : u.layout().shard_numel()) * es;
+    const char* copied = static_cast<const char*>(maybe_copy(job, base, bytes, true));
+    for (auto it = job.pieces.rbegin(); it != job.pieces.rend(); ++it) {
+      const char* d = static_cast<const char*>(it->data);
+      if (d < static_cast<const char*>(base) || d >= static_cast<const char*>(base) + bytes) break;
+      it->data = copied + (d - static_cast<const char*>(base));
+    }
+  }
+}
+
+SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer, bool copy,
+                   const std::string& created) {
+  SaveJob job;
+  job.path = r.path;
+  const std::vector<Unit*> units = ctx.units();
+  GroupSpec root{"/", {}};
+  root.attrs = {Attr::str("format", kFormatName),
+                Attr::i64("format_version", kFormatVersion),
+                Attr::str("library_version", std::to_string(FSDP_VERSION_MAJOR) + "." +
+                                                 std::to_string(FSDP_VERSION_MINOR) + "." +
+                                                 std::to_string(FSDP_VERSION_PATCH)),
+                Attr::i64("world_size", ctx.groups().world().size),
+                Attr::i64("sharding_factor", ctx.sharding_factor()),
+                Attr::str("strategy", strategy_name(ctx.options().strategy)),
+                Attr::str("created", created),
+                Attr::i64("num_units", static_cast<int64_t>(units.size()))};
+  job.plan.groups.push_back(root);
+  job.plan.groups.push_back({kModelGroup, {}});
+  const std::string layout = layout_json(units);
+  DatasetSpec ld;
+  ld.path = kLayoutDataset;
+  ld.string_bytes = (layout.size() + 8) / 8 * 8;  // NUL-padded to whole 8-byte words
+  job.plan.datasets.push_back(ld);
+  if (writer && ctx.groups().world().rank == 0) {
+    job.copies.emplace_back(ld.string_bytes, '\0');
+    std::memcpy(job.copies.back().data(), layout.data(), layout.size());
+    WritePiece lp;
+    lp.dataset = 0, lp.first = 0, lp.count = 1, lp.data = job.copies.back().data();
+    job.pieces.push_back(lp);
+  }
+  for (const Unit* u : units)
+    add_unit_datasets(job, *u, kModelGroup, u->shard_data(), false, {}, writer, copy);
+  if (!r.optimizers.empty())
+    job.plan.groups.push_back(
+        {kOptimizersGroup, {Attr::i64("count", static_cast<int64_t>(r.optimizers.size()))}});
+  for (std::size_t k = 0; k < r.optimizers.size(); ++k) {
+    const Optimizer& o = *r.optimizers[k];
+    const std::string og = std::string(kOptimizersGroup) + "/" + std::to_string(k);
+    job.plan.groups.push_back({og, {Attr::str("kind", kind_name(o.kind())),
+                                    Attr::i64("num_groups", o.num_groups())}});
+    for (int g = 0; g < o.num_groups(); ++g) {
+      const HyperParams& h = o.group(g);
+      job.plan.groups.push_back(
+          {og + "/groups/" + std::to_string(g),
+           {Attr::str("pattern", o.pattern(g)), Attr::f64("lr", h.lr),
+            Attr::f64("weight_decay", h.weight_decay), Attr::f64("momentum", h.momentum),
+            Attr::f64("dampening", h.dampening), Attr::i64("nesterov", h.nesterov ? 1 : 0),
+            Attr::f64("beta1", h.beta1), Attr::f64("beta2", h.beta2), Attr::f64("eps", h.eps)}});
+    }
+    const std::vector<std::string> names = state_names(kind_name(o.kind()));
+    for (std::size_t b = 0; b < names.size(); ++b) {
+      job.plan.groups.push_back({og + "/" + names[b], {}});
+      for (const Unit* u : o.units()) {
+        const void* state = o.state(*u, static_cast<int>(b));
+        if (!state) continue;  // no update yet: no state
+        add_unit_datasets(job, *u, og + "/" + names[b], state, true,
+                          {Attr::i64(kStepAttr, o.steps(*u))}, writer, copy);
+      }
+    }
+  }
+  if (r.scaler)
+    job.plan.groups.push_back(
+        {kScalerGroup,
+         {Attr::f64("scale", r.scaler->scale()), Attr::f64("growth_factor", r.scaler->growth_factor()),
+          Attr::f64("backoff_factor", r.scaler->backoff_factor()),
+          Attr::i64("growth_interval", r.scaler->growth_interval()),
+          Attr::i64("growth_tracker", r.scaler->growth_tracker())}});
+  GroupSpec meta{kMetadataGroup, {}};
+  for (const auto& kv : r.metadata) meta.attrs.push_back(Attr::str(kv.first, kv.second));
+  job.plan.groups.push_back(meta);
+  return job;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+CheckpointService::~CheckpointService() {
+  wait_pending();
+  worker_.reset();
+  for (MPI_Comm* c : {&all_, &writers_, &shard_})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+}
+
+void CheckpointService::wait_pending() {
+  if (!pending_) return;
+  try {
+    pending_->wait();
+  } catch (...) {  // the error belongs to the save's request
+  }
+  pending_.reset();
+}
+
+void CheckpointService::ensure_comms() {
+  if (all_ != MPI_COMM_NULL) return;
+  const ProcessGroups& g = ctx_.groups();
+  mpi_check(MPI_Comm_dup(g.world().comm, &all_), "MPI_Comm_dup");
+  // One replica (replicate rank 0) writes; its members in shard order.
+  mpi_check(MPI_Comm_split(all_, g.replicate().rank == 0 ? 0 : MPI_UNDEFINED, g.shard().rank,
+                           &writers_),
+            "MPI_Comm_split");
+  mpi_check(MPI_Comm_dup(g.shard().comm, &shard_), "MPI_Comm_dup");
+  for (MPI_Comm c : {all_, writers_, shard_})
+    if (c != MPI_COMM_NULL) MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+  worker_ = std::make_unique<CommWorker>(ctx_.worker().threaded());
+}
+
+std::shared_ptr<CommWorker::Task> CheckpointService::start_save(
+    const SaveRequest& r, const std::optional<Error>& local_error, bool background) {
+  wait_pending();
+  ctx_.quiesce();
+  const Group& world = ctx_.groups().world();
+  agree(world, "checkpoint save arguments", fingerprint(r), local_error);
+  check_saveable(ctx_, r.optimizers);
+  ensure_comms();
+  const std::string created = broadcast(world.comm, utc_now());
+  const bool writer = writers_ != MPI_COMM_NULL;
+  auto job = std::make_shared<SaveJob>(build_save(ctx_, r, writer, background, created));
+  const WriteComms comms{all_, writers_};
+  auto task = worker_->submit(
+      [job, comms] { write_checkpoint(comms, job->path, job->plan, job->pieces); });
+  if (background) pending_ = task;
+  return task;
+}
+
+void CheckpointService::save(const SaveRequest& r, const std::optional<Error>& local_error) {
+  start_save(r, local_error, false)->wait();
+}
+
+std::shared_ptr<CommWorker::Task> CheckpointService::save_async(
+    const SaveRequest& r, const std::optional<Error>& local_error) {
+  return start_save(r, local_error, true);
+}
+
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+// One dataset to read: where it goes (a unit's parameter, or its optimizer state), and this
+// rank's range of it.
+struct Target {
+  const DatasetInfo* file = nullptr;
+  Unit* unit = nullptr;
+  std::size_t param = 0;
+  int optimizer = -1, buffer = -1;  // -1: the parameter itself
+};
+
+// Staging: a load reads into copies, checks everything, and only then overwrites.
+struct Staged {
+  Unit* unit;
+  int optimizer, buffer;
+  std::vector<char> data;  // the shard (or the state buffer) as it will be
+  int64_t steps = 0;
+};
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// Compares the model (and optimizers) with the catalog. Pure function of both, so every rank
+// reaches the same verdict.
+struct Match {
+  std::vector<Target> targets;
+  LoadReport report;
+  std::vector<std::string> problems;  // strict: any is fatal
+  // Optimizer k, unit -> the step count its state was saved at (-1: no state in the file).
+  std::map<std::pair<int, const Unit*>, int64_t> steps;
+};
+
+void note(Match& m, const std::string& line, bool fatal) {
+  m.report.details += line + "\n";
+  if (fatal) m.problems.push_back(line);
+}
+
+Match match(Context& ctx, const Catalog& c, const LoadRequest& r) {
+  Match m;
+  std::set<std::string> model_names;
+  for (Unit* u : ctx.units()) {
+    for (std::size_t i = 0; i < u->layout().num_params(); ++i) {
+      const ParamSpec& p = u->layout().param(i);
+      model_names.insert(p.name);
+      const DatasetInfo* d = c.find_param(p.name);
+      if (!d) {
+        ++m.report.missing;
+        note(m, "missing: " + p.name + " (in the model, not in the file)", true);
+        continue;
+      }
+      if (d->shape != p.shape) {
+        ++m.report.mismatched;
+        note(m, "shape: " + p.name + " is " + shape_text(p.shape) + " in the model, " +
+                    shape_text(d->shape) + " in the file", true);
+        continue;
+      }
+      if (d->dtype != p.dtype && !r.convert) {
+        ++m.report.mismatched;
+        note(m, std::string("dtype: ") + p.name + " is " + dtype_name(p.dtype) +
+                    " in the model, " + dtype_name(d->dtype) +
+                    " in the file (FSDP_LOAD_CONVERT_DTYPE converts)", true);
+        continue;
+      }
+      ++m.report.loaded;
+      m.targets.push_back({d, u, i});
+    }
+  }
+  for (const DatasetInfo& d : c.model)
+    if (!model_names.count(d.name)) {
+      ++m.report.unexpected;
+      note(m, "unexpected: " + d.name + " (in the file, not in the model)", true);
+    }
+  if (r.model_only) return m;
+  if (r.optimizers.size() > c.optimizers.size())
+    note(m, "optimizers: " + std::to_string(r.optimizers.size()) + " given, the file has " +
+                std::to_string(c.optimizers.size()), true);
+  for (std::size_t k = 0; k < r.optimizers.size() && k < c.optimizers.size(); ++k) {
+    Optimizer& o = *r.optimizers[k];
+    const OptimizerInfo& fo = c.optimizers[k];
+    const std::string who = "optimizer " + std::to_string(k);
+    if (fo.kind != kind_name(o.kind())) {
+      note(m, who + ": the file's is " + fo.kind + ", this one " + kind_name(o.kind()), true);
+      continue;
+    }
+    bool groups_match = static_cast<int>(fo.groups.size()) == o.num_groups();
+    for (int g = 0; groups_match && g < o.num_groups(); ++g)
+      groups_match = fo.groups[static_cast<std::size_t>(g)].pattern == o.pattern(g);
+    if (!groups_match)
+      note(m, who + ": hyperparameter groups differ (count or patterns)", true);
+    for (const Unit* cu : o.units()) {
+      Unit* u = const_cast<Unit*>(cu);
+      int64_t step = -2;  // -2: not seen yet; -1: no state
+      bool consistent = true;
+      for (std::size_t i = 0; i < u->layout().num_params(); ++i) {
+        const ParamSpec& p = u->layout().param(i);
+        if (!p.requires_grad || !c.find_param(p.name)) continue;
+        for (std::size_t b = 0; b < fo.states.size(); ++b) {
+          const auto& list = fo.states[b];
+          auto it = std::find_if(list.begin(), list.end(),
+                                 [&](const DatasetInfo& d) { return d.name == p.name; });
+          const int64_t s = it == list.end() ? -1 : it->step;
+          if (step == -2) step = s;
+          if (s != step) consistent = false;
+          if (it != list.end() && it->shape == p.shape &&
+              (it->dtype == p.dtype || r.convert))
+            m.targets.push_back({&*it, u, i, static_cast<int>(k), static_cast<int>(b)});
+        }
+      }
+      if (!consistent) {
+        note(m, who + ": " + u->label() + " mixes parameters saved with different step counts "
+                      "(or with and without state): they cannot share one unit's state", true);
+        continue;
+      }
+      m.steps[{static_cast<int>(k), u}] = step < 0 ? -1 : step;
+    }
+  }
+  if (r.scaler && !c.scaler.present) note(m, "grad_scaler: the file has none", true);
+  return m;
+}
+
+std::string problem_list(const std::vector<std::string>& p) {
+  std::string s;
+  const std::size_t shown = std::min<std::size_t>(p.size(), 20);
+  for (std::size_t i = 0; i < shown; ++i) s += "\n  " + p[i];
+  if (p.size() > shown) s += "\n  ... and " + std::to_string(p.size() - shown) + " more";
+  return s;
+}
+
+struct PartialCrc {
+  uint64_t target, first, count;
+  uint32_t crc, pad = 0;
+};
+
+// Each shard group holds every dataset exactly once: its members' partial checksums combine to
+// the dataset's.
+void verify_checksums(MPI_Comm shard, const std::vector<Target>& targets,
+                      const std::vector<PartialCrc>& local) {
+  int size = 1;
+  MPI_Comm_size(shard, &size);
+  const int bytes = static_cast<int>(local.size() * sizeof(PartialCrc));
+  std::vector<int> counts(static_cast<std::size_t>(size)), displs(counts.size());
+  mpi_check(MPI_Allgather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, shard), "MPI_Allgather");
+  long total = 0;
+  for (int i = 0; i < size; ++i) displs[i] = static_cast<int>(total), total += counts[i];
+  std::vector<PartialCrc> all(static_cast<std::size_t>(total) / sizeof(PartialCrc));
+  mpi_check(MPI_Allgatherv(local.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(),
+                           MPI_BYTE, shard),
+            "MPI_Allgatherv");
+  std::sort(all.begin(), all.end(), [](const PartialCrc& a, const PartialCrc& b) {
+    return a.target != b.target ? a.target < b.target : a.first < b.first;
+  });
+  std::vector<uint32_t> crc(targets.size(), 0);
+  std::vector<uint64_t> covered(targets.size(), 0);
+  for (const PartialCrc& p : all) {
+    const DatasetInfo& d = *targets[p.target].file;
+    if (p.first != covered[p.target]) fail(Errc::Internal, d.name + ": ranges do not tile it");
+    crc[p.target] = crc32c_combine(crc[p.target], p.crc, p.count * dtype_size(d.dtype));
+    covered[p.target] += p.count;
+  }
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    const Target& tg = targets[t];
+    const std::string what = tg.optimizer < 0 ? "parameter '" + tg.file->name + "'"
+                                              : "optimizer state of '" + tg.file->name + "'";
+    if (covered[t] != tg.file->numel) fail(Errc::Internal, what + ": not read in full");
+    if (crc[t] != tg.file->crc) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " (stored crc32c %08x, computed %08x)", tg.file->crc, crc[t]);
+      fail(Errc::Corrupt, what + ": checksum mismatch" + buf + ": the file is corrupt");
+    }
+  }
+}
+
+}  // namespace
+
+LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Error>& local_error) {
+  wait_pending();
+  ctx_.quiesce();
+  const Group& world = ctx_.groups().world();
+  agree(world, "checkpoint load arguments", fingerprint(r), local_error);
+  ensure_comms();
+  for (const Unit* u : ctx_.units())
+    if (u->is_unsharded())
+      fail(Errc::State, u->label() + " is unsharded: reshard every unit before loading (its "
+                                     "unsharded copy would keep the old values)");
+  // The catalog: read once, by rank 0, and broadcast, so every rank sees the same file and the
+  // same error.
+  std::vector<char> bytes;
+  run_unified(all_, [&] {
+    if (world.rank == 0) {
+      std::lock_guard<std::mutex> lock(hdf5_mutex());
+      bytes = serialize(read_catalog(r.path));
+    }
+  });
+  uint64_t n = bytes.size();
+  mpi_check(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, all_), "MPI_Bcast");
+  bytes.resize(n);
+  mpi_check(MPI_Bcast(bytes.data(), static_cast<int>(n), MPI_BYTE, 0, all_), "MPI_Bcast");
+  const Catalog catalog = deserialize(bytes);
+  Match m = match(ctx_, catalog, r);
+  if (!m.problems.empty() && !r.partial)
+    fail(Errc::Mismatch, "'" + r.path + "' does not match the model (nothing was loaded):" +
+                             problem_list(m.problems));
+
+  // Stage: a copy of each destination, then this rank's ranges read into it.
+  std::map<std::tuple<const Unit*, int, int>, Staged> staged;
+  auto stage_of = [&](const Target& t) -> Staged& {
+    auto key = std::make_tuple(static_cast<const Unit*>(t.unit), t.optimizer, t.buffer);
+    auto it = staged.find(key);
+    if (it != staged.end()) return it->second;
+    Staged s{t.unit, t.optimizer, t.buffer, {}, 0};
+    const std::size_t es = t.unit->layout().element_size();
+    if (t.optimizer < 0) {
+      const char* p = static_cast<const char*>(t.unit->shard_data());
+      s.data.assign(p, p + t.unit->layout().shard_numel() * es);
+    } else {
+      s.data.assign(t.unit->layout().grad_shard_numel() * es, 0);  // absent state reads as 0
+    }
+    return staged.emplace(key, std::move(s)).first->second;
+  };
+  std::vector<IoPiece> io;
+  std::vector<std::vector<char>> raw;  // file bytes of converted pieces
+  struct Conversion {
+    std::size_t raw;
+    void* out;
+    DType to, from;
+    std::size_t n;
+  };
+  std::vector<Conversion> conversions;
+  struct Range {
+    std::size_t target;
+    const void* bytes;
+  };
+  std::vector<Range> ranges;
+  for (std::size_t t = 0; t < m.targets.size(); ++t) {
+    const Target& tg = m.targets[t];
+    const ShardSlice s = tg.unit->slice(tg.param);
+    Staged& st = stage_of(tg);
+    if (s.length == 0) continue;
+    const DType model_t = tg.unit->layout().param(tg.param).dtype;
+    const std::size_t fes = dtype_size(tg.file->dtype), mes = dtype_size(model_t);
+    void* dst = st.data.data() + s.shard_offset * mes;
+    IoPiece p;
+    p.file_offset = tg.file->offset + s.param_offset * fes;
+    p.bytes = s.length * fes;
+    if (tg.file->dtype == model_t) {
+      p.memory = dst;
+    } else {
+      raw.emplace_back(p.bytes);
+      p.memory = raw.back().data();
+      conversions.push_back({raw.size() - 1, dst, model_t, tg.file->dtype, s.length});
+    }
+    ranges.push_back({t, p.memory});
+    io.push_back(p);
+  }
+  read_pieces(all_, r.path, io, io_options_from_environment());
+  run_unified(all_, [&] {
+    std::vector<PartialCrc> local;
+    for (const Range& rg : ranges) {
+      const Target& tg = m.targets[rg.target];
+      const ShardSlice s = tg.unit->slice(tg.param);
+      local.push_back({rg.target, s.param_offset, s.length,
+                       crc32c(0, rg.bytes, s.length * dtype_size(tg.file->dtype))});
+    }
+    verify_checksums(shard_, m.targets, local);
+  });
+  for (const Conversion& c : conversions) host::convert(c.out, c.to, raw[c.raw].data(), c.from, c.n);
+
+  // Everything is read and verified: apply.
+  for (auto& [key, s] : staged) {
+    if (s.optimizer < 0) {
+      std::memcpy(s.unit->shard_data(), s.data.data(), s.data.size());
+      continue;
+    }
+    Optimizer& o = *r.optimizers[static_cast<std::size_t>(s.optimizer)];
+    std::memcpy(o.ensure_state(*s.unit, s.buffer), s.data.data(), s.data.size());
+  }
+  if (!r.model_only) {
+    for (std::size_t k = 0; k < r.optimizers.size() && k < catalog.optimizers.size(); ++k) {
+      Optimizer& o = *r.optimizers[k];
+      const OptimizerInfo& fo = catalog.optimizers[k];
+      if (fo.kind != kind_name(o.kind())) continue;
+      if (static_cast<int>(fo.groups.size()) == o.num_groups()) {
+        bool same = true;
+        for (int g = 0; g < o.num_groups(); ++g)
+          same = same && fo.groups[static_cast<std::size_t>(g)].pattern == o.pattern(g);
+        for (int g = 0; same && g < o.num_groups(); ++g) {
+          const OptimizerGroupInfo& f = fo.groups[static_cast<std::size_t>(g)];
+          HyperParams h;
+          h.lr = f.lr, h.weight_decay = f.weight_decay, h.momentum = f.momentum;
+          h.dampening = f.dampening, h.nesterov = f.nesterov != 0;
+          h.beta1 = f.beta1, h.beta2 = f.beta2, h.eps = f.eps;
+          o.set_hyperparams(g, h);
+        }
+      }
+      for (const Unit* u : o.units()) {
+        auto it = m.steps.find({static_cast<int>(k), u});
+        if (it == m.steps.end()) continue;
+        if (it->second < 0) {  // saved before any update: no state
+          for (int b = 0; b < Optimizer::max_state_buffers(o.kind()); ++b)
+            if (void* p = o.state(*u, b)) std::memset(p, 0, u->grad_shard_bytes());
+          o.set_steps(*u, 0);
+        } else {
+          o.set_steps(*u, it->second);
+        }
+      }
+    }
+    if (r.scaler && catalog.scaler.present)
+      r.scaler->restore(catalog.scaler.scale, static_cast<int>(catalog.scaler.growth_tracker));
+  }
+  return m.report;
+}
+
+}  // namespace fsdp::ckpt

@@ -1,0 +1,78 @@
+// Checkpoints of a context (fsdp_checkpoint_save / _save_async / _load): which datasets a model,
+// its optimizers and grad scaler become, which element ranges each rank writes or reads, and the
+// checks that make a load all-or-nothing. The file itself is written by writer.hpp and read
+// through format.hpp (structure) and mpiio.hpp (values).
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/comm_worker.hpp"
+#include "core/error.hpp"
+
+namespace fsdp {
+class Context;
+class Optimizer;
+class GradScaler;
+}  // namespace fsdp
+
+namespace fsdp::ckpt {
+
+struct SaveRequest {
+  std::string path;
+  std::vector<Optimizer*> optimizers;  // saved as /optimizers/0, /optimizers/1, ...
+  GradScaler* scaler = nullptr;
+  std::vector<std::pair<std::string, std::string>> metadata;
+};
+
+struct LoadRequest {
+  std::string path;
+  std::vector<Optimizer*> optimizers;  // matched to the file's by position
+  GradScaler* scaler = nullptr;
+  bool partial = false;     // load what matches, report the rest (else: all or nothing)
+  bool model_only = false;  // skip optimizer and scaler state
+  bool convert = false;     // float32 <-> float64 on load (else a dtype difference is an error)
+};
+
+struct LoadReport {
+  int loaded = 0, missing = 0, unexpected = 0, mismatched = 0;
+  std::string details;  // one line per parameter not loaded
+};
+
+class CheckpointService {
+ public:
+  explicit CheckpointService(Context& ctx) : ctx_(ctx) {}
+  ~CheckpointService();  // waits for a background save, frees the communicators
+  CheckpointService(const CheckpointService&) = delete;
+  CheckpointService& operator=(const CheckpointService&) = delete;
+
+  // Collective over the world group. `local_error`: this rank's arguments were invalid.
+  void save(const SaveRequest& r, const std::optional<Error>& local_error);
+  // Copies this rank's share (shards and optimizer state) and returns; a background thread
+  // writes and commits it. The task reports the outcome (the same on every rank).
+  std::shared_ptr<CommWorker::Task> save_async(const SaveRequest& r,
+                                               const std::optional<Error>& local_error);
+  LoadReport load(const LoadRequest& r, const std::optional<Error>& local_error);
+  // Waits for a background save to finish (its outcome stays with its task).
+  void wait_pending();
+
+ private:
+  void ensure_comms();
+  std::shared_ptr<CommWorker::Task> start_save(const SaveRequest& r,
+                                               const std::optional<Error>& local_error,
+                                               bool background);
+
+  Context& ctx_;
+  // Checkpoint I/O has its own communicators: a background save must not share one with the
+  // context's collectives.
+  MPI_Comm all_ = MPI_COMM_NULL, writers_ = MPI_COMM_NULL, shard_ = MPI_COMM_NULL;
+  std::unique_ptr<CommWorker> worker_;
+  std::shared_ptr<CommWorker::Task> pending_;
+};
+
+}  // namespace fsdp::ckpt

@@ -1,0 +1,215 @@
+#include "checkpoint/mpiio.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include "checkpoint/collective_error.hpp"
+#include "core/error.hpp"
+#include "core/mpi_check.hpp"
+
+namespace fsdp::ckpt {
+namespace {
+
+struct Block {
+  uint64_t file_offset, bytes;
+  std::size_t piece;
+  uint64_t first;  // byte offset inside the piece
+};
+
+// Pieces in file order, cut into blocks of at most round_bytes, grouped into rounds of at most
+// round_bytes each.
+std::vector<std::vector<Block>> plan_rounds(std::vector<IoPiece>& pieces, uint64_t round_bytes) {
+  std::sort(pieces.begin(), pieces.end(),
+            [](const IoPiece& a, const IoPiece& b) { return a.file_offset < b.file_offset; });
+  std::vector<std::vector<Block>> rounds(1);
+  uint64_t in_round = 0;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    for (uint64_t first = 0; first < pieces[i].bytes;) {
+      if (in_round == round_bytes) rounds.emplace_back(), in_round = 0;
+      const uint64_t n = std::min(pieces[i].bytes - first, round_bytes - in_round);
+      rounds.back().push_back({pieces[i].file_offset + first, n, i, first});
+      first += n, in_round += n;
+    }
+  }
+  if (rounds.back().empty()) rounds.pop_back();
+  return rounds;
+}
+
+class File {
+ public:
+  File(MPI_Comm comm, const std::string& path, int mode) {
+    MPI_Info info;
+    MPI_Info_create(&info);
+    const int rc = MPI_File_open(comm, path.c_str(), mode, info, &fh_);
+    MPI_Info_free(&info);
+    std::optional<Error> e;
+    try {
+      mpi_check(rc, ("MPI_File_open('" + path + "')").c_str());
+    } catch (const Error& err) {
+      e = Error(Errc::Io, err.what());
+      fh_ = MPI_FILE_NULL;
+    }
+    unify_error(comm, e);
+  }
+  ~File() {
+    if (fh_ != MPI_FILE_NULL) MPI_File_close(&fh_);
+  }
+  MPI_File get() const { return fh_; }
+  void close(const std::string& path) {
+    const int rc = MPI_File_close(&fh_);
+    fh_ = MPI_FILE_NULL;
+    if (rc != MPI_SUCCESS) fail(Errc::Io, "closing '" + path + "' failed");
+  }
+
+ private:
+  MPI_File fh_ = MPI_FILE_NULL;
+};
+
+// Runs one MPI-IO call, keeping the first failure for later: the caller must keep making the
+// collective calls so that no rank is left waiting.
+void keep_error(std::optional<Error>& err, int rc, const std::string& what) {
+  if (rc == MPI_SUCCESS || err) return;
+  try {
+    mpi_check(rc, what.c_str());
+  } catch (const Error& e) {
+    err = Error(Errc::Io, e.what());
+  }
+}
+
+// One round as MPI datatypes: the file blocks (ascending offsets) and the memory blocks.
+struct RoundTypes {
+  MPI_Datatype file = MPI_BYTE, memory = MPI_BYTE;
+  uint64_t bytes = 0;
+  ~RoundTypes() {
+    if (file != MPI_BYTE) MPI_Type_free(&file);
+    if (memory != MPI_BYTE) MPI_Type_free(&memory);
+  }
+};
+
+void build_types(const std::vector<Block>& blocks, const std::vector<char*>& memory,
+                 RoundTypes& t) {
+  if (blocks.empty()) return;
+  std::vector<int> lengths;
+  std::vector<MPI_Aint> file_disp, mem_disp;
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    lengths.push_back(static_cast<int>(blocks[b].bytes));
+    file_disp.push_back(static_cast<MPI_Aint>(blocks[b].file_offset));
+    MPI_Aint a;
+    MPI_Get_address(memory[b], &a);
+    mem_disp.push_back(a);
+    t.bytes += blocks[b].bytes;
+  }
+  const int n = static_cast<int>(blocks.size());
+  mpi_check(MPI_Type_create_hindexed(n, lengths.data(), file_disp.data(), MPI_BYTE, &t.file),
+            "MPI_Type_create_hindexed");
+  mpi_check(MPI_Type_commit(&t.file), "MPI_Type_commit");
+  mpi_check(MPI_Type_create_hindexed(n, lengths.data(), mem_disp.data(), MPI_BYTE, &t.memory),
+            "MPI_Type_create_hindexed");
+  mpi_check(MPI_Type_commit(&t.memory), "MPI_Type_commit");
+}
+
+void transfer(MPI_Comm comm, const std::string& path, std::vector<IoPiece> pieces,
+              const IoOptions& options, bool write) {
+  auto rounds = plan_rounds(pieces, options.round_bytes);
+  uint64_t mine = rounds.size(), nrounds = 0;
+  mpi_check(MPI_Allreduce(&mine, &nrounds, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce");
+  File file(comm, path, write ? MPI_MODE_WRONLY : MPI_MODE_RDONLY);
+  std::optional<Error> err;
+  std::vector<char> staging;
+  for (uint64_t r = 0; r < nrounds; ++r) {
+    const std::vector<Block> none;
+    const std::vector<Block>& blocks = r < rounds.size() ? rounds[r] : none;
+    std::vector<char*> memory;
+    uint64_t staged = 0;
+    for (const Block& b : blocks) {
+      const IoPiece& p = pieces[b.piece];
+      if (write && p.produce) {  // staged: produced into this round's buffer
+        if (staging.size() < options.round_bytes) staging.resize(options.round_bytes);
+        char* out = staging.data() + staged;
+        if (!err) {
+          try {
+            p.produce(b.first, b.bytes, out);
+          } catch (const Error& e) {
+            err = e;
+          }
+        }
+        memory.push_back(out);
+        staged += b.bytes;
+      } else {
+        memory.push_back(static_cast<char*>(p.memory) + b.first);
+      }
+    }
+    MPI_Status st;
+    const std::string what = std::string(write ? "writing '" : "reading '") + path + "'";
+    if (!options.collective) {  // one independent call per block
+      for (std::size_t b = 0; b < blocks.size() && !err; ++b) {
+        const auto off = static_cast<MPI_Offset>(blocks[b].file_offset);
+        const int n = static_cast<int>(blocks[b].bytes);
+        keep_error(err,
+                   write ? MPI_File_write_at(file.get(), off, memory[b], n, MPI_BYTE, &st)
+                         : MPI_File_read_at(file.get(), off, memory[b], n, MPI_BYTE, &st),
+                   what);
+        MPI_Count got = 0;
+        MPI_Get_elements_x(&st, MPI_BYTE, &got);
+        if (!err && static_cast<uint64_t>(got) != blocks[b].bytes)
+          err = Error(write ? Errc::Io : Errc::Corrupt, what + ": short transfer (truncated file)");
+      }
+      continue;
+    }
+    RoundTypes t;
+    if (!err) build_types(blocks, memory, t);
+    const bool empty = blocks.empty() || err.has_value();
+    keep_error(err,
+               MPI_File_set_view(file.get(), 0, MPI_BYTE, empty ? MPI_BYTE : t.file, "native",
+                                 MPI_INFO_NULL),
+               what);
+    const int count = empty ? 0 : 1;
+    keep_error(err,
+               write ? MPI_File_write_at_all(file.get(), 0, MPI_BOTTOM, count, t.memory, &st)
+                     : MPI_File_read_at_all(file.get(), 0, MPI_BOTTOM, count, t.memory, &st),
+               what);
+    if (!empty && !err) {
+      MPI_Count got = 0;
+      MPI_Get_elements_x(&st, MPI_BYTE, &got);
+      if (static_cast<uint64_t>(got) != t.bytes)
+        err = Error(write ? Errc::Io : Errc::Corrupt,
+                    what + ": short transfer of " + std::to_string(got) + " of " +
+                        std::to_string(t.bytes) + " bytes (truncated file)");
+    }
+  }
+  if (write) keep_error(err, MPI_File_sync(file.get()), "MPI_File_sync('" + path + "')");
+  try {
+    file.close(path);
+  } catch (const Error& e) {
+    if (!err) err = e;
+  }
+  unify_error(comm, err);
+}
+
+}  // namespace
+
+void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> pieces,
+                  const IoOptions& options) {
+  transfer(comm, path, std::move(pieces), options, true);
+}
+
+void read_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> pieces,
+                 const IoOptions& options) {
+  transfer(comm, path, std::move(pieces), options, false);
+}
+
+IoOptions io_options_from_environment() {
+  IoOptions o;
+  if (const char* v = std::getenv("FSDP_CKPT_DATA_IO")) {
+    if (std::strcmp(v, "independent") == 0)
+      o.collective = false;
+    else if (std::strcmp(v, "collective") != 0)
+      fail(Errc::InvalidArgument,
+           std::string("FSDP_CKPT_DATA_IO='") + v + "': expected collective or independent");
+  }
+  return o;
+}
+
+}  // namespace fsdp::ckpt
