@@ -50,9 +50,27 @@ static void load(const char* file, const char* strategy, const char* grouping) {
   CHECK_OK(fsdp_finalize(&ctx));
 }
 
+/* Writes each parameter's reference values after `steps` steps as <dir>/<name>.bin (raw
+ * little-endian float32), for readers that do not use libfsdp. */
+static void reference(const char* dir, int steps) {
+  for (int p = 0; th_rank() == 0 && p < CM_NPARAMS; ++p) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s.bin", dir, cm_names[p]);
+    FILE* f = fopen(path, "wb");
+    CHECK_MSG(f != NULL, path);
+    if (!f) continue;
+    float* w = cm_reference(p, steps);
+    CHECK(fwrite(w, sizeof(float), cm_numel(p), f) == cm_numel(p));
+    fclose(f);
+    free(w);
+  }
+}
+
 int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_checkpoint_reshard");
-  if (argc >= 6 && strcmp(argv[1], "save") == 0)
+  if (argc >= 4 && strcmp(argv[1], "reference") == 0)
+    reference(argv[2], atoi(argv[3]));
+  else if (argc >= 6 && strcmp(argv[1], "save") == 0)
     save(argv[2], argv[3], argv[4], atoi(argv[5]));
   else if (argc >= 5 && strcmp(argv[1], "load") == 0)
     load(argv[2], argv[3], argv[4]);
