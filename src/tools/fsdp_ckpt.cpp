@@ -1,0 +1,627 @@
+// fsdp-ckpt: inspect, verify, compare and convert libfsdp checkpoints without a training program.
+// Runs alone or under mpiexec (each rank then handles a share of every dataset). Memory stays
+// bounded (16 MiB chunks per rank) whatever the checkpoint's size. Errors: one line on stderr,
+// exit status 2; `diff` exits 1 when the checkpoints differ, `verify` when a checksum fails.
+#include <fcntl.h>
+#include <mpi.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "checkpoint/collective_error.hpp"
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/format.hpp"
+#include "checkpoint/writer.hpp"
+#include "core/error.hpp"
+#include "core/mpi_check.hpp"
+#include "fsdp.h"
+#include "tools/safetensors.hpp"
+
+using namespace fsdp;
+using namespace fsdp::ckpt;
+using fsdp::tools::TensorEntry;
+
+namespace {
+
+int g_rank = 0, g_size = 1;
+constexpr uint64_t kChunkBytes = uint64_t{16} << 20;
+
+const char* kUsage =
+    "usage: fsdp-ckpt <command> ...\n"
+    "  info FILE                      parameters, shapes, dtypes, sizes, metadata, layout\n"
+    "  verify FILE [--progress]       check every dataset's crc32c\n"
+    "  diff A B                       max absolute and relative difference per parameter\n"
+    "  export FILE --to OUT.safetensors [--dtype bf16|fp16|fp32|fp64]\n"
+    "  import IN.safetensors --to OUT.h5 [--dtype fp32|fp64]\n"
+    "Runs under mpiexec too: each rank then reads and writes a share of every dataset.\n";
+
+// ---- Small helpers ---------------------------------------------------------------------------
+
+// Rank 0 reads the catalog; every rank gets it (or the same error).
+Catalog shared_catalog(const std::string& path) {
+  std::vector<char> bytes;
+  run_unified(MPI_COMM_WORLD, [&] {
+    if (g_rank == 0) bytes = serialize(read_catalog(path));
+  });
+  uint64_t n = bytes.size();
+  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  bytes.resize(n);
+  MPI_Bcast(bytes.data(), static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD);
+  return deserialize(bytes);
+}
+
+// This rank's element range of a dataset of n elements.
+std::pair<uint64_t, uint64_t> my_range(uint64_t n) {
+  return {n * static_cast<uint64_t>(g_rank) / static_cast<uint64_t>(g_size),
+          n * static_cast<uint64_t>(g_rank + 1) / static_cast<uint64_t>(g_size)};
+}
+
+class PosixFile {
+ public:
+  PosixFile(const std::string& path, int flags, mode_t mode = 0644) : path_(path) {
+    fd_ = ::open(path.c_str(), flags, mode);
+    if (fd_ < 0) fail(Errc::Io, "cannot open '" + path + "': " + std::strerror(errno));
+  }
+  ~PosixFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void read_at(void* out, uint64_t bytes, uint64_t offset) const {
+    char* p = static_cast<char*>(out);
+    while (bytes) {
+      const ssize_t n = ::pread(fd_, p, bytes, static_cast<off_t>(offset));
+      if (n <= 0) fail(n == 0 ? Errc::Corrupt : Errc::Io, "reading '" + path_ + "': " +
+                                  (n == 0 ? "unexpected end of file" : std::strerror(errno)));
+      p += n, bytes -= static_cast<uint64_t>(n), offset += static_cast<uint64_t>(n);
+    }
+  }
+  void write_at(const void* in, uint64_t bytes, uint64_t offset) const {
+    const char* p = static_cast<const char*>(in);
+    while (bytes) {
+      const ssize_t n = ::pwrite(fd_, p, bytes, static_cast<off_t>(offset));
+      if (n < 0) fail(Errc::Io, "writing '" + path_ + "': " + std::strerror(errno));
+      p += n, bytes -= static_cast<uint64_t>(n), offset += static_cast<uint64_t>(n);
+    }
+  }
+  void sync() const {
+    if (::fsync(fd_) != 0) fail(Errc::Io, "fsync '" + path_ + "': " + std::strerror(errno));
+  }
+  int fd() const { return fd_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// Streams elements [first, last) of a dataset in chunks: fn(first_element, count, bytes).
+void for_chunks(const PosixFile& f, const DatasetInfo& d, uint64_t first, uint64_t last,
+                const std::function<void(uint64_t, uint64_t, const char*)>& fn) {
+  const std::size_t es = dtype_size(d.dtype);
+  std::vector<char> buf(std::min<uint64_t>(kChunkBytes, (last - first) * es + 1));
+  for (uint64_t e = first; e < last;) {
+    const uint64_t n = std::min<uint64_t>(kChunkBytes / es, last - e);
+    f.read_at(buf.data(), n * es, d.offset + e * es);
+    fn(e, n, buf.data());
+    e += n;
+  }
+}
+
+std::string human(uint64_t bytes) {
+  char buf[32];
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+  return buf;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// Every dataset of a catalog with a label: the parameters, then each optimizer state.
+std::vector<std::pair<std::string, DatasetInfo>> all_datasets(const Catalog& c) {
+  std::vector<std::pair<std::string, DatasetInfo>> v;
+  for (const auto& d : c.model) v.emplace_back("/model/" + d.name, d);
+  for (std::size_t k = 0; k < c.optimizers.size(); ++k) {
+    const auto names = state_names(c.optimizers[k].kind);
+    for (std::size_t b = 0; b < c.optimizers[k].states.size(); ++b)
+      for (const auto& d : c.optimizers[k].states[b])
+        v.emplace_back("/optimizers/" + std::to_string(k) + "/" + names[b] + "/" + d.name, d);
+  }
+  return v;
+}
+
+struct Partial {
+  uint64_t dataset, first, count;
+  uint32_t crc, pad = 0;
+};
+
+// Gathers partial checksums on rank 0 and returns, there, the labels of datasets whose combined
+// checksum differs from the stored one.
+std::vector<std::string> failed_checksums(
+    const std::vector<std::pair<std::string, DatasetInfo>>& ds, const std::vector<Partial>& mine) {
+  const int bytes = static_cast<int>(mine.size() * sizeof(Partial));
+  std::vector<int> counts(static_cast<std::size_t>(g_size)), displs(counts.size());
+  MPI_Gather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  long total = 0;
+  for (int r = 0; r < g_size; ++r) displs[r] = static_cast<int>(total), total += counts[r];
+  std::vector<Partial> all(g_rank == 0 ? static_cast<std::size_t>(total) / sizeof(Partial) : 0);
+  MPI_Gatherv(mine.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, 0,
+              MPI_COMM_WORLD);
+  std::vector<std::string> bad;
+  if (g_rank != 0) return bad;
+  std::stable_sort(all.begin(), all.end(), [](const Partial& a, const Partial& b) {
+    return a.dataset != b.dataset ? a.dataset < b.dataset : a.first < b.first;
+  });
+  std::vector<uint32_t> crc(ds.size(), 0);
+  for (const Partial& p : all)
+    crc[p.dataset] =
+        crc32c_combine(crc[p.dataset], p.crc, p.count * dtype_size(ds[p.dataset].second.dtype));
+  for (std::size_t i = 0; i < ds.size(); ++i)
+    if (crc[i] != ds[i].second.crc) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " (stored %08x, computed %08x)", ds[i].second.crc, crc[i]);
+      bad.push_back(ds[i].first + buf);
+    }
+  return bad;
+}
+
+// ---- Commands --------------------------------------------------------------------------------
+
+int info(const std::string& path) {
+  const Catalog c = shared_catalog(path);
+  if (g_rank != 0) return 0;
+  std::printf("file:            %s (%s)\n", path.c_str(), human(c.file_size).c_str());
+  std::printf("format:          %s version %lld, written by libfsdp %s on %s\n", kFormatName,
+              static_cast<long long>(c.format_version), c.library_version.c_str(),
+              c.created.c_str());
+  std::printf("saved with:      %lld ranks, strategy %s, sharding factor %lld\n",
+              static_cast<long long>(c.world_size), c.strategy.c_str(),
+              static_cast<long long>(c.sharding_factor));
+  std::printf("layout:          %s\n", c.layout.c_str());
+  for (const auto& [k, v] : c.metadata) std::printf("metadata:        %s = %s\n", k.c_str(), v.c_str());
+  if (c.scaler.present)
+    std::printf("grad scaler:     scale %g, growth %g every %lld steps (%lld so far), backoff %g\n",
+                c.scaler.scale, c.scaler.growth_factor,
+                static_cast<long long>(c.scaler.growth_interval),
+                static_cast<long long>(c.scaler.growth_tracker), c.scaler.backoff_factor);
+  for (std::size_t k = 0; k < c.optimizers.size(); ++k) {
+    const OptimizerInfo& o = c.optimizers[k];
+    std::printf("optimizer %zu:     %s, %zu group(s)", k, o.kind.c_str(), o.groups.size());
+    for (std::size_t b = 0; b < o.states.size(); ++b)
+      std::printf(", %s for %zu parameters", state_names(o.kind)[b].c_str(), o.states[b].size());
+    std::printf("\n");
+    for (std::size_t g = 0; g < o.groups.size(); ++g)
+      std::printf("  group %zu '%s': lr %g, weight_decay %g, momentum %g, betas (%g, %g), eps %g\n",
+                  g, o.groups[g].pattern.c_str(), o.groups[g].lr, o.groups[g].weight_decay,
+                  o.groups[g].momentum, o.groups[g].beta1, o.groups[g].beta2, o.groups[g].eps);
+  }
+  uint64_t params = 0, bytes = 0;
+  std::printf("%-40s %-8s %-20s %12s\n", "parameter", "dtype", "shape", "bytes");
+  for (const DatasetInfo& d : c.model) {
+    std::printf("%-40s %-8s %-20s %12llu\n", d.name.c_str(), dtype_name(d.dtype),
+                shape_text(d.shape).c_str(), static_cast<unsigned long long>(d.bytes()));
+    params += d.numel, bytes += d.bytes();
+  }
+  std::printf("%zu parameters, %llu elements, %s of values (%s with optimizer state)\n",
+              c.model.size(), static_cast<unsigned long long>(params), human(bytes).c_str(),
+              human(c.total_bytes()).c_str());
+  return 0;
+}
+
+int verify(const std::string& path, bool progress) {
+  const Catalog c = shared_catalog(path);
+  const auto ds = all_datasets(c);
+  uint64_t mine_total = 0, done = 0;
+  for (const auto& d : ds) {
+    const auto [a, b] = my_range(d.second.numel);
+    mine_total += (b - a) * dtype_size(d.second.dtype);
+  }
+  progress = progress || (isatty(2) && c.total_bytes() > (uint64_t{64} << 20));
+  std::vector<Partial> partial;
+  run_unified(MPI_COMM_WORLD, [&] {
+    PosixFile f(path, O_RDONLY);
+    for (std::size_t i = 0; i < ds.size(); ++i) {
+      const DatasetInfo& d = ds[i].second;
+      const auto [a, b] = my_range(d.numel);
+      uint32_t crc = 0;
+      for_chunks(f, d, a, b, [&](uint64_t, uint64_t n, const char* p) {
+        const uint64_t nb = n * dtype_size(d.dtype);
+        crc = crc32c_combine(crc, crc32c(0, p, nb), nb);
+        done += nb;
+        if (progress && g_rank == 0) {
+          const int pct = mine_total ? static_cast<int>(100 * done / mine_total) : 100;
+          std::fprintf(stderr, "\rverify: [%-40s] %3d%% %s", std::string(pct * 40 / 100, '#').c_str(),
+                       pct, human(done * static_cast<uint64_t>(g_size)).c_str());
+        }
+      });
+      partial.push_back({i, a, b - a, crc});
+    }
+  });
+  if (progress && g_rank == 0) std::fprintf(stderr, "\n");
+  const auto bad = failed_checksums(ds, partial);
+  int failed = static_cast<int>(bad.size());
+  MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (g_rank == 0) {
+    for (const auto& b : bad) std::printf("checksum mismatch: %s\n", b.c_str());
+    if (failed)
+      std::printf("FAILED: %d of %zu datasets are corrupt\n", failed, ds.size());
+    else
+      std::printf("OK: %zu datasets, %s verified\n", ds.size(), human(c.total_bytes()).c_str());
+  }
+  return failed ? 1 : 0;
+}
+
+int diff(const std::string& pa, const std::string& pb) {
+  const Catalog a = shared_catalog(pa), b = shared_catalog(pb);
+  std::vector<std::string> only_a, only_b, shape;
+  struct Pair {
+    const DatasetInfo *a, *b;
+  };
+  std::vector<Pair> common;
+  for (const DatasetInfo& d : a.model) {
+    const DatasetInfo* o = b.find_param(d.name);
+    if (!o)
+      only_a.push_back(d.name);
+    else if (o->shape != d.shape)
+      shape.push_back(d.name + ": " + shape_text(d.shape) + " vs " + shape_text(o->shape));
+    else
+      common.push_back({&d, o});
+  }
+  for (const DatasetInfo& d : b.model)
+    if (!a.find_param(d.name)) only_b.push_back(d.name);
+  std::vector<double> stats(2 * common.size(), 0.0);  // max abs, max rel per parameter
+  run_unified(MPI_COMM_WORLD, [&] {
+    PosixFile fa(pa, O_RDONLY), fb(pb, O_RDONLY);
+    std::vector<double> x, y;
+    for (std::size_t i = 0; i < common.size(); ++i) {
+      const DatasetInfo &da = *common[i].a, &db = *common[i].b;
+      const auto [lo, hi] = my_range(da.numel);
+      for_chunks(fa, da, lo, hi, [&](uint64_t first, uint64_t n, const char* p) {
+        x.resize(n), y.resize(n);
+        fsdp_convert(x.data(), FSDP_FLOAT64, p, static_cast<fsdp_dtype_t>(da.dtype), n);
+        std::vector<char> other(n * dtype_size(db.dtype));
+        fb.read_at(other.data(), other.size(), db.offset + first * dtype_size(db.dtype));
+        fsdp_convert(y.data(), FSDP_FLOAT64, other.data(), static_cast<fsdp_dtype_t>(db.dtype), n);
+        for (uint64_t e = 0; e < n; ++e) {
+          const double d = std::fabs(x[e] - y[e]);
+          const double scale = std::max(std::fabs(x[e]), std::fabs(y[e]));
+          const bool nan = std::isnan(x[e]) != std::isnan(y[e]);
+          const double abs_d = nan ? INFINITY : std::isnan(d) ? 0.0 : d;
+          stats[2 * i] = std::max(stats[2 * i], abs_d);
+          if (scale > 0) stats[2 * i + 1] = std::max(stats[2 * i + 1], abs_d / scale);
+        }
+      });
+    }
+  });
+  std::vector<double> global(stats.size());
+  MPI_Reduce(stats.data(), global.data(), static_cast<int>(stats.size()), MPI_DOUBLE, MPI_MAX, 0,
+             MPI_COMM_WORLD);
+  int differ = !only_a.empty() || !only_b.empty() || !shape.empty();
+  if (g_rank == 0) {
+    std::printf("%-40s %14s %14s\n", "parameter", "max abs diff", "max rel diff");
+    for (std::size_t i = 0; i < common.size(); ++i) {
+      std::printf("%-40s %14.6g %14.6g\n", common[i].a->name.c_str(), global[2 * i],
+                  global[2 * i + 1]);
+      differ |= global[2 * i] != 0;
+    }
+    for (const auto& n : only_a) std::printf("only in %s: %s\n", pa.c_str(), n.c_str());
+    for (const auto& n : only_b) std::printf("only in %s: %s\n", pb.c_str(), n.c_str());
+    for (const auto& n : shape) std::printf("shapes differ: %s\n", n.c_str());
+    std::printf(differ ? "checkpoints differ\n" : "checkpoints are identical\n");
+  }
+  MPI_Bcast(&differ, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return differ ? 1 : 0;
+}
+
+struct DtypeName {
+  const char* flag;
+  const char* safetensors;
+  fsdp_dtype_t dtype;
+};
+const DtypeName kDtypes[] = {{"bf16", "BF16", FSDP_BFLOAT16},
+                             {"fp16", "F16", FSDP_FLOAT16},
+                             {"fp32", "F32", FSDP_FLOAT32},
+                             {"fp64", "F64", FSDP_FLOAT64}};
+
+const DtypeName& dtype_flag(const std::string& s) {
+  for (const auto& d : kDtypes)
+    if (s == d.flag) return d;
+  fail(Errc::InvalidArgument, "--dtype " + s + ": expected bf16, fp16, fp32 or fp64");
+}
+
+const DtypeName& of_dtype(fsdp_dtype_t t) {
+  for (const auto& d : kDtypes)
+    if (d.dtype == t) return d;
+  fail(Errc::Internal, "no safetensors name for a dtype");
+}
+
+void commit_file(const std::string& tmp, const std::string& path) {
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    fail(Errc::Io, "renaming '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  const std::size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) ::fsync(fd), ::close(fd);
+}
+
+int export_safetensors(const std::string& path, const std::string& out, const std::string& dt) {
+  const Catalog c = shared_catalog(path);
+  // The reference serializer orders tensors by alignment (element size, largest first), then
+  // name; with one output dtype that is name order.
+  std::vector<const DatasetInfo*> order;
+  for (const auto& d : c.model) order.push_back(&d);
+  auto out_type = [&](const DatasetInfo& d) {
+    return dt.empty() ? static_cast<fsdp_dtype_t>(d.dtype) : dtype_flag(dt).dtype;
+  };
+  auto out_size = [&](const DatasetInfo& d) { return dtype_size(static_cast<DType>(out_type(d))); };
+  std::stable_sort(order.begin(), order.end(), [&](const DatasetInfo* a, const DatasetInfo* b) {
+    return out_size(*a) != out_size(*b) ? out_size(*a) > out_size(*b) : a->name < b->name;
+  });
+  std::vector<TensorEntry> tensors;
+  uint64_t at = 0;
+  for (const DatasetInfo* d : order) {
+    TensorEntry t;
+    t.name = d->name, t.dtype = of_dtype(out_type(*d)).safetensors, t.shape = d->shape;
+    t.begin = at, t.end = at + d->numel * out_size(*d), at = t.end;
+    tensors.push_back(t);
+  }
+  std::map<std::string, std::string> meta(c.metadata.begin(), c.metadata.end());
+  meta.emplace("format", "pt");  // what transformers expects of PyTorch weights
+  const std::string header = tools::safetensors_header_json(tensors, meta);
+  const uint64_t data_start = 8 + header.size();
+  const std::string tmp = out + ".tmp";
+  run_unified(MPI_COMM_WORLD, [&] {
+    if (g_rank != 0) return;
+    PosixFile f(tmp, O_CREAT | O_TRUNC | O_WRONLY);
+    unsigned char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(header.size() >> (8 * i));
+    f.write_at(len, 8, 0);
+    f.write_at(header.data(), header.size(), 8);
+    if (::ftruncate(f.fd(), static_cast<off_t>(data_start + at)) != 0)
+      fail(Errc::Io, "sizing '" + tmp + "': " + std::strerror(errno));
+  });
+  std::vector<std::pair<std::string, DatasetInfo>> ds;
+  for (const DatasetInfo* d : order) ds.emplace_back("/model/" + d->name, *d);
+  std::vector<Partial> partial;
+  run_unified(MPI_COMM_WORLD, [&] {
+    PosixFile in(path, O_RDONLY), o(tmp, O_WRONLY);
+    std::vector<char> conv;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const DatasetInfo& d = *order[i];
+      const auto [lo, hi] = my_range(d.numel);
+      uint32_t crc = 0;
+      const std::size_t oes = out_size(d);
+      for_chunks(in, d, lo, hi, [&](uint64_t first, uint64_t n, const char* p) {
+        const uint64_t nb = n * dtype_size(d.dtype);
+        crc = crc32c_combine(crc, crc32c(0, p, nb), nb);  // verified while exporting
+        const char* src = p;
+        if (out_type(d) != static_cast<fsdp_dtype_t>(d.dtype)) {
+          conv.resize(n * oes);
+          fsdp_convert(conv.data(), out_type(d), p, static_cast<fsdp_dtype_t>(d.dtype), n);
+          src = conv.data();
+        }
+        o.write_at(src, n * oes, data_start + tensors[i].begin + first * oes);
+      });
+      partial.push_back({i, lo, hi - lo, crc});
+    }
+    o.sync();
+  });
+  const auto bad = failed_checksums(ds, partial);
+  run_unified(MPI_COMM_WORLD, [&] {
+    if (g_rank != 0) return;
+    if (!bad.empty()) {
+      std::remove(tmp.c_str());
+      fail(Errc::Corrupt, "'" + path + "' is corrupt (" + bad.front() + "); nothing exported");
+    }
+    commit_file(tmp, out);
+    std::printf("exported %zu tensors (%s) to %s\n", tensors.size(), human(at).c_str(),
+                out.c_str());
+  });
+  return 0;
+}
+
+int import_safetensors(const std::string& in, const std::string& out, const std::string& dt) {
+  const fsdp_dtype_t forced = dt.empty() ? FSDP_DTYPE_AUTO : dtype_flag(dt).dtype;
+  if (forced == FSDP_BFLOAT16 || forced == FSDP_FLOAT16)
+    fail(Errc::InvalidArgument, "--dtype " + dt + ": checkpoints store fp32 or fp64 parameters");
+  std::string json;
+  uint64_t file_size = 0;
+  run_unified(MPI_COMM_WORLD, [&] {
+    if (g_rank != 0) return;
+    PosixFile f(in, O_RDONLY);
+    struct stat st {};
+    fstat(f.fd(), &st);
+    file_size = static_cast<uint64_t>(st.st_size);
+    unsigned char len[8];
+    if (file_size < 8) fail(Errc::Format, "'" + in + "' is too short for a safetensors file");
+    f.read_at(len, 8, 0);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
+    if (n > (uint64_t{100} << 20) || 8 + n > file_size)
+      fail(Errc::Format, "'" + in + "': header length " + std::to_string(n) +
+                             " is not plausible (not a safetensors file)");
+    json.resize(n);
+    f.read_at(json.data(), n, 8);
+  });
+  uint64_t n = json.size();
+  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&file_size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  json.resize(n);
+  MPI_Bcast(json.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
+  tools::SafetensorsHeader h;
+  run_unified(MPI_COMM_WORLD, [&] { h = tools::parse_safetensors(json, file_size); });
+
+  // Map the input: ranks read their share straight from the page cache, nothing is loaded whole.
+  const char* base = nullptr;
+  run_unified(MPI_COMM_WORLD, [&] {
+    PosixFile f(in, O_RDONLY);
+    void* p = ::mmap(nullptr, file_size, PROT_READ, MAP_SHARED, f.fd(), 0);
+    if (p == MAP_FAILED) fail(Errc::Io, "mmap '" + in + "': " + std::strerror(errno));
+    base = static_cast<const char*>(p);
+  });
+  WritePlan plan;
+  char created[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::string stamp = created;
+  int len = static_cast<int>(stamp.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  stamp.resize(static_cast<std::size_t>(len));
+  MPI_Bcast(stamp.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  plan.groups.push_back({"/",
+                         {Attr::str("format", kFormatName), Attr::i64("format_version", kFormatVersion),
+                          Attr::str("library_version", std::to_string(FSDP_VERSION_MAJOR) + "." +
+                                                           std::to_string(FSDP_VERSION_MINOR) + "." +
+                                                           std::to_string(FSDP_VERSION_PATCH)),
+                          Attr::i64("world_size", g_size), Attr::i64("sharding_factor", g_size),
+                          Attr::str("strategy", "imported"), Attr::str("created", stamp),
+                          Attr::i64("num_units", 0)}});
+  plan.groups.push_back({kModelGroup, {}});
+  GroupSpec meta{kMetadataGroup, {}};
+  for (const auto& [k, v] : h.metadata) meta.attrs.push_back(Attr::str(k, v));
+  meta.attrs.push_back(Attr::str("imported_from", in));
+  plan.groups.push_back(meta);
+  const std::string layout = "{\"units\": [], \"imported_from\": \"safetensors\"}";
+  DatasetSpec ld;
+  ld.path = kLayoutDataset, ld.string_bytes = (layout.size() + 8) / 8 * 8;
+  plan.datasets.push_back(ld);
+  std::vector<char> layout_bytes(ld.string_bytes, '\0');
+  std::memcpy(layout_bytes.data(), layout.data(), layout.size());
+  std::vector<WritePiece> pieces;
+  if (g_rank == 0) pieces.push_back({0, 0, 1, layout_bytes.data(), {}});
+  std::vector<std::string> skipped;
+  for (const TensorEntry& t : h.tensors) {
+    fsdp_dtype_t src;
+    if (t.dtype == "F32") src = FSDP_FLOAT32;
+    else if (t.dtype == "F64") src = FSDP_FLOAT64;
+    else if (t.dtype == "BF16") src = FSDP_BFLOAT16;
+    else if (t.dtype == "F16") src = FSDP_FLOAT16;
+    else {
+      skipped.push_back(t.name + " (" + t.dtype + ")");
+      continue;
+    }
+    const fsdp_dtype_t dst = forced != FSDP_DTYPE_AUTO ? forced
+                             : src == FSDP_FLOAT64    ? FSDP_FLOAT64
+                                                      : FSDP_FLOAT32;
+    DatasetSpec d;
+    d.path = std::string(kModelGroup) + "/" + escape_name(t.name);
+    d.dtype = static_cast<DType>(dst);
+    d.shape = t.shape;
+    d.numel = 1;
+    for (int64_t e : t.shape) d.numel *= static_cast<uint64_t>(e);
+    plan.datasets.push_back(d);
+    const auto [lo, hi] = my_range(d.numel);
+    if (hi == lo) continue;
+    const std::size_t ses = tools::safetensors_dtype_size(t.dtype);
+    const char* src_base = base + h.data_start + t.begin + lo * ses;
+    WritePiece p;
+    p.dataset = plan.datasets.size() - 1, p.first = lo, p.count = hi - lo;
+    if (src == dst)
+      p.data = src_base;
+    else
+      p.produce = [src_base, ses, src, dst](uint64_t first, uint64_t count, void* o) {
+        fsdp_convert(o, dst, src_base + first * ses, src, count);
+      };
+    pieces.push_back(std::move(p));
+  }
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  try {
+    write_checkpoint({dup, dup}, out, plan, pieces);
+  } catch (...) {
+    MPI_Comm_free(&dup);
+    ::munmap(const_cast<char*>(base), file_size);
+    throw;
+  }
+  MPI_Comm_free(&dup);
+  ::munmap(const_cast<char*>(base), file_size);
+  if (g_rank == 0) {
+    for (const auto& s : skipped)
+      std::fprintf(stderr, "fsdp-ckpt: warning: skipped %s: not a floating-point tensor\n", s.c_str());
+    std::printf("imported %zu tensors from %s into %s\n", plan.datasets.size() - 1, in.c_str(),
+                out.c_str());
+  }
+  return 0;
+}
+
+// Options after the positional arguments: --to X, --dtype Y, --progress.
+struct Args {
+  std::vector<std::string> positional;
+  std::string to, dtype;
+  bool progress = false;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 2; i < argc; ++i) {
+    const std::string s = argv[i];
+    if ((s == "--to" || s == "--dtype") && i + 1 < argc)
+      (s == "--to" ? a.to : a.dtype) = argv[++i];
+    else if (s == "--progress")
+      a.progress = true;
+    else if (s.rfind("--", 0) == 0)
+      fail(Errc::InvalidArgument, "unknown option '" + s + "'\n" + kUsage);
+    else
+      a.positional.push_back(s);
+  }
+  return a;
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2) fail(Errc::InvalidArgument, std::string("no command\n") + kUsage);
+  const std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    if (g_rank == 0) std::printf("%s", kUsage);
+    return 0;
+  }
+  const Args a = parse(argc, argv);
+  auto need = [&](std::size_t n, bool to) {
+    if (a.positional.size() != n || (to && a.to.empty()))
+      fail(Errc::InvalidArgument, "wrong arguments for '" + cmd + "'\n" + kUsage);
+  };
+  if (cmd == "info") return need(1, false), info(a.positional[0]);
+  if (cmd == "verify") return need(1, false), verify(a.positional[0], a.progress);
+  if (cmd == "diff") return need(2, false), diff(a.positional[0], a.positional[1]);
+  if (cmd == "export") return need(1, true), export_safetensors(a.positional[0], a.to, a.dtype);
+  if (cmd == "import") return need(1, true), import_safetensors(a.positional[0], a.to, a.dtype);
+  fail(Errc::InvalidArgument, "unknown command '" + cmd + "'\n" + kUsage);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  int status = 0;
+  try {
+    // Argument errors are the same on every rank; file errors are unified by the commands.
+    status = run(argc, argv);
+  } catch (const Error& e) {
+    if (g_rank == 0) std::fprintf(stderr, "fsdp-ckpt: error: %s\n", e.what());  // unified
+    status = 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fsdp-ckpt: error: %s\n", e.what());
+    status = 2;
+  }
+  MPI_Finalize();
+  return status;
+}

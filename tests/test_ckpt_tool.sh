@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# fsdp-ckpt end to end: info, verify (clean and corrupted, alone and under mpiexec), diff,
+# export to safetensors read back by an independent reader (check_safetensors.py) in fp32, bf16
+# and fp16, import back and compare, and one-line errors with a non-zero exit.
+# Usage: test_ckpt_tool.sh <fsdp-ckpt> <mpiexec> <python3> <h5dump> <checkpoint> <other checkpoint>
+#        <reference dir> <scratch dir> <tests source dir>
+set -u
+tool=$1 mpiexec=$2 py=$3 h5dump=$4 ckpt=$5 other=$6 ref=$7 dir=$8 src=$9
+fails=0
+check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
+mkdir -p "$dir"
+
+out=$("$tool" info "$ckpt"); rc=$?
+check "info" '[ $rc -eq 0 ] && grep -q "embed.weight *float32 *\[64, 33\]" <<<"$out" && grep -q "step = 3" <<<"$out" && grep -q "adamw" <<<"$out"'
+out=$("$tool" verify "$ckpt"); rc=$?
+check "verify clean" '[ $rc -eq 0 ] && grep -q "^OK: 19 datasets" <<<"$out"'
+out=$($mpiexec -n 2 "$tool" verify "$ckpt" --progress 2>&1); rc=$?
+check "verify under mpiexec with progress" '[ $rc -eq 0 ] && grep -q "^OK" <<<"$out" && grep -q "100%" <<<"$out"'
+
+# One flipped byte inside /model/layer0.weight (its offset from h5dump's storage layout).
+cp "$ckpt" "$dir/corrupt.h5"
+offset=$("$h5dump" -p -H -d /model/layer0.weight "$ckpt" | sed -n 's/.*OFFSET \([0-9]*\).*/\1/p' | head -1)
+"$py" -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])+5); b=f.read(1); f.seek(-1,1); f.write(bytes([b[0]^1]))" "$dir/corrupt.h5" "$offset"
+out=$($mpiexec -n 2 "$tool" verify "$dir/corrupt.h5"); rc=$?
+check "verify finds a flipped byte" '[ $rc -eq 1 ] && grep -q "checksum mismatch: /model/layer0.weight" <<<"$out"'
+out=$("$tool" export "$dir/corrupt.h5" --to "$dir/corrupt.safetensors" 2>&1); rc=$?
+check "export refuses a corrupt checkpoint" '[ $rc -eq 2 ] && grep -q "corrupt" <<<"$out" && [ ! -e "$dir/corrupt.safetensors" ]'
+
+out=$("$tool" diff "$ckpt" "$ckpt"); rc=$?
+check "diff identical" '[ $rc -eq 0 ] && grep -q "identical" <<<"$out"'
+out=$("$tool" diff "$ckpt" "$other"); rc=$?
+check "diff different" '[ $rc -eq 1 ] && grep -q "^embed.weight" <<<"$out" && grep -q "differ" <<<"$out"'
+
+for dt in fp32 bf16 fp16; do
+  st=$(tr a-z A-Z <<<"$dt" | sed 's/FP32/F32/; s/FP16/F16/')
+  $mpiexec -n 2 "$tool" export "$ckpt" --to "$dir/model-$dt.safetensors" --dtype $dt >/dev/null
+  out=$("$py" "$src/check_safetensors.py" "$dir/model-$dt.safetensors" "$ref" $st); rc=$?
+  check "export --dtype $dt read back by an independent reader" '[ $rc -eq 0 ] && grep -q "PASS" <<<"$out" && grep -q "step" <<<"$out"'
+done
+
+$mpiexec -n 3 "$tool" import "$dir/model-fp32.safetensors" --to "$dir/imported.h5" >/dev/null
+out=$("$tool" diff "$ckpt" "$dir/imported.h5"); rc=$?
+check "import of the fp32 export equals the original" '[ $rc -eq 0 ]'
+out=$("$tool" verify "$dir/imported.h5"); rc=$?
+check "imported checkpoint verifies" '[ $rc -eq 0 ]'
+"$tool" import "$dir/model-bf16.safetensors" --to "$dir/imported16.h5" >/dev/null
+out=$("$tool" diff "$ckpt" "$dir/imported16.h5"); rc=$?
+check "bf16 round trip within bfloat16 rounding" '[ $rc -eq 1 ] && awk "NR>1 && NF==3 && \$3 > 0.0040 {bad=1} END {exit bad}" <<<"$out"'
+
+out=$("$tool" info "$dir/missing.h5" 2>&1); rc=$?
+check "missing file: one line, exit 2" '[ $rc -eq 2 ] && [ $(wc -l <<<"$out") -eq 1 ] && grep -q "No such file" <<<"$out"'
+out=$("$tool" frobnicate 2>&1); rc=$?
+check "unknown command" '[ $rc -eq 2 ] && grep -q "unknown command" <<<"$out"'
+out=$("$tool" import "$ckpt" --to "$dir/x.h5" 2>&1); rc=$?
+check "import of a non-safetensors file" '[ $rc -eq 2 ] && grep -q "safetensors" <<<"$out"'
+
+[ $fails -eq 0 ] && echo "PASS: fsdp-ckpt" || echo "FAILED: $fails check(s)"
+exit $fails
