@@ -23,6 +23,8 @@ class GradScaler;
 
 namespace fsdp::ckpt {
 
+struct SaveJob;
+
 struct SaveRequest {
   std::string path;
   std::vector<Optimizer*> optimizers;  // saved as /optimizers/0, /optimizers/1, ...
@@ -73,6 +75,9 @@ class CheckpointService {
   MPI_Comm all_ = MPI_COMM_NULL, writers_ = MPI_COMM_NULL, shard_ = MPI_COMM_NULL;
   std::unique_ptr<CommWorker> worker_;
   std::shared_ptr<CommWorker::Task> pending_;
+  // The last background save (its copy buffers are reused by the next one) and spare buffers.
+  std::shared_ptr<SaveJob> last_job_;
+  std::vector<std::vector<char>> spares_;
 };
 
 }  // namespace fsdp::ckpt

@@ -37,11 +37,26 @@ std::vector<std::vector<Block>> plan_rounds(std::vector<IoPiece>& pieces, uint64
   return rounds;
 }
 
+// ROMIO hints. Each rank's pieces are long contiguous runs, so two-phase collective buffering
+// (every byte through a few aggregator ranks) and data sieving (reading whole extents, other
+// ranks' bytes included, and read-modify-write) only add copies: both are off unless
+// FSDP_CKPT_ROMIO_CB=enable|automatic asks for aggregation (many nodes on a parallel file system
+// with few, small pieces per rank may prefer it).
+void set_hints(MPI_Info info) {
+  const char* cb = std::getenv("FSDP_CKPT_ROMIO_CB");
+  const char* mode = cb && *cb ? cb : "disable";
+  MPI_Info_set(info, "romio_cb_write", mode);
+  MPI_Info_set(info, "romio_cb_read", mode);
+  MPI_Info_set(info, "romio_ds_write", "disable");
+  MPI_Info_set(info, "romio_ds_read", "disable");
+}
+
 class File {
  public:
   File(MPI_Comm comm, const std::string& path, int mode) {
     MPI_Info info;
     MPI_Info_create(&info);
+    set_hints(info);
     const int rc = MPI_File_open(comm, path.c_str(), mode, info, &fh_);
     MPI_Info_free(&info);
     std::optional<Error> e;
