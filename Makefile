@@ -22,8 +22,10 @@ configure: deps
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# Trains on 4 ranks and saves a checkpoint, then resumes it on 2 ranks.
 demo: build
-	$(MPIEXEC) -n 4 $(BUILD_DIR)/examples/demo/fsdp_demo
+	$(MPIEXEC) -n 4 $(BUILD_DIR)/examples/demo/fsdp_demo --save $(BUILD_DIR)/demo.h5
+	$(MPIEXEC) -n 2 $(BUILD_DIR)/examples/demo/fsdp_demo --resume $(BUILD_DIR)/demo.h5
 
 check: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
