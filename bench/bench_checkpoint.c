@@ -116,12 +116,13 @@ static double timed_load(model_t* m, const char* path) {
 }
 
 int main(int argc, char** argv) {
-  int provided = 0;  /* a progress thread for the background save */
+  int provided = 0; /* a progress thread for the background save */
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (argc < 5) {
-    if (rank == 0) fprintf(stderr, "usage: bench_checkpoint <dir> <MiB> <params> <reps> [--pitfalls]\n");
+    if (rank == 0)
+      fprintf(stderr, "usage: bench_checkpoint <dir> <MiB> <params> <reps> [--pitfalls]\n");
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   const char* dir = argv[1];
@@ -146,7 +147,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < share; ++i) buf[i] = (char)(i * 31);
 
   double t[9][MAX_REPS];
-  for (int r = -1; r < reps; ++r) {  /* r = -1: warm-up */
+  for (int r = -1; r < reps; ++r) { /* r = -1: warm-up */
     double v[9];
     v[0] = raw_io(raw, buf, share, 1);
     v[1] = timed_save(&a, ckpt);
@@ -184,17 +185,18 @@ int main(int argc, char** argv) {
   }
   const double gib = (double)bytes / (1 << 30);
   if (rank == 0) {
-    printf("| %5zu MiB | %5d | %d | %.2f | %.2f | **%.2f** | %.2f | %.2f | **%.2f** | %.2f | "
-           "**%.2f** | %.3f s / %.3f s = **%.1f%%** |",
-           mib, nparams, size, gib / med[0], gib / med[1], med[0] / med[1], gib / med[2],
-           gib / med[3], med[2] / med[3], gib / med[4], med[3] / med[4], med[5], med[1],
-           100 * med[5] / med[1]);
+    printf(
+        "| %5zu MiB | %5d | %d | %.2f | %.2f | **%.2f** | %.2f | %.2f | **%.2f** | %.2f | "
+        "**%.2f** | %.3f s / %.3f s = **%.1f%%** |",
+        mib, nparams, size, gib / med[0], gib / med[1], med[0] / med[1], gib / med[2], gib / med[3],
+        med[2] / med[3], gib / med[4], med[3] / med[4], med[5], med[1], 100 * med[5] / med[1]);
     if (pitfalls)
       printf(" fill=alloc %.2fx, independent %.2fx, per-rank metadata %.2fx |", pit[0] / med[1],
              pit[1] / med[1], pit[2] / med[1]);
     printf("\n");
     fprintf(stderr,
-            "{\"bench\": \"checkpoint\", \"cold_reads\": %d, \"mib\": %zu, \"params\": %d, \"ranks\": %d, \"reps\": %d, "
+            "{\"bench\": \"checkpoint\", \"cold_reads\": %d, \"mib\": %zu, \"params\": %d, "
+            "\"ranks\": %d, \"reps\": %d, "
             "\"raw_write_s\": %.6f, \"save_s\": %.6f, \"raw_read_s\": %.6f, \"load_s\": %.6f, "
             "\"reshard_load_s\": %.6f, \"async_block_s\": %.6f, \"async_total_s\": %.6f, "
             "\"fill_alloc_save_s\": %.6f, \"independent_save_s\": %.6f, "

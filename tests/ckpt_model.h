@@ -15,8 +15,9 @@
 #define CM_LR 0.01
 #define CM_WD 0.01
 
-static const char* cm_names[CM_NPARAMS] = {"embed.weight", "layer0.weight", "layer0.bias",
-                                           "layer1.weight", "layer1.bias", "norm.gain", "scale"};
+static const char* cm_names[CM_NPARAMS] = {"embed.weight",  "layer0.weight", "layer0.bias",
+                                           "layer1.weight", "layer1.bias",   "norm.gain",
+                                           "scale"};
 static const int cm_ndim[CM_NPARAMS] = {2, 2, 1, 2, 1, 1, 0};
 static const int64_t cm_shapes[CM_NPARAMS][2] = {{64, 33}, {5, 5}, {5, 1}, {3, 5},
                                                  {3, 1},   {5, 1}, {1, 1}};

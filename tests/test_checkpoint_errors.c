@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   fsdp_checkpoint_options_t o = FSDP_CHECKPOINT_OPTIONS_INIT;
   o.noptimizers = 1, o.optimizers = &m.opt;
   CHECK_OK(fsdp_checkpoint_save(ctx, good, &o));
-  cm_step(&m, 2);  /* memory now differs from the file: a load would show */
+  cm_step(&m, 2); /* memory now differs from the file: a load would show */
 
   /* Arguments. */
   CHECK_FAILS(fsdp_checkpoint_save(ctx, NULL, &o), FSDP_ERR_INVALID_ARGUMENT, "path");

@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
   else if (argc >= 5 && strcmp(argv[1], "load") == 0)
     load(argv[2], argv[3], argv[4]);
   else
-    CHECK_MSG(0, "usage: save <file> <strategy> <grouping> <steps> | load <file> <strategy> "
-                 "<grouping>");
+    CHECK_MSG(0,
+              "usage: save <file> <strategy> <grouping> <steps> | load <file> <strategy> "
+              "<grouping>");
   return th_finish();
 }

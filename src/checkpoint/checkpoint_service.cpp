@@ -134,8 +134,9 @@ void check_saveable(Context& ctx, const std::vector<Optimizer*>& optimizers) {
   for (const Optimizer* o : optimizers)
     for (const Unit* u : o->units())
       if (!optimized.insert(u).second)
-        fail(Errc::InvalidArgument, u->label() + " is in more than one of the optimizers given: "
-                                                 "its state would be saved twice");
+        fail(Errc::InvalidArgument, u->label() +
+                                        " is in more than one of the optimizers given: "
+                                        "its state would be saved twice");
 }
 
 }  // namespace
@@ -151,7 +152,6 @@ struct SaveJob {
 
 namespace {
 
-
 // Buffers of the previous background save, reused by the next: their pages are already mapped,
 // so the copy runs at memory speed instead of paying a page fault every 4 KiB.
 thread_local std::vector<std::vector<char>>* spare_buffers = nullptr;
@@ -162,7 +162,8 @@ const void* maybe_copy(SaveJob& job, const void* data, std::size_t bytes, bool c
   if (spare_buffers) {
     auto best = spare_buffers->end();
     for (auto it = spare_buffers->begin(); it != spare_buffers->end(); ++it)
-      if (it->capacity() >= bytes && (best == spare_buffers->end() || it->capacity() < best->capacity()))
+      if (it->capacity() >= bytes &&
+          (best == spare_buffers->end() || it->capacity() < best->capacity()))
         best = it;
     if (best != spare_buffers->end()) buf = std::move(*best), spare_buffers->erase(best);
   }
@@ -202,8 +203,8 @@ void add_unit_datasets(SaveJob& job, const Unit& u, const std::string& group, co
     job.pieces.push_back(piece);
   }
   if (copy && writer) {  // one copy of the whole buffer, pieces re-pointed into it
-    const std::size_t bytes = (trainable_only ? u.layout().grad_shard_numel()
-                                              : u.layout().shard_numel()) * es;
+    const std::size_t bytes =
+        (trainable_only ? u.layout().grad_shard_numel() : u.layout().shard_numel()) * es;
     const char* copied = static_cast<const char*>(maybe_copy(job, base, bytes, true));
     for (auto it = job.pieces.rbegin(); it != job.pieces.rend(); ++it) {
       const char* d = static_cast<const char*>(it->data);
@@ -251,8 +252,8 @@ SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer, bool copy,
   for (std::size_t k = 0; k < r.optimizers.size(); ++k) {
     const Optimizer& o = *r.optimizers[k];
     const std::string og = std::string(kOptimizersGroup) + "/" + std::to_string(k);
-    job.plan.groups.push_back({og, {Attr::str("kind", kind_name(o.kind())),
-                                    Attr::i64("num_groups", o.num_groups())}});
+    job.plan.groups.push_back(
+        {og, {Attr::str("kind", kind_name(o.kind())), Attr::i64("num_groups", o.num_groups())}});
     for (int g = 0; g < o.num_groups(); ++g) {
       const HyperParams& h = o.group(g);
       job.plan.groups.push_back(
@@ -274,12 +275,12 @@ SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer, bool copy,
     }
   }
   if (r.scaler)
-    job.plan.groups.push_back(
-        {kScalerGroup,
-         {Attr::f64("scale", r.scaler->scale()), Attr::f64("growth_factor", r.scaler->growth_factor()),
-          Attr::f64("backoff_factor", r.scaler->backoff_factor()),
-          Attr::i64("growth_interval", r.scaler->growth_interval()),
-          Attr::i64("growth_tracker", r.scaler->growth_tracker())}});
+    job.plan.groups.push_back({kScalerGroup,
+                               {Attr::f64("scale", r.scaler->scale()),
+                                Attr::f64("growth_factor", r.scaler->growth_factor()),
+                                Attr::f64("backoff_factor", r.scaler->backoff_factor()),
+                                Attr::i64("growth_interval", r.scaler->growth_interval()),
+                                Attr::i64("growth_tracker", r.scaler->growth_tracker())}});
   GroupSpec meta{kMetadataGroup, {}};
   for (const auto& kv : r.metadata) meta.attrs.push_back(Attr::str(kv.first, kv.second));
   job.plan.groups.push_back(meta);
@@ -310,9 +311,9 @@ void CheckpointService::ensure_comms() {
   const ProcessGroups& g = ctx_.groups();
   mpi_check(MPI_Comm_dup(g.world().comm, &all_), "MPI_Comm_dup");
   // One replica (replicate rank 0) writes; its members in shard order.
-  mpi_check(MPI_Comm_split(all_, g.replicate().rank == 0 ? 0 : MPI_UNDEFINED, g.shard().rank,
-                           &writers_),
-            "MPI_Comm_split");
+  mpi_check(
+      MPI_Comm_split(all_, g.replicate().rank == 0 ? 0 : MPI_UNDEFINED, g.shard().rank, &writers_),
+      "MPI_Comm_split");
   mpi_check(MPI_Comm_dup(g.shard().comm, &shard_), "MPI_Comm_dup");
   for (MPI_Comm c : {all_, writers_, shard_})
     if (c != MPI_COMM_NULL) MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
@@ -339,8 +340,8 @@ std::shared_ptr<CommWorker::Task> CheckpointService::start_save(
   if (background) spares_.clear();  // a layout change leaves some unused: free them
   if (background) last_job_ = job;
   const WriteComms comms{all_, writers_};
-  auto task = worker_->submit(
-      [job, comms] { write_checkpoint(comms, job->path, job->plan, job->pieces); });
+  auto task =
+      worker_->submit([job, comms] { write_checkpoint(comms, job->path, job->plan, job->pieces); });
   if (background) pending_ = task;
   return task;
 }
@@ -427,15 +428,18 @@ Match match(Context& ctx, const Catalog& c, const LoadRequest& r) {
       }
       if (d->shape != p.shape) {
         ++m.report.mismatched;
-        note(m, "shape: " + p.name + " is " + shape_text(p.shape) + " in the model, " +
-                    shape_text(d->shape) + " in the file", true);
+        note(m,
+             "shape: " + p.name + " is " + shape_text(p.shape) + " in the model, " +
+                 shape_text(d->shape) + " in the file",
+             true);
         continue;
       }
       if (d->dtype != p.dtype && !r.convert) {
         ++m.report.mismatched;
-        note(m, std::string("dtype: ") + p.name + " is " + dtype_name(p.dtype) +
-                    " in the model, " + dtype_name(d->dtype) +
-                    " in the file (FSDP_LOAD_CONVERT_DTYPE converts)", true);
+        note(m,
+             std::string("dtype: ") + p.name + " is " + dtype_name(p.dtype) + " in the model, " +
+                 dtype_name(d->dtype) + " in the file (FSDP_LOAD_CONVERT_DTYPE converts)",
+             true);
         continue;
       }
       ++m.report.loaded;
@@ -449,8 +453,10 @@ Match match(Context& ctx, const Catalog& c, const LoadRequest& r) {
     }
   if (r.model_only) return m;
   if (r.optimizers.size() > c.optimizers.size())
-    note(m, "optimizers: " + std::to_string(r.optimizers.size()) + " given, the file has " +
-                std::to_string(c.optimizers.size()), true);
+    note(m,
+         "optimizers: " + std::to_string(r.optimizers.size()) + " given, the file has " +
+             std::to_string(c.optimizers.size()),
+         true);
   for (std::size_t k = 0; k < r.optimizers.size() && k < c.optimizers.size(); ++k) {
     Optimizer& o = *r.optimizers[k];
     const OptimizerInfo& fo = c.optimizers[k];
@@ -462,8 +468,7 @@ Match match(Context& ctx, const Catalog& c, const LoadRequest& r) {
     bool groups_match = static_cast<int>(fo.groups.size()) == o.num_groups();
     for (int g = 0; groups_match && g < o.num_groups(); ++g)
       groups_match = fo.groups[static_cast<std::size_t>(g)].pattern == o.pattern(g);
-    if (!groups_match)
-      note(m, who + ": hyperparameter groups differ (count or patterns)", true);
+    if (!groups_match) note(m, who + ": hyperparameter groups differ (count or patterns)", true);
     for (const Unit* cu : o.units()) {
       Unit* u = const_cast<Unit*>(cu);
       int64_t step = -2;  // -2: not seen yet; -1: no state
@@ -478,14 +483,16 @@ Match match(Context& ctx, const Catalog& c, const LoadRequest& r) {
           const int64_t s = it == list.end() ? -1 : it->step;
           if (step == -2) step = s;
           if (s != step) consistent = false;
-          if (it != list.end() && it->shape == p.shape &&
-              (it->dtype == p.dtype || r.convert))
+          if (it != list.end() && it->shape == p.shape && (it->dtype == p.dtype || r.convert))
             m.targets.push_back({&*it, u, i, static_cast<int>(k), static_cast<int>(b)});
         }
       }
       if (!consistent) {
-        note(m, who + ": " + u->label() + " mixes parameters saved with different step counts "
-                      "(or with and without state): they cannot share one unit's state", true);
+        note(m,
+             who + ": " + u->label() +
+                 " mixes parameters saved with different step counts "
+                 "(or with and without state): they cannot share one unit's state",
+             true);
         continue;
       }
       m.steps[{static_cast<int>(k), u}] = step < 0 ? -1 : step;
@@ -557,8 +564,9 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
   ensure_comms();
   for (const Unit* u : ctx_.units())
     if (u->is_unsharded())
-      fail(Errc::State, u->label() + " is unsharded: reshard every unit before loading (its "
-                                     "unsharded copy would keep the old values)");
+      fail(Errc::State, u->label() +
+                            " is unsharded: reshard every unit before loading (its "
+                            "unsharded copy would keep the old values)");
   // The catalog: read once, by rank 0, and broadcast, so every rank sees the same file and the
   // same error.
   std::vector<char> bytes;
@@ -584,10 +592,9 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
     auto key = std::make_tuple(static_cast<const Unit*>(t.unit), t.optimizer, t.buffer);
     auto it = staged.find(key);
     if (it != staged.end()) return it->second.get();
-    const std::size_t n = t.optimizer < 0 ? t.unit->layout().shard_numel()
-                                          : t.unit->layout().grad_shard_numel();
-    return staged.emplace(key, Staged(n * t.unit->layout().element_size() + 1))
-        .first->second.get();
+    const std::size_t n =
+        t.optimizer < 0 ? t.unit->layout().shard_numel() : t.unit->layout().grad_shard_numel();
+    return staged.emplace(key, Staged(n * t.unit->layout().element_size() + 1)).first->second.get();
   };
   std::vector<IoPiece> io;
   std::vector<std::vector<char>> raw;  // file bytes of converted pieces
@@ -634,7 +641,8 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
     }
     verify_checksums(shard_, m.targets, local);
   });
-  for (const Conversion& c : conversions) host::convert(c.out, c.to, raw[c.raw].data(), c.from, c.n);
+  for (const Conversion& c : conversions)
+    host::convert(c.out, c.to, raw[c.raw].data(), c.from, c.n);
 
   // Everything is read and verified: apply. State buffers are allocated (zeros) even where this
   // rank holds none of a unit's parameters, so every rank's optimizer agrees on what exists.

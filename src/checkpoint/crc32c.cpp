@@ -31,7 +31,7 @@ uint32_t crc_table(uint32_t crc, const unsigned char* p, std::size_t n) {
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t crc_sse42(uint32_t crc, const unsigned char* p,
-                                                      std::size_t n) {
+                                                     std::size_t n) {
   uint64_t c = crc;
   while (n >= 8) {
     uint64_t v;

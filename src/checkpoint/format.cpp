@@ -172,8 +172,10 @@ Catalog read_catalog(const std::string& path) {
   Hid root(h5_check(H5Gopen2(file, "/", H5P_DEFAULT), Errc::Format, "/"));
   const std::string where = "'" + path + "'";
   if (!has_attr(root, "format") || read_attr_string(root, "format", where) != kFormatName)
-    fail(Errc::Format, where + " is an HDF5 file but not an fsdp checkpoint (no root attribute "
-                               "format = \"" + kFormatName + "\")");
+    fail(Errc::Format, where +
+                           " is an HDF5 file but not an fsdp checkpoint (no root attribute "
+                           "format = \"" +
+                           kFormatName + "\")");
   c.format_version = read_attr_i64(root, "format_version", where);
   if (c.format_version > kFormatVersion || c.format_version < 1)
     fail(Errc::Version, where + " has checkpoint format version " +

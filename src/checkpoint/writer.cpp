@@ -66,13 +66,12 @@ std::vector<uint32_t> dataset_checksums(MPI_Comm writers, const WritePlan& plan,
   MPI_Comm_size(writers, &size);
   const int bytes = static_cast<int>(local.size() * sizeof(PartialCrc));
   std::vector<int> counts(static_cast<std::size_t>(size)), displs(counts.size());
-  mpi_check(MPI_Allgather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, writers),
-            "MPI_Allgather");
+  mpi_check(MPI_Allgather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, writers), "MPI_Allgather");
   long total = 0;
   for (int r = 0; r < size; ++r) displs[r] = static_cast<int>(total), total += counts[r];
   std::vector<PartialCrc> all(static_cast<std::size_t>(total) / sizeof(PartialCrc));
-  mpi_check(MPI_Allgatherv(local.data(), bytes, MPI_BYTE, all.data(), counts.data(),
-                           displs.data(), MPI_BYTE, writers),
+  mpi_check(MPI_Allgatherv(local.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(),
+                           MPI_BYTE, writers),
             "MPI_Allgatherv");
   std::sort(all.begin(), all.end(), [](const PartialCrc& a, const PartialCrc& b) {
     return a.dataset != b.dataset ? a.dataset < b.dataset : a.first < b.first;
@@ -89,9 +88,8 @@ std::vector<uint32_t> dataset_checksums(MPI_Comm writers, const WritePlan& plan,
   }
   for (std::size_t i = 0; i < plan.datasets.size(); ++i)
     if (!plan.datasets[i].string_bytes && covered[i] != plan.datasets[i].numel)
-      fail(Errc::Internal, plan.datasets[i].path + ": pieces cover " +
-                               std::to_string(covered[i]) + " of " +
-                               std::to_string(plan.datasets[i].numel) + " elements");
+      fail(Errc::Internal, plan.datasets[i].path + ": pieces cover " + std::to_string(covered[i]) +
+                               " of " + std::to_string(plan.datasets[i].numel) + " elements");
   return crc;
 }
 
@@ -154,15 +152,15 @@ std::vector<uint64_t> create_structure(MPI_Comm writers, const std::string& tmp,
   H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
   // Fill values would write every byte twice (FSDP_CKPT_FILL_TIME=alloc measures the cost).
   const char* fill = std::getenv("FSDP_CKPT_FILL_TIME");
-  H5Pset_fill_time(dcpl, fill && std::strcmp(fill, "alloc") == 0 ? H5D_FILL_TIME_ALLOC
-                                                                  : H5D_FILL_TIME_NEVER);
+  H5Pset_fill_time(
+      dcpl, fill && std::strcmp(fill, "alloc") == 0 ? H5D_FILL_TIME_ALLOC : H5D_FILL_TIME_NEVER);
   std::vector<uint64_t> offsets;
   for (std::size_t i = 0; i < plan.datasets.size(); ++i) {
     const DatasetSpec& d = plan.datasets[i];
     std::vector<hsize_t> dims(d.shape.begin(), d.shape.end());
-    Hid space(h5_check(d.shape.empty() ? H5Screate(H5S_SCALAR)
-                                       : H5Screate_simple(static_cast<int>(dims.size()),
-                                                          dims.data(), nullptr),
+    Hid space(h5_check(d.shape.empty()
+                           ? H5Screate(H5S_SCALAR)
+                           : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                        Errc::Io, d.path + ": dataspace"));
     Hid str_type;
     if (d.string_bytes) {
@@ -170,10 +168,10 @@ std::vector<uint64_t> create_structure(MPI_Comm writers, const std::string& tmp,
       H5Tset_size(str_type, d.string_bytes);
       H5Tset_strpad(str_type, H5T_STR_NULLPAD);
     }
-    Hid ds(h5_check(H5Dcreate2(file, d.path.c_str(), d.string_bytes ? str_type.get()
-                                                                     : file_type(d.dtype),
-                               space, lcpl, dcpl, H5P_DEFAULT),
-                    Errc::Io, "creating dataset " + d.path));
+    Hid ds(h5_check(
+        H5Dcreate2(file, d.path.c_str(), d.string_bytes ? str_type.get() : file_type(d.dtype),
+                   space, lcpl, dcpl, H5P_DEFAULT),
+        Errc::Io, "creating dataset " + d.path));
     write_attrs(ds, d.attrs);
     if (!d.string_bytes) write_attr_u32(ds, kChecksumAttr, crc[i]);
     const haddr_t off = H5Dget_offset(ds);
@@ -189,7 +187,9 @@ void commit(const std::string& tmp, const std::string& path) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     fail(Errc::Io, "renaming '" + tmp + "' to '" + path + "': " + std::strerror(errno));
   const std::size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) fail(Errc::Io, "opening directory '" + dir + "': " + std::strerror(errno));
   const int rc = ::fsync(fd);
@@ -227,7 +227,8 @@ void write_checkpoint(const WriteComms& comms, const std::string& path, const Wr
           fail(Errc::Io, "removing stale '" + tmp + "': " + std::strerror(errno));
       });
       std::vector<uint64_t> offsets;
-      run_unified(comms.writers, [&] { offsets = create_structure(comms.writers, tmp, plan, crc); });
+      run_unified(comms.writers,
+                  [&] { offsets = create_structure(comms.writers, tmp, plan, crc); });
       maybe_die_for_test(comms.all);
       std::vector<IoPiece> io;
       for (const WritePiece& p : mine) {

@@ -27,7 +27,9 @@ struct Attr {
   std::string name, text;
   int64_t integer = 0;
   double real = 0;
-  static Attr str(std::string n, std::string v) { return {Kind::String, std::move(n), std::move(v)}; }
+  static Attr str(std::string n, std::string v) {
+    return {Kind::String, std::move(n), std::move(v)};
+  }
   static Attr i64(std::string n, int64_t v) { return {Kind::Int64, std::move(n), {}, v}; }
   static Attr f64(std::string n, double v) { return {Kind::Float64, std::move(n), {}, 0, v}; }
 };
@@ -42,7 +44,7 @@ struct DatasetSpec {
   DType dtype = DType::Float32;
   std::vector<int64_t> shape;  // empty: a scalar
   uint64_t numel = 1;
-  std::vector<Attr> attrs;  // a crc32c attribute is added from the data
+  std::vector<Attr> attrs;       // a crc32c attribute is added from the data
   std::size_t string_bytes = 0;  // > 0: a scalar fixed-length string instead (no checksum)
   uint64_t bytes() const { return string_bytes ? string_bytes : numel * dtype_size(dtype); }
 };

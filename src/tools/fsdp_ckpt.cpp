@@ -80,8 +80,10 @@ class PosixFile {
     char* p = static_cast<char*>(out);
     while (bytes) {
       const ssize_t n = ::pread(fd_, p, bytes, static_cast<off_t>(offset));
-      if (n <= 0) fail(n == 0 ? Errc::Corrupt : Errc::Io, "reading '" + path_ + "': " +
-                                  (n == 0 ? "unexpected end of file" : std::strerror(errno)));
+      if (n <= 0)
+        fail(n == 0 ? Errc::Corrupt : Errc::Io,
+             "reading '" + path_ +
+                 "': " + (n == 0 ? "unexpected end of file" : std::strerror(errno)));
       p += n, bytes -= static_cast<uint64_t>(n), offset += static_cast<uint64_t>(n);
     }
   }
@@ -193,7 +195,8 @@ int info(const std::string& path) {
               static_cast<long long>(c.world_size), c.strategy.c_str(),
               static_cast<long long>(c.sharding_factor));
   std::printf("layout:          %s\n", c.layout.c_str());
-  for (const auto& [k, v] : c.metadata) std::printf("metadata:        %s = %s\n", k.c_str(), v.c_str());
+  for (const auto& [k, v] : c.metadata)
+    std::printf("metadata:        %s = %s\n", k.c_str(), v.c_str());
   if (c.scaler.present)
     std::printf("grad scaler:     scale %g, growth %g every %lld steps (%lld so far), backoff %g\n",
                 c.scaler.scale, c.scaler.growth_factor,
@@ -245,8 +248,9 @@ int verify(const std::string& path, bool progress) {
         done += nb;
         if (progress && g_rank == 0) {
           const int pct = mine_total ? static_cast<int>(100 * done / mine_total) : 100;
-          std::fprintf(stderr, "\rverify: [%-40s] %3d%% %s", std::string(pct * 40 / 100, '#').c_str(),
-                       pct, human(done * static_cast<uint64_t>(g_size)).c_str());
+          std::fprintf(stderr, "\rverify: [%-40s] %3d%% %s",
+                       std::string(pct * 40 / 100, '#').c_str(), pct,
+                       human(done * static_cast<uint64_t>(g_size)).c_str());
         }
       });
       partial.push_back({i, a, b - a, crc});
@@ -485,14 +489,15 @@ int import_safetensors(const std::string& in, const std::string& out, const std:
   MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
   stamp.resize(static_cast<std::size_t>(len));
   MPI_Bcast(stamp.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
-  plan.groups.push_back({"/",
-                         {Attr::str("format", kFormatName), Attr::i64("format_version", kFormatVersion),
-                          Attr::str("library_version", std::to_string(FSDP_VERSION_MAJOR) + "." +
-                                                           std::to_string(FSDP_VERSION_MINOR) + "." +
-                                                           std::to_string(FSDP_VERSION_PATCH)),
-                          Attr::i64("world_size", g_size), Attr::i64("sharding_factor", g_size),
-                          Attr::str("strategy", "imported"), Attr::str("created", stamp),
-                          Attr::i64("num_units", 0)}});
+  plan.groups.push_back(
+      {"/",
+       {Attr::str("format", kFormatName), Attr::i64("format_version", kFormatVersion),
+        Attr::str("library_version", std::to_string(FSDP_VERSION_MAJOR) + "." +
+                                         std::to_string(FSDP_VERSION_MINOR) + "." +
+                                         std::to_string(FSDP_VERSION_PATCH)),
+        Attr::i64("world_size", g_size), Attr::i64("sharding_factor", g_size),
+        Attr::str("strategy", "imported"), Attr::str("created", stamp),
+        Attr::i64("num_units", 0)}});
   plan.groups.push_back({kModelGroup, {}});
   GroupSpec meta{kMetadataGroup, {}};
   for (const auto& [k, v] : h.metadata) meta.attrs.push_back(Attr::str(k, v));
@@ -509,17 +514,21 @@ int import_safetensors(const std::string& in, const std::string& out, const std:
   std::vector<std::string> skipped;
   for (const TensorEntry& t : h.tensors) {
     fsdp_dtype_t src;
-    if (t.dtype == "F32") src = FSDP_FLOAT32;
-    else if (t.dtype == "F64") src = FSDP_FLOAT64;
-    else if (t.dtype == "BF16") src = FSDP_BFLOAT16;
-    else if (t.dtype == "F16") src = FSDP_FLOAT16;
+    if (t.dtype == "F32")
+      src = FSDP_FLOAT32;
+    else if (t.dtype == "F64")
+      src = FSDP_FLOAT64;
+    else if (t.dtype == "BF16")
+      src = FSDP_BFLOAT16;
+    else if (t.dtype == "F16")
+      src = FSDP_FLOAT16;
     else {
       skipped.push_back(t.name + " (" + t.dtype + ")");
       continue;
     }
     const fsdp_dtype_t dst = forced != FSDP_DTYPE_AUTO ? forced
-                             : src == FSDP_FLOAT64    ? FSDP_FLOAT64
-                                                      : FSDP_FLOAT32;
+                             : src == FSDP_FLOAT64     ? FSDP_FLOAT64
+                                                       : FSDP_FLOAT32;
     DatasetSpec d;
     d.path = std::string(kModelGroup) + "/" + escape_name(t.name);
     d.dtype = static_cast<DType>(dst);
@@ -555,7 +564,8 @@ int import_safetensors(const std::string& in, const std::string& out, const std:
   ::munmap(const_cast<char*>(base), file_size);
   if (g_rank == 0) {
     for (const auto& s : skipped)
-      std::fprintf(stderr, "fsdp-ckpt: warning: skipped %s: not a floating-point tensor\n", s.c_str());
+      std::fprintf(stderr, "fsdp-ckpt: warning: skipped %s: not a floating-point tensor\n",
+                   s.c_str());
     std::printf("imported %zu tensors from %s into %s\n", plan.datasets.size() - 1, in.c_str(),
                 out.c_str());
   }

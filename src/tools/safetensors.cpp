@@ -56,7 +56,8 @@ class Json {
           unsigned cp = static_cast<unsigned>(std::stoul(s_.substr(i_, 4), nullptr, 16));
           i_ += 4;
           if (cp >= 0xd800 && cp < 0xdc00 && i_ + 6 <= s_.size() && s_[i_] == '\\') {
-            const unsigned lo = static_cast<unsigned>(std::stoul(s_.substr(i_ + 2, 4), nullptr, 16));
+            const unsigned lo =
+                static_cast<unsigned>(std::stoul(s_.substr(i_ + 2, 4), nullptr, 16));
             cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             i_ += 6;
           }
@@ -101,10 +102,13 @@ class Json {
       out += static_cast<char>(0xc0 | (cp >> 6)), out += static_cast<char>(0x80 | (cp & 0x3f));
     } else if (cp < 0x10000) {
       out += static_cast<char>(0xe0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f)), out += static_cast<char>(0x80 | (cp & 0x3f));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f)),
+          out += static_cast<char>(0x80 | (cp & 0x3f));
     } else {
-      out += static_cast<char>(0xf0 | (cp >> 18)), out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f)), out += static_cast<char>(0x80 | (cp & 0x3f));
+      out += static_cast<char>(0xf0 | (cp >> 18)),
+          out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f)),
+          out += static_cast<char>(0x80 | (cp & 0x3f));
     }
   }
   const std::string& s_;
@@ -212,12 +216,14 @@ std::string safetensors_header_json(const std::vector<TensorEntry>& tensors,
   if (!metadata.empty()) {
     j += "\"__metadata__\":{";
     bool first = true;
-    for (const auto& [k, v] : metadata) j += (first ? "" : ",") + quoted(k) + ":" + quoted(v), first = false;
+    for (const auto& [k, v] : metadata)
+      j += (first ? "" : ",") + quoted(k) + ":" + quoted(v), first = false;
     j += "}";
   }
   for (const TensorEntry& t : tensors) {
     j += (j.size() > 1 ? "," : "") + quoted(t.name) + ":{\"dtype\":\"" + t.dtype + "\",\"shape\":[";
-    for (std::size_t d = 0; d < t.shape.size(); ++d) j += (d ? "," : "") + std::to_string(t.shape[d]);
+    for (std::size_t d = 0; d < t.shape.size(); ++d)
+      j += (d ? "," : "") + std::to_string(t.shape[d]);
     j += "],\"data_offsets\":[" + std::to_string(t.begin) + "," + std::to_string(t.end) + "]}";
   }
   j += "}";
