@@ -547,7 +547,6 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_step(fsdp_grad_scaler_t scaler, fsdp_
  *  FSDP_ERR_STATE without a step since the last update. */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_update(fsdp_grad_scaler_t scaler);
 
-
 /* ------------------------------------------------------------------------------------------------
  * Checkpoints (since 0.3): one HDF5 file per checkpoint, written by all ranks at once, readable
  * by any HDF5 tool (h5dump, h5py) and loadable on any number of ranks, strategy or unit
@@ -557,19 +556,19 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_update(fsdp_grad_scaler_t scaler);
  * after every rank finished: a crash never leaves a partial file under the final name.
  * --------------------------------------------------------------------------------------------- */
 typedef enum fsdp_load_flags {
-  FSDP_LOAD_STRICT = 0,        /* every parameter present with its shape and dtype, nothing extra */
-  FSDP_LOAD_PARTIAL = 1,       /* load what matches; report the rest (fsdp_checkpoint_report_t) */
-  FSDP_LOAD_MODEL_ONLY = 2,    /* parameters only: optimizer and scaler state are not read */
-  FSDP_LOAD_CONVERT_DTYPE = 4  /* a float32 <-> float64 difference is converted, not an error */
+  FSDP_LOAD_STRICT = 0,       /* every parameter present with its shape and dtype, nothing extra */
+  FSDP_LOAD_PARTIAL = 1,      /* load what matches; report the rest (fsdp_checkpoint_report_t) */
+  FSDP_LOAD_MODEL_ONLY = 2,   /* parameters only: optimizer and scaler state are not read */
+  FSDP_LOAD_CONVERT_DTYPE = 4 /* a float32 <-> float64 difference is converted, not an error */
 } fsdp_load_flags_t;
 
 /* What to save or load besides the model. A struct that grows at its end: set `size` (use
  * FSDP_CHECKPOINT_OPTIONS_INIT). */
 typedef struct fsdp_checkpoint_options {
   size_t size;
-  int noptimizers;                     /* optimizers of the context; their state is saved as */
-  const fsdp_optimizer_t* optimizers;  /* /optimizers/0.. and loaded back by position */
-  fsdp_grad_scaler_t grad_scaler;      /* NULL: none */
+  int noptimizers;                    /* optimizers of the context; their state is saved as */
+  const fsdp_optimizer_t* optimizers; /* /optimizers/0.. and loaded back by position */
+  fsdp_grad_scaler_t grad_scaler;     /* NULL: none */
   /* Save: user metadata, nmetadata key/value strings (step, epoch, seeds...); keys non-empty
    * and distinct. Read back with fsdp_checkpoint_metadata. */
   int nmetadata;

@@ -94,8 +94,10 @@ int main(int argc, char** argv) {
 
   const char *save_path = NULL, *resume_path = NULL;
   for (int i = 1; i + 1 < argc; ++i) {
-    if (strcmp(argv[i], "--save") == 0) save_path = argv[++i];
-    else if (strcmp(argv[i], "--resume") == 0) resume_path = argv[++i];
+    if (strcmp(argv[i], "--save") == 0)
+      save_path = argv[++i];
+    else if (strcmp(argv[i], "--resume") == 0)
+      resume_path = argv[++i];
   }
   fsdp_checkpoint_options_t ckpt = FSDP_CHECKPOINT_OPTIONS_INIT;
   ckpt.noptimizers = 1, ckpt.optimizers = &opt;

@@ -8,7 +8,7 @@
 #include "capi/sized_struct.hpp"
 #include "checkpoint/checkpoint_service.hpp"
 #include "checkpoint/format.hpp"
-#include "checkpoint/writer.hpp"
+#include "checkpoint/h5util.hpp"
 
 using fsdp::Errc;
 using fsdp::Error;
@@ -164,12 +164,12 @@ fsdp_status_t fsdp_checkpoint_metadata(const char* path, const char* key, char* 
   return guard(__func__, [&] {
     const std::string p = read_path(path);
     if (!key) fail(Errc::InvalidArgument, "key: NULL");
-    fsdp::ckpt::Catalog c;
+    std::vector<std::pair<std::string, std::string>> metadata;
     {
       std::lock_guard<std::mutex> lock(fsdp::ckpt::hdf5_mutex());
-      c = fsdp::ckpt::read_catalog(p);
+      metadata = fsdp::ckpt::read_metadata(p);
     }
-    for (const auto& [k, v] : c.metadata) {
+    for (const auto& [k, v] : metadata) {
       if (k != key) continue;
       if (value && capacity < v.size() + 1)
         fail(Errc::InvalidArgument, "capacity = " + std::to_string(capacity) + ": the value of '" +

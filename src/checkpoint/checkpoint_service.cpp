@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <ctime>
 #include <deque>
 #include <map>
 #include <set>
@@ -12,7 +11,10 @@
 #include "checkpoint/collective_error.hpp"
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/format.hpp"
+#include "checkpoint/from_rank0.hpp"
+#include "checkpoint/json_text.hpp"
 #include "checkpoint/mpiio.hpp"
+#include "checkpoint/partial_checksums.hpp"
 #include "checkpoint/writer.hpp"
 #include "core/agreement.hpp"
 #include "core/context.hpp"
@@ -40,68 +42,40 @@ const char* kind_name(OptimizerKind k) {
   return k == OptimizerKind::AdamW ? "adamw" : "sgd";
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\', out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 // The unit layout at save time, as JSON text (the /layout dataset).
 std::string layout_json(const std::vector<Unit*>& units) {
   std::string j = "{\"units\": [";
   for (std::size_t u = 0; u < units.size(); ++u) {
     const Unit& unit = *units[u];
     j += u ? ", " : "";
-    j += "{\"name\": " + json_string(unit.name()) + ", \"dtype\": \"" +
+    j += "{\"name\": " + json_quote(unit.name()) + ", \"dtype\": \"" +
          dtype_name(unit.precision().storage) + "\", \"params\": [";
     for (std::size_t i = 0; i < unit.layout().num_params(); ++i)
-      j += (i ? ", " : "") + json_string(unit.layout().param(i).name);
+      j += (i ? ", " : "") + json_quote(unit.layout().param(i).name);
     j += "], \"ties\": [";
     for (std::size_t t = 0; t < unit.ties().size(); ++t) {
       const Unit* owner = unit.context().find_unit(unit.ties()[t].owner_id);
-      j += (t ? ", " : "") + std::string("{\"alias\": ") + json_string(unit.ties()[t].alias) +
+      j += (t ? ", " : "") + std::string("{\"alias\": ") + json_quote(unit.ties()[t].alias) +
            ", \"param\": " +
-           json_string(owner ? owner->layout().param(unit.ties()[t].owner_index).name : "") + "}";
+           json_quote(owner ? owner->layout().param(unit.ties()[t].owner_index).name : "") + "}";
     }
     j += "]}";
   }
   return j + "]}";
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-// Rank 0's string on every rank of comm.
-std::string broadcast(MPI_Comm comm, std::string s) {
-  int n = static_cast<int>(s.size());
-  mpi_check(MPI_Bcast(&n, 1, MPI_INT, 0, comm), "MPI_Bcast");
-  s.resize(static_cast<std::size_t>(n));
-  mpi_check(MPI_Bcast(s.data(), n, MPI_CHAR, 0, comm), "MPI_Bcast");
-  return s;
+// What save and load requests share: the state they carry.
+void add_state(Fingerprint& f, const std::string& path, const std::vector<Optimizer*>& optimizers,
+               const GradScaler* scaler) {
+  f.add(path);
+  f.add(static_cast<uint64_t>(optimizers.size()));
+  for (const Optimizer* o : optimizers) f.add(o ? o->id() : ~0ull);
+  f.add(scaler ? scaler->id() : ~0ull);
 }
 
 uint64_t fingerprint(const SaveRequest& r) {
   Fingerprint f;
-  f.add(r.path);
-  f.add(static_cast<uint64_t>(r.optimizers.size()));
-  for (Optimizer* o : r.optimizers) f.add(o ? o->id() : ~0ull);
-  f.add(r.scaler ? r.scaler->id() : ~0ull);
+  add_state(f, r.path, r.optimizers, r.scaler);
   f.add(static_cast<uint64_t>(r.metadata.size()));
   for (const auto& kv : r.metadata) f.add(kv.first), f.add(kv.second);
   return f.value();
@@ -109,10 +83,7 @@ uint64_t fingerprint(const SaveRequest& r) {
 
 uint64_t fingerprint(const LoadRequest& r) {
   Fingerprint f;
-  f.add(r.path);
-  f.add(static_cast<uint64_t>(r.optimizers.size()));
-  for (Optimizer* o : r.optimizers) f.add(o ? o->id() : ~0ull);
-  f.add(r.scaler ? r.scaler->id() : ~0ull);
+  add_state(f, r.path, r.optimizers, r.scaler);
   f.add(static_cast<uint64_t>(r.partial) | static_cast<uint64_t>(r.model_only) << 1 |
         static_cast<uint64_t>(r.convert) << 2);
   return f.value();
@@ -152,21 +123,17 @@ struct SaveJob {
 
 namespace {
 
-// Buffers of the previous background save, reused by the next: their pages are already mapped,
-// so the copy runs at memory speed instead of paying a page fault every 4 KiB.
-thread_local std::vector<std::vector<char>>* spare_buffers = nullptr;
-
-const void* maybe_copy(SaveJob& job, const void* data, std::size_t bytes, bool copy) {
-  if (!copy) return data;
+// A copy of `bytes` bytes at `data`, owned by the job. It reuses a spare buffer (one of the
+// previous background save) when one is large enough: its pages are already mapped, so the copy
+// runs at memory speed instead of paying a page fault every 4 KiB.
+const char* copy_into_job(SaveJob& job, const void* data, std::size_t bytes,
+                          std::vector<std::vector<char>>& spares) {
   std::vector<char> buf;
-  if (spare_buffers) {
-    auto best = spare_buffers->end();
-    for (auto it = spare_buffers->begin(); it != spare_buffers->end(); ++it)
-      if (it->capacity() >= bytes &&
-          (best == spare_buffers->end() || it->capacity() < best->capacity()))
-        best = it;
-    if (best != spare_buffers->end()) buf = std::move(*best), spare_buffers->erase(best);
-  }
+  auto best = spares.end();
+  for (auto it = spares.begin(); it != spares.end(); ++it)
+    if (it->capacity() >= bytes && (best == spares.end() || it->capacity() < best->capacity()))
+      best = it;
+  if (best != spares.end()) buf = std::move(*best), spares.erase(best);
   const char* p = static_cast<const char*>(data);
   buf.assign(p, p + bytes);
   job.copies.push_back(std::move(buf));
@@ -183,10 +150,17 @@ DatasetSpec param_dataset(const std::string& path, const ParamSpec& p) {
 }
 
 // Adds one dataset per parameter of `u` from the buffer `base` (shard layout), with this rank's
-// pieces when it writes.
+// pieces when it writes; `spares` non-null: the pieces point into a copy of the buffer (a
+// background save).
 void add_unit_datasets(SaveJob& job, const Unit& u, const std::string& group, const void* base,
-                       bool trainable_only, std::vector<Attr> attrs, bool writer, bool copy) {
+                       bool trainable_only, const std::vector<Attr>& attrs, bool writer,
+                       std::vector<std::vector<char>>* spares) {
   const std::size_t es = u.layout().element_size();
+  const char* src = static_cast<const char*>(base);
+  if (writer && spares)
+    src = copy_into_job(
+        job, base, (trainable_only ? u.layout().grad_shard_numel() : u.layout().shard_numel()) * es,
+        *spares);
   for (std::size_t i = 0; i < u.layout().num_params(); ++i) {
     const ParamSpec& p = u.layout().param(i);
     if (trainable_only && !p.requires_grad) continue;
@@ -199,53 +173,27 @@ void add_unit_datasets(SaveJob& job, const Unit& u, const std::string& group, co
     piece.dataset = job.plan.datasets.size() - 1;
     piece.first = s.param_offset;
     piece.count = s.length;
-    piece.data = static_cast<const char*>(base) + s.shard_offset * es;
+    piece.data = src + s.shard_offset * es;
     job.pieces.push_back(piece);
-  }
-  if (copy && writer) {  // one copy of the whole buffer, pieces re-pointed into it
-    const std::size_t bytes =
-        (trainable_only ? u.layout().grad_shard_numel() : u.layout().shard_numel()) * es;
-    const char* copied = static_cast<const char*>(maybe_copy(job, base, bytes, true));
-    for (auto it = job.pieces.rbegin(); it != job.pieces.rend(); ++it) {
-      const char* d = static_cast<const char*>(it->data);
-      if (d < static_cast<const char*>(base) || d >= static_cast<const char*>(base) + bytes) break;
-      it->data = copied + (d - static_cast<const char*>(base));
-    }
   }
 }
 
-SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer, bool copy,
-                   const std::string& created) {
+// `spares` null: the pieces point at the live shards (a synchronous save).
+SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer,
+                   std::vector<std::vector<char>>* spares, const std::string& created) {
   SaveJob job;
   job.path = r.path;
   const std::vector<Unit*> units = ctx.units();
-  GroupSpec root{"/", {}};
-  root.attrs = {Attr::str("format", kFormatName),
-                Attr::i64("format_version", kFormatVersion),
-                Attr::str("library_version", std::to_string(FSDP_VERSION_MAJOR) + "." +
-                                                 std::to_string(FSDP_VERSION_MINOR) + "." +
-                                                 std::to_string(FSDP_VERSION_PATCH)),
-                Attr::i64("world_size", ctx.groups().world().size),
-                Attr::i64("sharding_factor", ctx.sharding_factor()),
-                Attr::str("strategy", strategy_name(ctx.options().strategy)),
-                Attr::str("created", created),
-                Attr::i64("num_units", static_cast<int64_t>(units.size()))};
-  job.plan.groups.push_back(root);
+  job.plan.groups.push_back(root_group(ctx.groups().world().size, ctx.sharding_factor(),
+                                       strategy_name(ctx.options().strategy), created,
+                                       static_cast<int64_t>(units.size())));
   job.plan.groups.push_back({kModelGroup, {}});
-  const std::string layout = layout_json(units);
-  DatasetSpec ld;
-  ld.path = kLayoutDataset;
-  ld.string_bytes = (layout.size() + 8) / 8 * 8;  // NUL-padded to whole 8-byte words
-  job.plan.datasets.push_back(ld);
-  if (writer && ctx.groups().world().rank == 0) {
-    job.copies.emplace_back(ld.string_bytes, '\0');
-    std::memcpy(job.copies.back().data(), layout.data(), layout.size());
-    WritePiece lp;
-    lp.dataset = 0, lp.first = 0, lp.count = 1, lp.data = job.copies.back().data();
-    job.pieces.push_back(lp);
-  }
+  DatasetSpec layout;
+  layout.path = kLayoutDataset;
+  layout.text = layout_json(units);
+  job.plan.datasets.push_back(layout);
   for (const Unit* u : units)
-    add_unit_datasets(job, *u, kModelGroup, u->shard_data(), false, {}, writer, copy);
+    add_unit_datasets(job, *u, kModelGroup, u->shard_data(), false, {}, writer, spares);
   if (!r.optimizers.empty())
     job.plan.groups.push_back(
         {kOptimizersGroup, {Attr::i64("count", static_cast<int64_t>(r.optimizers.size()))}});
@@ -270,7 +218,7 @@ SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer, bool copy,
         const void* state = o.state(*u, static_cast<int>(b));
         if (!state) continue;  // no update yet: no state
         add_unit_datasets(job, *u, og + "/" + names[b], state, true,
-                          {Attr::i64(kStepAttr, o.steps(*u))}, writer, copy);
+                          {Attr::i64(kStepAttr, o.steps(*u))}, writer, spares);
       }
     }
   }
@@ -328,17 +276,18 @@ std::shared_ptr<CommWorker::Task> CheckpointService::start_save(
   agree(world, "checkpoint save arguments", fingerprint(r), local_error);
   check_saveable(ctx_, r.optimizers);
   ensure_comms();
-  const std::string created = broadcast(world.comm, utc_now());
+  const std::string created = broadcast_string(world.comm, utc_timestamp());
   const bool writer = writers_ != MPI_COMM_NULL;
-  if (background && last_job_) {  // finished (waited for above): its copies become spares
-    for (auto& c : last_job_->copies) spares_.push_back(std::move(c));
-    last_job_.reset();
+  std::shared_ptr<SaveJob> job;
+  if (background) {
+    std::vector<std::vector<char>> spares;  // the last background save's copies (it finished)
+    if (last_job_)
+      for (auto& c : last_job_->copies) spares.push_back(std::move(c));
+    job = std::make_shared<SaveJob>(build_save(ctx_, r, writer, &spares, created));
+    last_job_ = job;  // spares it did not reuse (the layout changed) are freed here
+  } else {
+    job = std::make_shared<SaveJob>(build_save(ctx_, r, writer, nullptr, created));
   }
-  spare_buffers = &spares_;
-  auto job = std::make_shared<SaveJob>(build_save(ctx_, r, writer, background, created));
-  spare_buffers = nullptr;
-  if (background) spares_.clear();  // a layout change leaves some unused: free them
-  if (background) last_job_ = job;
   const WriteComms comms{all_, writers_};
   auto task =
       worker_->submit([job, comms] { write_checkpoint(comms, job->path, job->plan, job->pieces); });
@@ -477,14 +426,12 @@ Match match(Context& ctx, const Catalog& c, const LoadRequest& r) {
         const ParamSpec& p = u->layout().param(i);
         if (!p.requires_grad || !c.find_param(p.name)) continue;
         for (std::size_t b = 0; b < fo.states.size(); ++b) {
-          const auto& list = fo.states[b];
-          auto it = std::find_if(list.begin(), list.end(),
-                                 [&](const DatasetInfo& d) { return d.name == p.name; });
-          const int64_t s = it == list.end() ? -1 : it->step;
+          const DatasetInfo* d = find_dataset(fo.states[b], p.name);
+          const int64_t s = d ? d->step : -1;
           if (step == -2) step = s;
           if (s != step) consistent = false;
-          if (it != list.end() && it->shape == p.shape && (it->dtype == p.dtype || r.convert))
-            m.targets.push_back({&*it, u, i, static_cast<int>(k), static_cast<int>(b)});
+          if (d && d->shape == p.shape && (d->dtype == p.dtype || r.convert))
+            m.targets.push_back({d, u, i, static_cast<int>(k), static_cast<int>(b)});
         }
       }
       if (!consistent) {
@@ -510,47 +457,22 @@ std::string problem_list(const std::vector<std::string>& p) {
   return s;
 }
 
-struct PartialCrc {
-  uint64_t target, first, count;
-  uint32_t crc, pad = 0;
-};
-
 // Each shard group holds every dataset exactly once: its members' partial checksums combine to
 // the dataset's.
 void verify_checksums(MPI_Comm shard, const std::vector<Target>& targets,
                       const std::vector<PartialCrc>& local) {
-  int size = 1;
-  MPI_Comm_size(shard, &size);
-  const int bytes = static_cast<int>(local.size() * sizeof(PartialCrc));
-  std::vector<int> counts(static_cast<std::size_t>(size)), displs(counts.size());
-  mpi_check(MPI_Allgather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, shard), "MPI_Allgather");
-  long total = 0;
-  for (int i = 0; i < size; ++i) displs[i] = static_cast<int>(total), total += counts[i];
-  std::vector<PartialCrc> all(static_cast<std::size_t>(total) / sizeof(PartialCrc));
-  mpi_check(MPI_Allgatherv(local.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(),
-                           MPI_BYTE, shard),
-            "MPI_Allgatherv");
-  std::sort(all.begin(), all.end(), [](const PartialCrc& a, const PartialCrc& b) {
-    return a.target != b.target ? a.target < b.target : a.first < b.first;
-  });
-  std::vector<uint32_t> crc(targets.size(), 0);
-  std::vector<uint64_t> covered(targets.size(), 0);
-  for (const PartialCrc& p : all) {
-    const DatasetInfo& d = *targets[p.target].file;
-    if (p.first != covered[p.target]) fail(Errc::Internal, d.name + ": ranges do not tile it");
-    crc[p.target] = crc32c_combine(crc[p.target], p.crc, p.count * dtype_size(d.dtype));
-    covered[p.target] += p.count;
-  }
+  std::vector<DatasetExtent> extents;
+  for (const Target& t : targets)
+    extents.push_back({t.file->name, t.file->numel, dtype_size(t.file->dtype)});
+  const std::vector<uint32_t> crc = combined_checksums(shard, local, extents);
   for (std::size_t t = 0; t < targets.size(); ++t) {
     const Target& tg = targets[t];
+    if (crc[t] == tg.file->crc) continue;
     const std::string what = tg.optimizer < 0 ? "parameter '" + tg.file->name + "'"
                                               : "optimizer state of '" + tg.file->name + "'";
-    if (covered[t] != tg.file->numel) fail(Errc::Internal, what + ": not read in full");
-    if (crc[t] != tg.file->crc) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, " (stored crc32c %08x, computed %08x)", tg.file->crc, crc[t]);
-      fail(Errc::Corrupt, what + ": checksum mismatch" + buf + ": the file is corrupt");
-    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " (stored crc32c %08x, computed %08x)", tg.file->crc, crc[t]);
+    fail(Errc::Corrupt, what + ": checksum mismatch" + buf + ": the file is corrupt");
   }
 }
 
@@ -567,20 +489,8 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
       fail(Errc::State, u->label() +
                             " is unsharded: reshard every unit before loading (its "
                             "unsharded copy would keep the old values)");
-  // The catalog: read once, by rank 0, and broadcast, so every rank sees the same file and the
-  // same error.
-  std::vector<char> bytes;
-  run_unified(all_, [&] {
-    if (world.rank == 0) {
-      std::lock_guard<std::mutex> lock(hdf5_mutex());
-      bytes = serialize(read_catalog(r.path));
-    }
-  });
-  uint64_t n = bytes.size();
-  mpi_check(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, all_), "MPI_Bcast");
-  bytes.resize(n);
-  mpi_check(MPI_Bcast(bytes.data(), static_cast<int>(n), MPI_BYTE, 0, all_), "MPI_Bcast");
-  const Catalog catalog = deserialize(bytes);
+  // Read once, by rank 0: every rank sees the same file and the same error.
+  const Catalog catalog = shared_catalog(all_, r.path);
   Match m = match(ctx_, catalog, r);
   if (!m.problems.empty() && !r.partial)
     fail(Errc::Mismatch, "'" + r.path + "' does not match the model (nothing was loaded):" +

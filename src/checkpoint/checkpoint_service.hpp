@@ -75,9 +75,8 @@ class CheckpointService {
   MPI_Comm all_ = MPI_COMM_NULL, writers_ = MPI_COMM_NULL, shard_ = MPI_COMM_NULL;
   std::unique_ptr<CommWorker> worker_;
   std::shared_ptr<CommWorker::Task> pending_;
-  // The last background save (its copy buffers are reused by the next one) and spare buffers.
+  // The last background save: its copy buffers are reused by the next one.
   std::shared_ptr<SaveJob> last_job_;
-  std::vector<std::vector<char>> spares_;
 };
 
 }  // namespace fsdp::ckpt

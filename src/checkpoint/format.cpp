@@ -48,10 +48,10 @@ std::vector<std::string> state_names(const std::string& kind) {
   return {};
 }
 
-const DatasetInfo* Catalog::find_param(const std::string& name) const {
-  auto it = std::lower_bound(model.begin(), model.end(), name,
+const DatasetInfo* find_dataset(const std::vector<DatasetInfo>& by_name, const std::string& name) {
+  auto it = std::lower_bound(by_name.begin(), by_name.end(), name,
                              [](const DatasetInfo& d, const std::string& n) { return d.name < n; });
-  return it != model.end() && it->name == name ? &*it : nullptr;
+  return it != by_name.end() && it->name == name ? &*it : nullptr;
 }
 
 uint64_t Catalog::total_bytes() const {
@@ -148,15 +148,13 @@ OptimizerInfo read_optimizer(hid_t file, const std::string& path, uint64_t file_
   return o;
 }
 
-}  // namespace
-
-Catalog read_catalog(const std::string& path) {
-  QuietHdf5 quiet;
+// Opens a checkpoint after checking what read_catalog promises of the file as a whole, and reads
+// the root attributes into `c`.
+Hid open_checkpoint(const std::string& path, Catalog& c) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     fail(Errc::Io, "cannot open '" + path + "': " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) fail(Errc::Io, "'" + path + "' is not a regular file");
-  Catalog c;
   c.file_size = static_cast<uint64_t>(st.st_size);
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   if (is_h5 <= 0)
@@ -186,6 +184,31 @@ Catalog read_catalog(const std::string& path) {
   c.created = read_attr_string(root, "created", where);
   c.world_size = read_attr_i64(root, "world_size", where);
   c.sharding_factor = read_attr_i64(root, "sharding_factor", where);
+  return file;
+}
+
+std::vector<std::pair<std::string, std::string>> read_metadata_group(hid_t file) {
+  std::vector<std::pair<std::string, std::string>> kv;
+  if (H5Lexists(file, kMetadataGroup, H5P_DEFAULT) <= 0) return kv;
+  Hid g(h5_check(H5Gopen2(file, kMetadataGroup, H5P_DEFAULT), Errc::Format, kMetadataGroup));
+  for (const std::string& k : attr_names(g))
+    kv.emplace_back(k, read_attr_string(g, k.c_str(), kMetadataGroup));
+  return kv;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> read_metadata(const std::string& path) {
+  QuietHdf5 quiet;
+  Catalog header;
+  Hid file = open_checkpoint(path, header);
+  return read_metadata_group(file);
+}
+
+Catalog read_catalog(const std::string& path) {
+  QuietHdf5 quiet;
+  Catalog c;
+  Hid file = open_checkpoint(path, c);
   if (H5Lexists(file, kLayoutDataset, H5P_DEFAULT) > 0) {
     Hid ds(h5_check(H5Dopen2(file, kLayoutDataset, H5P_DEFAULT), Errc::Format, kLayoutDataset));
     Hid t(h5_check(H5Dget_type(ds), Errc::Format, kLayoutDataset));
@@ -213,11 +236,7 @@ Catalog read_catalog(const std::string& path) {
     c.scaler.growth_interval = read_attr_i64(g, "growth_interval", kScalerGroup);
     c.scaler.growth_tracker = read_attr_i64(g, "growth_tracker", kScalerGroup);
   }
-  if (H5Lexists(file, kMetadataGroup, H5P_DEFAULT) > 0) {
-    Hid g(h5_check(H5Gopen2(file, kMetadataGroup, H5P_DEFAULT), Errc::Format, kMetadataGroup));
-    for (const std::string& k : attr_names(g))
-      c.metadata.emplace_back(k, read_attr_string(g, k.c_str(), kMetadataGroup));
-  }
+  c.metadata = read_metadata_group(file);
   return c;
 }
 

@@ -65,6 +65,9 @@ struct ScalerInfo {
   int64_t growth_interval = 0, growth_tracker = 0;
 };
 
+// The dataset named `name` in a list in name order (as the catalog keeps them), or nullptr.
+const DatasetInfo* find_dataset(const std::vector<DatasetInfo>& by_name, const std::string& name);
+
 struct Catalog {
   int64_t format_version = 0;
   std::string library_version, strategy, created, layout;
@@ -75,7 +78,7 @@ struct Catalog {
   std::vector<std::pair<std::string, std::string>> metadata;
   uint64_t file_size = 0;
 
-  const DatasetInfo* find_param(const std::string& name) const;
+  const DatasetInfo* find_param(const std::string& name) const { return find_dataset(model, name); }
   uint64_t total_bytes() const;  // of every dataset
 };
 
@@ -84,6 +87,10 @@ struct Catalog {
 // float32/float64 little-endian array in contiguous unfiltered storage lying inside the file
 // (Corrupt when it runs past the end: a truncated file).
 Catalog read_catalog(const std::string& path);
+
+// The user metadata only, after the same checks of the file as a whole (not of every dataset):
+// cheap on a checkpoint of thousands of parameters.
+std::vector<std::pair<std::string, std::string>> read_metadata(const std::string& path);
 
 // For broadcasting a catalog read by one rank.
 std::vector<char> serialize(const Catalog& c);

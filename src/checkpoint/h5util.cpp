@@ -2,6 +2,11 @@
 
 namespace fsdp::ckpt {
 
+std::mutex& hdf5_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 void Hid::reset() noexcept {
   if (id_ < 0) return;
   QuietHdf5 quiet;

@@ -6,12 +6,16 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
 
 namespace fsdp::ckpt {
+
+// HDF5 is not thread-safe: every use of it by libfsdp holds this lock.
+std::mutex& hdf5_mutex();
 
 // Owns one HDF5 identifier and closes it with the right H5*close.
 class Hid {

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <optional>
 
 #include "checkpoint/collective_error.hpp"
@@ -16,26 +17,17 @@
 #include "checkpoint/format.hpp"
 #include "checkpoint/h5util.hpp"
 #include "checkpoint/mpiio.hpp"
+#include "checkpoint/partial_checksums.hpp"
 #include "core/mpi_check.hpp"
+#include "fsdp.h"
 
 namespace fsdp::ckpt {
-
-std::mutex& hdf5_mutex() {
-  static std::mutex m;
-  return m;
-}
 
 std::string temporary_path(const std::string& path) {
   return path + ".tmp";
 }
 
 namespace {
-
-// One rank's checksum of one contiguous range of a dataset.
-struct PartialCrc {
-  uint64_t dataset, first, count;
-  uint32_t crc, pad = 0;
-};
 
 uint32_t piece_crc(const WritePiece& p, std::size_t element_size) {
   if (!p.produce) return crc32c(0, p.data, p.count * element_size);
@@ -52,45 +44,19 @@ uint32_t piece_crc(const WritePiece& p, std::size_t element_size) {
   return crc;
 }
 
-// Every writer learns every dataset's checksum: partial CRCs gathered, sorted, combined. Also
-// proves that the pieces tile each dataset exactly (a gap or overlap is a bug).
+// Every writer learns every dataset's checksum (and that the pieces tile each dataset).
 std::vector<uint32_t> dataset_checksums(MPI_Comm writers, const WritePlan& plan,
                                         const std::vector<WritePiece>& mine) {
   std::vector<PartialCrc> local;
   for (const WritePiece& p : mine) {
     const DatasetSpec& d = plan.datasets[p.dataset];
-    if (d.string_bytes || p.count == 0) continue;
+    if (p.count == 0) continue;
     local.push_back({p.dataset, p.first, p.count, piece_crc(p, dtype_size(d.dtype))});
   }
-  int size = 1;
-  MPI_Comm_size(writers, &size);
-  const int bytes = static_cast<int>(local.size() * sizeof(PartialCrc));
-  std::vector<int> counts(static_cast<std::size_t>(size)), displs(counts.size());
-  mpi_check(MPI_Allgather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, writers), "MPI_Allgather");
-  long total = 0;
-  for (int r = 0; r < size; ++r) displs[r] = static_cast<int>(total), total += counts[r];
-  std::vector<PartialCrc> all(static_cast<std::size_t>(total) / sizeof(PartialCrc));
-  mpi_check(MPI_Allgatherv(local.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(),
-                           MPI_BYTE, writers),
-            "MPI_Allgatherv");
-  std::sort(all.begin(), all.end(), [](const PartialCrc& a, const PartialCrc& b) {
-    return a.dataset != b.dataset ? a.dataset < b.dataset : a.first < b.first;
-  });
-  std::vector<uint32_t> crc(plan.datasets.size(), 0);
-  std::vector<uint64_t> covered(plan.datasets.size(), 0);
-  for (const PartialCrc& p : all) {
-    const DatasetSpec& d = plan.datasets[p.dataset];
-    if (p.first != covered[p.dataset])
-      fail(Errc::Internal, d.path + ": pieces do not tile the dataset at element " +
-                               std::to_string(covered[p.dataset]));
-    crc[p.dataset] = crc32c_combine(crc[p.dataset], p.crc, p.count * dtype_size(d.dtype));
-    covered[p.dataset] += p.count;
-  }
-  for (std::size_t i = 0; i < plan.datasets.size(); ++i)
-    if (!plan.datasets[i].string_bytes && covered[i] != plan.datasets[i].numel)
-      fail(Errc::Internal, plan.datasets[i].path + ": pieces cover " + std::to_string(covered[i]) +
-                               " of " + std::to_string(plan.datasets[i].numel) + " elements");
-  return crc;
+  std::vector<DatasetExtent> extents;
+  for (const DatasetSpec& d : plan.datasets)
+    extents.push_back({d.path, d.is_text() ? 0 : d.numel, dtype_size(d.dtype)});
+  return combined_checksums(writers, local, extents);
 }
 
 hid_t file_type(DType t) {
@@ -103,9 +69,6 @@ void write_attrs(hid_t obj, const std::vector<Attr>& attrs) {
       case Attr::Kind::String: write_attr_string(obj, a.name.c_str(), a.text); break;
       case Attr::Kind::Int64: write_attr_i64(obj, a.name.c_str(), a.integer); break;
       case Attr::Kind::Float64: write_attr_f64(obj, a.name.c_str(), a.real); break;
-      case Attr::Kind::Crc:
-        write_attr_u32(obj, a.name.c_str(), static_cast<uint32_t>(a.integer));
-        break;
     }
   }
 }
@@ -163,17 +126,17 @@ std::vector<uint64_t> create_structure(MPI_Comm writers, const std::string& tmp,
                            : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                        Errc::Io, d.path + ": dataspace"));
     Hid str_type;
-    if (d.string_bytes) {
+    if (d.is_text()) {
       str_type = Hid(H5Tcopy(H5T_C_S1));
-      H5Tset_size(str_type, d.string_bytes);
+      H5Tset_size(str_type, d.text_bytes());
       H5Tset_strpad(str_type, H5T_STR_NULLPAD);
     }
-    Hid ds(h5_check(
-        H5Dcreate2(file, d.path.c_str(), d.string_bytes ? str_type.get() : file_type(d.dtype),
-                   space, lcpl, dcpl, H5P_DEFAULT),
-        Errc::Io, "creating dataset " + d.path));
+    Hid ds(
+        h5_check(H5Dcreate2(file, d.path.c_str(), d.is_text() ? str_type.get() : file_type(d.dtype),
+                            space, lcpl, dcpl, H5P_DEFAULT),
+                 Errc::Io, "creating dataset " + d.path));
     write_attrs(ds, d.attrs);
-    if (!d.string_bytes) write_attr_u32(ds, kChecksumAttr, crc[i]);
+    if (!d.is_text()) write_attr_u32(ds, kChecksumAttr, crc[i]);
     const haddr_t off = H5Dget_offset(ds);
     if (off == HADDR_UNDEF) fail(Errc::Internal, d.path + ": no file offset after creation");
     offsets.push_back(off);
@@ -182,8 +145,9 @@ std::vector<uint64_t> create_structure(MPI_Comm writers, const std::string& tmp,
   return offsets;
 }
 
-// rename(2) is atomic; the directory's fsync makes the new name durable.
-void commit(const std::string& tmp, const std::string& path) {
+}  // namespace
+
+void commit_rename(const std::string& tmp, const std::string& path) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     fail(Errc::Io, "renaming '" + tmp + "' to '" + path + "': " + std::strerror(errno));
   const std::size_t slash = path.find_last_of('/');
@@ -197,6 +161,29 @@ void commit(const std::string& tmp, const std::string& path) {
   ::close(fd);
   if (rc != 0) fail(Errc::Io, "fsync of directory '" + dir + "': " + std::strerror(saved));
 }
+
+GroupSpec root_group(int64_t world_size, int64_t sharding_factor, const std::string& strategy,
+                     const std::string& created, int64_t num_units) {
+  return {"/",
+          {Attr::str("format", kFormatName), Attr::i64("format_version", kFormatVersion),
+           Attr::str("library_version", std::to_string(FSDP_VERSION_MAJOR) + "." +
+                                            std::to_string(FSDP_VERSION_MINOR) + "." +
+                                            std::to_string(FSDP_VERSION_PATCH)),
+           Attr::i64("world_size", world_size), Attr::i64("sharding_factor", sharding_factor),
+           Attr::str("strategy", strategy), Attr::str("created", created),
+           Attr::i64("num_units", num_units)}};
+}
+
+std::string utc_timestamp() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+namespace {
 
 // Testing hook (tests/test_checkpoint_kill): FSDP_CKPT_TEST_KILL_RANK=r makes world rank r
 // SIGKILL itself after the file's structure exists and before its data is written.
@@ -231,12 +218,22 @@ void write_checkpoint(const WriteComms& comms, const std::string& path, const Wr
                   [&] { offsets = create_structure(comms.writers, tmp, plan, crc); });
       maybe_die_for_test(comms.all);
       std::vector<IoPiece> io;
+      std::vector<std::string> texts;  // the text datasets, padded, written by the first writer
+      for (std::size_t i = 0; writer_rank == 0 && i < plan.datasets.size(); ++i) {
+        const DatasetSpec& d = plan.datasets[i];
+        if (!d.is_text()) continue;
+        texts.push_back(d.text);
+        texts.back().resize(d.text_bytes(), '\0');
+      }
+      for (std::size_t i = 0, t = 0; writer_rank == 0 && i < plan.datasets.size(); ++i)
+        if (plan.datasets[i].is_text())
+          io.push_back({offsets[i], plan.datasets[i].text_bytes(), texts[t++].data(), {}});
       for (const WritePiece& p : mine) {
         const DatasetSpec& d = plan.datasets[p.dataset];
-        const std::size_t es = d.string_bytes ? 1 : dtype_size(d.dtype);
+        const std::size_t es = dtype_size(d.dtype);
         IoPiece piece;
         piece.file_offset = offsets[p.dataset] + p.first * es;
-        piece.bytes = (d.string_bytes ? d.string_bytes : p.count * es);
+        piece.bytes = p.count * es;
         piece.memory = const_cast<void*>(p.data);
         if (p.produce) {
           auto produce = p.produce;
@@ -259,7 +256,7 @@ void write_checkpoint(const WriteComms& comms, const std::string& path, const Wr
   try {
     unify_error(comms.all, failure);
     run_unified(comms.all, [&] {
-      if (all_rank == 0) commit(tmp, path);
+      if (all_rank == 0) commit_rename(tmp, path);
     });
   } catch (...) {
     if (writer_rank == 0) std::remove(tmp.c_str());

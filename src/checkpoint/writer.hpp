@@ -14,7 +14,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,7 +22,7 @@
 namespace fsdp::ckpt {
 
 struct Attr {
-  enum class Kind { String, Int64, Float64, Crc } kind = Kind::String;
+  enum class Kind { String, Int64, Float64 } kind = Kind::String;
   std::string name, text;
   int64_t integer = 0;
   double real = 0;
@@ -44,9 +43,12 @@ struct DatasetSpec {
   DType dtype = DType::Float32;
   std::vector<int64_t> shape;  // empty: a scalar
   uint64_t numel = 1;
-  std::vector<Attr> attrs;       // a crc32c attribute is added from the data
-  std::size_t string_bytes = 0;  // > 0: a scalar fixed-length string instead (no checksum)
-  uint64_t bytes() const { return string_bytes ? string_bytes : numel * dtype_size(dtype); }
+  std::vector<Attr> attrs;  // a crc32c attribute is added from the data
+  // Non-empty: a scalar fixed-length string dataset instead (no checksum), NUL-padded to whole
+  // 8-byte words and written by the first writer itself: callers give no pieces for it.
+  std::string text;
+  bool is_text() const { return !text.empty(); }
+  uint64_t text_bytes() const { return (text.size() + 8) / 8 * 8; }
 };
 
 struct WritePlan {
@@ -76,9 +78,14 @@ struct WriteComms {
 void write_checkpoint(const WriteComms& comms, const std::string& path, const WritePlan& plan,
                       const std::vector<WritePiece>& mine);
 
-// HDF5 is not thread-safe: every use of it by libfsdp holds this lock.
-std::mutex& hdf5_mutex();
-
 std::string temporary_path(const std::string& path);
+
+// rename(2) of tmp to path (atomic), then an fsync of the directory (durable).
+void commit_rename(const std::string& tmp, const std::string& path);
+
+// The root group's attributes (doc/checkpoint-format.md). `created`: utc_timestamp() of rank 0.
+GroupSpec root_group(int64_t world_size, int64_t sharding_factor, const std::string& strategy,
+                     const std::string& created, int64_t num_units);
+std::string utc_timestamp();
 
 }  // namespace fsdp::ckpt

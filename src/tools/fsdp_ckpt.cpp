@@ -22,6 +22,8 @@
 #include "checkpoint/collective_error.hpp"
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/format.hpp"
+#include "checkpoint/from_rank0.hpp"
+#include "checkpoint/partial_checksums.hpp"
 #include "checkpoint/writer.hpp"
 #include "core/error.hpp"
 #include "core/mpi_check.hpp"
@@ -50,15 +52,7 @@ const char* kUsage =
 
 // Rank 0 reads the catalog; every rank gets it (or the same error).
 Catalog shared_catalog(const std::string& path) {
-  std::vector<char> bytes;
-  run_unified(MPI_COMM_WORLD, [&] {
-    if (g_rank == 0) bytes = serialize(read_catalog(path));
-  });
-  uint64_t n = bytes.size();
-  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  bytes.resize(n);
-  MPI_Bcast(bytes.data(), static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD);
-  return deserialize(bytes);
+  return ckpt::shared_catalog(MPI_COMM_WORLD, path);
 }
 
 // This rank's element range of a dataset of n elements.
@@ -147,32 +141,15 @@ std::vector<std::pair<std::string, DatasetInfo>> all_datasets(const Catalog& c) 
   return v;
 }
 
-struct Partial {
-  uint64_t dataset, first, count;
-  uint32_t crc, pad = 0;
-};
-
-// Gathers partial checksums on rank 0 and returns, there, the labels of datasets whose combined
-// checksum differs from the stored one.
+// The labels of datasets whose checksum, combined from every rank's partial ones, differs
+// from the stored one (the same list on every rank).
 std::vector<std::string> failed_checksums(
-    const std::vector<std::pair<std::string, DatasetInfo>>& ds, const std::vector<Partial>& mine) {
-  const int bytes = static_cast<int>(mine.size() * sizeof(Partial));
-  std::vector<int> counts(static_cast<std::size_t>(g_size)), displs(counts.size());
-  MPI_Gather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  long total = 0;
-  for (int r = 0; r < g_size; ++r) displs[r] = static_cast<int>(total), total += counts[r];
-  std::vector<Partial> all(g_rank == 0 ? static_cast<std::size_t>(total) / sizeof(Partial) : 0);
-  MPI_Gatherv(mine.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, 0,
-              MPI_COMM_WORLD);
+    const std::vector<std::pair<std::string, DatasetInfo>>& ds,
+    const std::vector<PartialCrc>& mine) {
+  std::vector<DatasetExtent> extents;
+  for (const auto& [label, d] : ds) extents.push_back({label, d.numel, dtype_size(d.dtype)});
+  const std::vector<uint32_t> crc = combined_checksums(MPI_COMM_WORLD, mine, extents);
   std::vector<std::string> bad;
-  if (g_rank != 0) return bad;
-  std::stable_sort(all.begin(), all.end(), [](const Partial& a, const Partial& b) {
-    return a.dataset != b.dataset ? a.dataset < b.dataset : a.first < b.first;
-  });
-  std::vector<uint32_t> crc(ds.size(), 0);
-  for (const Partial& p : all)
-    crc[p.dataset] =
-        crc32c_combine(crc[p.dataset], p.crc, p.count * dtype_size(ds[p.dataset].second.dtype));
   for (std::size_t i = 0; i < ds.size(); ++i)
     if (crc[i] != ds[i].second.crc) {
       char buf[64];
@@ -235,7 +212,7 @@ int verify(const std::string& path, bool progress) {
     mine_total += (b - a) * dtype_size(d.second.dtype);
   }
   progress = progress || (isatty(2) && c.total_bytes() > (uint64_t{64} << 20));
-  std::vector<Partial> partial;
+  std::vector<PartialCrc> partial;
   run_unified(MPI_COMM_WORLD, [&] {
     PosixFile f(path, O_RDONLY);
     for (std::size_t i = 0; i < ds.size(); ++i) {
@@ -258,8 +235,7 @@ int verify(const std::string& path, bool progress) {
   });
   if (progress && g_rank == 0) std::fprintf(stderr, "\n");
   const auto bad = failed_checksums(ds, partial);
-  int failed = static_cast<int>(bad.size());
-  MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const int failed = static_cast<int>(bad.size());
   if (g_rank == 0) {
     for (const auto& b : bad) std::printf("checksum mismatch: %s\n", b.c_str());
     if (failed)
@@ -292,13 +268,14 @@ int diff(const std::string& pa, const std::string& pb) {
   run_unified(MPI_COMM_WORLD, [&] {
     PosixFile fa(pa, O_RDONLY), fb(pb, O_RDONLY);
     std::vector<double> x, y;
+    std::vector<char> other;
     for (std::size_t i = 0; i < common.size(); ++i) {
       const DatasetInfo &da = *common[i].a, &db = *common[i].b;
       const auto [lo, hi] = my_range(da.numel);
       for_chunks(fa, da, lo, hi, [&](uint64_t first, uint64_t n, const char* p) {
         x.resize(n), y.resize(n);
         fsdp_convert(x.data(), FSDP_FLOAT64, p, static_cast<fsdp_dtype_t>(da.dtype), n);
-        std::vector<char> other(n * dtype_size(db.dtype));
+        other.resize(n * dtype_size(db.dtype));
         fb.read_at(other.data(), other.size(), db.offset + first * dtype_size(db.dtype));
         fsdp_convert(y.data(), FSDP_FLOAT64, other.data(), static_cast<fsdp_dtype_t>(db.dtype), n);
         for (uint64_t e = 0; e < n; ++e) {
@@ -354,15 +331,6 @@ const DtypeName& of_dtype(fsdp_dtype_t t) {
   fail(Errc::Internal, "no safetensors name for a dtype");
 }
 
-void commit_file(const std::string& tmp, const std::string& path) {
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    fail(Errc::Io, "renaming '" + tmp + "' to '" + path + "': " + std::strerror(errno));
-  const std::size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) ::fsync(fd), ::close(fd);
-}
-
 int export_safetensors(const std::string& path, const std::string& out, const std::string& dt) {
   const Catalog c = shared_catalog(path);
   // The reference serializer orders tensors by alignment (element size, largest first), then
@@ -401,7 +369,7 @@ int export_safetensors(const std::string& path, const std::string& out, const st
   });
   std::vector<std::pair<std::string, DatasetInfo>> ds;
   for (const DatasetInfo* d : order) ds.emplace_back("/model/" + d->name, *d);
-  std::vector<Partial> partial;
+  std::vector<PartialCrc> partial;
   run_unified(MPI_COMM_WORLD, [&] {
     PosixFile in(path, O_RDONLY), o(tmp, O_WRONLY);
     std::vector<char> conv;
@@ -432,7 +400,7 @@ int export_safetensors(const std::string& path, const std::string& out, const st
       std::remove(tmp.c_str());
       fail(Errc::Corrupt, "'" + path + "' is corrupt (" + bad.front() + "); nothing exported");
     }
-    commit_file(tmp, out);
+    commit_rename(tmp, out);
     std::printf("exported %zu tensors (%s) to %s\n", tensors.size(), human(at).c_str(),
                 out.c_str());
   });
@@ -479,38 +447,18 @@ int import_safetensors(const std::string& in, const std::string& out, const std:
     base = static_cast<const char*>(p);
   });
   WritePlan plan;
-  char created[32];
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  std::string stamp = created;
-  int len = static_cast<int>(stamp.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  stamp.resize(static_cast<std::size_t>(len));
-  MPI_Bcast(stamp.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
   plan.groups.push_back(
-      {"/",
-       {Attr::str("format", kFormatName), Attr::i64("format_version", kFormatVersion),
-        Attr::str("library_version", std::to_string(FSDP_VERSION_MAJOR) + "." +
-                                         std::to_string(FSDP_VERSION_MINOR) + "." +
-                                         std::to_string(FSDP_VERSION_PATCH)),
-        Attr::i64("world_size", g_size), Attr::i64("sharding_factor", g_size),
-        Attr::str("strategy", "imported"), Attr::str("created", stamp),
-        Attr::i64("num_units", 0)}});
+      root_group(g_size, g_size, "imported", broadcast_string(MPI_COMM_WORLD, utc_timestamp()), 0));
   plan.groups.push_back({kModelGroup, {}});
   GroupSpec meta{kMetadataGroup, {}};
   for (const auto& [k, v] : h.metadata) meta.attrs.push_back(Attr::str(k, v));
   meta.attrs.push_back(Attr::str("imported_from", in));
   plan.groups.push_back(meta);
-  const std::string layout = "{\"units\": [], \"imported_from\": \"safetensors\"}";
-  DatasetSpec ld;
-  ld.path = kLayoutDataset, ld.string_bytes = (layout.size() + 8) / 8 * 8;
-  plan.datasets.push_back(ld);
-  std::vector<char> layout_bytes(ld.string_bytes, '\0');
-  std::memcpy(layout_bytes.data(), layout.data(), layout.size());
+  DatasetSpec layout;
+  layout.path = kLayoutDataset;
+  layout.text = "{\"units\": [], \"imported_from\": \"safetensors\"}";
+  plan.datasets.push_back(layout);
   std::vector<WritePiece> pieces;
-  if (g_rank == 0) pieces.push_back({0, 0, 1, layout_bytes.data(), {}});
   std::vector<std::string> skipped;
   for (const TensorEntry& t : h.tensors) {
     fsdp_dtype_t src;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 
+#include "checkpoint/json_text.hpp"
 #include "core/error.hpp"
 
 namespace fsdp::tools {
@@ -115,22 +116,6 @@ class Json {
   std::size_t i_ = 0;
 };
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\', out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 SafetensorsHeader parse_safetensors(const std::string& json, uint64_t file_size) {
@@ -217,11 +202,12 @@ std::string safetensors_header_json(const std::vector<TensorEntry>& tensors,
     j += "\"__metadata__\":{";
     bool first = true;
     for (const auto& [k, v] : metadata)
-      j += (first ? "" : ",") + quoted(k) + ":" + quoted(v), first = false;
+      j += (first ? "" : ",") + ckpt::json_quote(k) + ":" + ckpt::json_quote(v), first = false;
     j += "}";
   }
   for (const TensorEntry& t : tensors) {
-    j += (j.size() > 1 ? "," : "") + quoted(t.name) + ":{\"dtype\":\"" + t.dtype + "\",\"shape\":[";
+    j += (j.size() > 1 ? "," : "") + ckpt::json_quote(t.name) + ":{\"dtype\":\"" + t.dtype +
+         "\",\"shape\":[";
     for (std::size_t d = 0; d < t.shape.size(); ++d)
       j += (d ? "," : "") + std::to_string(t.shape[d]);
     j += "],\"data_offsets\":[" + std::to_string(t.begin) + "," + std::to_string(t.end) + "]}";

@@ -1,0 +1,33 @@
+// Checksums of datasets spread over ranks: each rank checksums the element ranges it holds, and
+// the ranges of all ranks, sorted and combined with crc32c_combine, give each dataset's CRC-32C
+// without moving any data. Used by saves (to write the checksums), loads and fsdp-ckpt (to check
+// them).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fsdp::ckpt {
+
+// One rank's CRC of elements [first, first + count) of dataset `dataset`.
+struct PartialCrc {
+  uint64_t dataset, first, count;
+  uint32_t crc, pad = 0;
+};
+
+struct DatasetExtent {
+  std::string name;  // for messages
+  uint64_t numel = 0;
+  std::size_t element_size = 1;
+};
+
+// Collective over comm: every rank gets every dataset's CRC. The ranges must tile each dataset
+// exactly (a gap, an overlap or a shortfall is a bug: Errc::Internal).
+std::vector<uint32_t> combined_checksums(MPI_Comm comm, const std::vector<PartialCrc>& local,
+                                         const std::vector<DatasetExtent>& datasets);
+
+}  // namespace fsdp::ckpt
