@@ -1,7 +1,5 @@
 #include "checkpoint/checkpoint_service.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -13,7 +11,7 @@
 #include "checkpoint/format.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/json_text.hpp"
-#include "checkpoint/mpiio.hpp"
+#include "checkpoint/mapped_file.hpp"
 #include "checkpoint/partial_checksums.hpp"
 #include "checkpoint/writer.hpp"
 #include "core/agreement.hpp"
@@ -316,31 +314,6 @@ struct Target {
   int optimizer = -1, buffer = -1;  // -1: the parameter itself
 };
 
-// Staging: a load reads into a buffer shaped like the destination (a shard, or an optimizer
-// state buffer), checks everything, and only then copies the loaded ranges over. Uninitialized:
-// only the ranges read are ever copied out.
-struct Staged {
-  // Mapped with MAP_POPULATE: the kernel maps all pages at once instead of faulting them in one
-  // 4 KiB page at a time during the read.
-  explicit Staged(std::size_t bytes) : bytes_(bytes) {
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    data_ = static_cast<char*>(p);
-  }
-  ~Staged() {
-    if (data_) ::munmap(data_, bytes_);
-  }
-  Staged(Staged&& o) noexcept : bytes_(o.bytes_), data_(o.data_) { o.data_ = nullptr; }
-  Staged(const Staged&) = delete;
-  Staged& operator=(const Staged&) = delete;
-  char* get() const { return data_; }
-
- private:
-  std::size_t bytes_;
-  char* data_ = nullptr;
-};
-
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
   for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
@@ -496,78 +469,83 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
     fail(Errc::Mismatch, "'" + r.path + "' does not match the model (nothing was loaded):" +
                              problem_list(m.problems));
 
-  // Stage: a copy of each destination, then this rank's ranges read into it.
-  std::map<std::tuple<const Unit*, int, int>, Staged> staged;
-  auto stage_of = [&](const Target& t) -> char* {
-    auto key = std::make_tuple(static_cast<const Unit*>(t.unit), t.optimizer, t.buffer);
-    auto it = staged.find(key);
-    if (it != staged.end()) return it->second.get();
-    const std::size_t n =
-        t.optimizer < 0 ? t.unit->layout().shard_numel() : t.unit->layout().grad_shard_numel();
-    return staged.emplace(key, Staged(n * t.unit->layout().element_size() + 1)).first->second.get();
-  };
-  std::vector<IoPiece> io;
-  std::vector<std::vector<char>> raw;  // file bytes of converted pieces
-  struct Conversion {
-    std::size_t raw;
-    void* out;
-    DType to, from;
-    std::size_t n;
-  };
-  std::vector<Conversion> conversions;
+  // This rank's ranges, in file order.
   struct Range {
     std::size_t target;
-    const void* bytes;
+    ShardSlice slice;
+    uint64_t file_offset, bytes;
   };
   std::vector<Range> ranges;
   for (std::size_t t = 0; t < m.targets.size(); ++t) {
     const Target& tg = m.targets[t];
     const ShardSlice s = tg.unit->slice(tg.param);
     if (s.length == 0) continue;
-    const DType model_t = tg.unit->layout().param(tg.param).dtype;
-    const std::size_t fes = dtype_size(tg.file->dtype), mes = dtype_size(model_t);
-    void* dst = stage_of(tg) + s.shard_offset * mes;
-    IoPiece p;
-    p.file_offset = tg.file->offset + s.param_offset * fes;
-    p.bytes = s.length * fes;
-    if (tg.file->dtype == model_t) {
-      p.memory = dst;
-    } else {
-      raw.emplace_back(p.bytes);
-      p.memory = raw.back().data();
-      conversions.push_back({raw.size() - 1, dst, model_t, tg.file->dtype, s.length});
-    }
-    ranges.push_back({t, p.memory});
-    io.push_back(p);
+    const std::size_t fes = dtype_size(tg.file->dtype);
+    ranges.push_back({t, s, tg.file->offset + s.param_offset * fes, s.length * fes});
   }
-  read_pieces(all_, r.path, io, io_options_from_environment());
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.file_offset < b.file_offset; });
+
+  // Pass 1 checksums this rank's ranges straight from the page cache, each window's reads
+  // started while the previous window is checksummed. Nothing is copied until every rank's
+  // ranges of every dataset check out.
+  std::optional<MappedFile> file;
+  run_unified(all_, [&] {
+    file.emplace(r.path);
+    for (const Range& rg : ranges)
+      if (rg.file_offset + rg.bytes > file->size())
+        fail(Errc::Corrupt, "'" + r.path + "': " + m.targets[rg.target].file->name +
+                                " runs past the end of the file (truncated file)");
+  });
   run_unified(all_, [&] {
     std::vector<PartialCrc> local;
-    for (const Range& rg : ranges) {
-      const Target& tg = m.targets[rg.target];
-      const ShardSlice s = tg.unit->slice(tg.param);
-      local.push_back({rg.target, s.param_offset, s.length,
-                       crc32c(0, rg.bytes, s.length * dtype_size(tg.file->dtype))});
+    // Windows of ranges, each prefetched when the pass enters the window before it.
+    constexpr uint64_t kWindow = uint64_t{256} << 20;
+    std::vector<std::size_t> window_start;
+    for (std::size_t i = 0, bytes = kWindow; i < ranges.size(); ++i) {
+      if (bytes >= kWindow) window_start.push_back(i), bytes = 0;
+      bytes += ranges[i].bytes;
+    }
+    window_start.push_back(ranges.size());
+    auto prefetch = [&](std::size_t w) {
+      if (w + 1 >= window_start.size()) return;
+      std::vector<MappedFile::Range> next;
+      for (std::size_t i = window_start[w]; i < window_start[w + 1]; ++i)
+        next.push_back({ranges[i].file_offset, ranges[i].bytes});
+      file->prefetch(next);
+    };
+    prefetch(0);
+    for (std::size_t w = 0; w + 1 < window_start.size(); ++w) {
+      prefetch(w + 1);
+      for (std::size_t i = window_start[w]; i < window_start[w + 1]; ++i) {
+        const Range& rg = ranges[i];
+        local.push_back({rg.target, rg.slice.param_offset, rg.slice.length,
+                         crc32c(0, file->data() + rg.file_offset, rg.bytes)});
+      }
     }
     verify_checksums(shard_, m.targets, local);
   });
-  for (const Conversion& c : conversions)
-    host::convert(c.out, c.to, raw[c.raw].data(), c.from, c.n);
 
-  // Everything is read and verified: apply. State buffers are allocated (zeros) even where this
-  // rank holds none of a unit's parameters, so every rank's optimizer agrees on what exists.
-  for (const Target& tg : m.targets) {
-    char* dst = nullptr;
-    if (tg.optimizer < 0) {
-      dst = static_cast<char*>(tg.unit->shard_data());
-    } else {
-      Optimizer& o = *r.optimizers[static_cast<std::size_t>(tg.optimizer)];
-      dst = static_cast<char*>(o.ensure_state(*tg.unit, tg.buffer));
-    }
-    const ShardSlice s = tg.unit->slice(tg.param);
-    if (s.length == 0) continue;
-    const std::size_t es = tg.unit->layout().element_size();
-    std::memcpy(dst + s.shard_offset * es, stage_of(tg) + s.shard_offset * es, s.length * es);
+  // Everything is verified: pass 2 copies (or converts) the ranges over the destinations. State
+  // buffers are allocated (zeros) even where this rank holds none of a unit's parameters, so
+  // every rank's optimizer agrees on what exists.
+  std::vector<char*> destination(m.targets.size());
+  for (std::size_t t = 0; t < m.targets.size(); ++t) {
+    const Target& tg = m.targets[t];
+    destination[t] = static_cast<char*>(
+        tg.optimizer < 0 ? tg.unit->shard_data()
+                         : r.optimizers[static_cast<std::size_t>(tg.optimizer)]->ensure_state(
+                               *tg.unit, tg.buffer));
+  }
+  for (const Range& rg : ranges) {
+    const Target& tg = m.targets[rg.target];
+    const DType model_t = tg.unit->layout().param(tg.param).dtype;
+    char* dst = destination[rg.target] + rg.slice.shard_offset * tg.unit->layout().element_size();
+    const char* src = file->data() + rg.file_offset;
+    if (tg.file->dtype == model_t)
+      std::memcpy(dst, src, rg.bytes);
+    else
+      host::convert(dst, model_t, src, tg.file->dtype, rg.slice.length);
   }
   if (!r.model_only) {
     for (std::size_t k = 0; k < r.optimizers.size() && k < catalog.optimizers.size(); ++k) {

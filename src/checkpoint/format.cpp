@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "checkpoint/h5util.hpp"
+#include "checkpoint/index.hpp"
 
 namespace fsdp::ckpt {
 
@@ -54,6 +55,27 @@ const DatasetInfo* find_dataset(const std::vector<DatasetInfo>& by_name, const s
   return it != by_name.end() && it->name == name ? &*it : nullptr;
 }
 
+namespace {
+bool same_list(const std::vector<DatasetInfo>& a, const std::vector<DatasetInfo>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const DatasetInfo& x, const DatasetInfo& y) {
+                      return x.name == y.name && x.dtype == y.dtype && x.shape == y.shape &&
+                             x.crc == y.crc && x.offset == y.offset && x.step == y.step;
+                    });
+}
+}  // namespace
+
+bool same_datasets(const Catalog& a, const Catalog& b) {
+  if (!same_list(a.model, b.model) || a.optimizers.size() != b.optimizers.size()) return false;
+  for (std::size_t k = 0; k < a.optimizers.size(); ++k) {
+    const auto &sa = a.optimizers[k].states, &sb = b.optimizers[k].states;
+    if (sa.size() != sb.size()) return false;
+    for (std::size_t i = 0; i < sa.size(); ++i)
+      if (!same_list(sa[i], sb[i])) return false;
+  }
+  return true;
+}
+
 uint64_t Catalog::total_bytes() const {
   uint64_t b = 0;
   for (const auto& d : model) b += d.bytes();
@@ -64,6 +86,17 @@ uint64_t Catalog::total_bytes() const {
 }
 
 namespace {
+
+bool by_name(const DatasetInfo& a, const DatasetInfo& b) {
+  return a.name < b.name;
+}
+
+void check_inside_file(const DatasetInfo& d, const std::string& where, uint64_t file_size) {
+  if (d.offset + d.bytes() > file_size)
+    fail(Errc::Corrupt, where + ": its data ends at byte " + std::to_string(d.offset + d.bytes()) +
+                            " but the file has " + std::to_string(file_size) +
+                            " bytes (truncated file)");
+}
 
 DatasetInfo read_dataset(hid_t group, const std::string& link, const std::string& where,
                          uint64_t file_size, bool optimizer_state) {
@@ -93,10 +126,7 @@ DatasetInfo read_dataset(hid_t group, const std::string& link, const std::string
     fail(Errc::Format, w + ": stored chunked, compressed or unallocated; libfsdp reads contiguous "
                            "datasets (rewrite it with h5repack -l CONTI)");
   d.offset = offset;
-  if (d.offset + d.bytes() > file_size)
-    fail(Errc::Corrupt, w + ": its data ends at byte " + std::to_string(d.offset + d.bytes()) +
-                            " but the file has " + std::to_string(file_size) +
-                            " bytes (truncated file)");
+  check_inside_file(d, w, file_size);
   if (!has_attr(ds, kChecksumAttr))
     fail(Errc::Format, w + ": attribute '" + kChecksumAttr + "' is missing");
   d.crc = static_cast<uint32_t>(read_attr_i64(ds, kChecksumAttr, w));
@@ -111,17 +141,17 @@ std::vector<DatasetInfo> read_datasets(hid_t file, const std::string& path, uint
   for (const std::string& link : link_names(g))
     out.push_back(read_dataset(g, link, path, file_size, optimizer_state));
   // Link order is by escaped name; lookups want parameter-name order.
-  std::sort(out.begin(), out.end(),
-            [](const DatasetInfo& a, const DatasetInfo& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(), by_name);
   return out;
 }
 
-OptimizerInfo read_optimizer(hid_t file, const std::string& path, uint64_t file_size) {
+// An optimizer's kind and hyperparameter groups; its state datasets come from the index or a walk.
+OptimizerInfo read_optimizer_groups(hid_t file, const std::string& path) {
   OptimizerInfo o;
   Hid g(h5_check(H5Gopen2(file, path.c_str(), H5P_DEFAULT), Errc::Format, path));
   o.kind = read_attr_string(g, "kind", path);
-  const std::vector<std::string> names = state_names(o.kind);
-  if (names.empty()) fail(Errc::Format, path + ": unknown optimizer kind '" + o.kind + "'");
+  if (state_names(o.kind).empty())
+    fail(Errc::Format, path + ": unknown optimizer kind '" + o.kind + "'");
   const int64_t ngroups = read_attr_i64(g, "num_groups", path);
   if (ngroups < 1 || ngroups > 100000) fail(Errc::Format, path + ": bad num_groups");
   for (int64_t i = 0; i < ngroups; ++i) {
@@ -139,13 +169,63 @@ OptimizerInfo read_optimizer(hid_t file, const std::string& path, uint64_t file_
     h.eps = read_attr_f64(gg, "eps", gp);
     o.groups.push_back(h);
   }
-  for (const std::string& s : names) {
-    const std::string sp = path + "/" + s;
-    o.states.push_back(H5Lexists(file, sp.c_str(), H5P_DEFAULT) > 0
-                           ? read_datasets(file, sp, file_size, true)
-                           : std::vector<DatasetInfo>{});
-  }
+  o.states.resize(state_names(o.kind).size());
   return o;
+}
+
+std::string optimizer_path(std::size_t k) {
+  return std::string(kOptimizersGroup) + "/" + std::to_string(k);
+}
+
+// The groups that hold data datasets: /model, then each optimizer's state groups, with the
+// catalog list each fills. Groups that do not exist are left out.
+std::vector<std::pair<std::string, std::vector<DatasetInfo>*>> data_groups(hid_t file, Catalog& c) {
+  std::vector<std::pair<std::string, std::vector<DatasetInfo>*>> g;
+  g.emplace_back(kModelGroup, &c.model);
+  for (std::size_t k = 0; k < c.optimizers.size(); ++k) {
+    const std::vector<std::string> names = state_names(c.optimizers[k].kind);
+    for (std::size_t b = 0; b < names.size(); ++b) {
+      const std::string sp = optimizer_path(k) + "/" + names[b];
+      if (H5Lexists(file, sp.c_str(), H5P_DEFAULT) > 0)
+        g.emplace_back(sp, &c.optimizers[k].states[b]);
+    }
+  }
+  return g;
+}
+
+// Fills the catalog's dataset lists from /index. False (the lists left empty) when the index is
+// absent, stale or names a dataset outside the data groups: the caller walks the objects then.
+bool datasets_from_index(hid_t file, Catalog& c) {
+  const auto groups = data_groups(file, c);
+  std::size_t expected = 0;
+  for (const auto& g : groups) {
+    H5G_info_t info{};
+    Hid grp(h5_check(H5Gopen2(file, g.first.c_str(), H5P_DEFAULT), Errc::Format, g.first));
+    h5_check_status(H5Gget_info(grp, &info), Errc::Format, g.first);
+    expected += info.nlinks;
+  }
+  const std::optional<std::vector<IndexRow>> rows = read_index(file, expected);
+  if (!rows) return false;
+  for (const IndexRow& r : *rows) {
+    const std::size_t slash = r.path.find_last_of('/');
+    if (slash == std::string::npos) return false;
+    const std::string group = r.path.substr(0, slash);
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == group; });
+    if (it == groups.end()) return false;
+    DatasetInfo d;
+    d.name = unescape_name(r.path.substr(slash + 1));
+    d.dtype = r.dtype;
+    d.shape = r.shape;
+    for (int64_t e : r.shape) d.numel *= static_cast<uint64_t>(e);
+    d.crc = r.crc;
+    d.offset = r.offset;
+    d.step = r.step;
+    check_inside_file(d, r.path, c.file_size);
+    it->second->push_back(std::move(d));
+  }
+  for (const auto& g : groups) std::sort(g.second->begin(), g.second->end(), by_name);
+  return true;
 }
 
 // Opens a checkpoint after checking what read_catalog promises of the file as a whole, and reads
@@ -205,7 +285,7 @@ std::vector<std::pair<std::string, std::string>> read_metadata(const std::string
   return read_metadata_group(file);
 }
 
-Catalog read_catalog(const std::string& path) {
+Catalog read_catalog(const std::string& path, CatalogSource source) {
   QuietHdf5 quiet;
   Catalog c;
   Hid file = open_checkpoint(path, c);
@@ -219,14 +299,17 @@ Catalog read_catalog(const std::string& path) {
                     kLayoutDataset);
     c.layout.resize(std::strlen(c.layout.c_str()));
   }
-  c.model = read_datasets(file, kModelGroup, c.file_size, false);
   if (H5Lexists(file, kOptimizersGroup, H5P_DEFAULT) > 0) {
     Hid g(h5_check(H5Gopen2(file, kOptimizersGroup, H5P_DEFAULT), Errc::Format, kOptimizersGroup));
     const int64_t n = read_attr_i64(g, "count", kOptimizersGroup);
     for (int64_t i = 0; i < n; ++i)
-      c.optimizers.push_back(read_optimizer(
-          file, std::string(kOptimizersGroup) + "/" + std::to_string(i), c.file_size));
+      c.optimizers.push_back(
+          read_optimizer_groups(file, optimizer_path(static_cast<std::size_t>(i))));
   }
+  c.from_index = source == CatalogSource::Index && datasets_from_index(file, c);
+  if (!c.from_index)
+    for (const auto& g : data_groups(file, c))
+      *g.second = read_datasets(file, g.first, c.file_size, g.second != &c.model);
   if (H5Lexists(file, kScalerGroup, H5P_DEFAULT) > 0) {
     Hid g(h5_check(H5Gopen2(file, kScalerGroup, H5P_DEFAULT), Errc::Format, kScalerGroup));
     c.scaler.present = true;
@@ -316,6 +399,7 @@ std::vector<char> serialize(const Catalog& c) {
   o.num(c.format_version);
   o.str(c.library_version), o.str(c.strategy), o.str(c.created), o.str(c.layout);
   o.num(c.world_size), o.num(c.sharding_factor), o.num(c.file_size);
+  o.num<int32_t>(c.from_index ? 1 : 0);
   put(o, c.model);
   o.num<uint64_t>(c.optimizers.size());
   for (const auto& opt : c.optimizers) {
@@ -344,6 +428,7 @@ Catalog deserialize(const std::vector<char>& bytes) {
   c.library_version = in.str(), c.strategy = in.str(), c.created = in.str(), c.layout = in.str();
   c.world_size = in.num<int64_t>(), c.sharding_factor = in.num<int64_t>();
   c.file_size = in.num<uint64_t>();
+  c.from_index = in.num<int32_t>() != 0;
   c.model = get_datasets(in);
   c.optimizers.resize(in.num<uint64_t>());
   for (auto& opt : c.optimizers) {

@@ -21,6 +21,7 @@ constexpr const char* kOptimizersGroup = "/optimizers";
 constexpr const char* kScalerGroup = "/grad_scaler";
 constexpr const char* kMetadataGroup = "/metadata";
 constexpr const char* kLayoutDataset = "/layout";
+constexpr const char* kIndexDataset = "/index";
 constexpr const char* kChecksumAttr = "crc32c";
 constexpr const char* kStepAttr = "step";
 
@@ -77,20 +78,29 @@ struct Catalog {
   ScalerInfo scaler;
   std::vector<std::pair<std::string, std::string>> metadata;
   uint64_t file_size = 0;
+  bool from_index = false;  // the dataset lists came from /index, not from a walk of the groups
 
   const DatasetInfo* find_param(const std::string& name) const { return find_dataset(model, name); }
   uint64_t total_bytes() const;  // of every dataset
 };
 
+// Where the dataset lists come from: /index when it describes the file (one dataset read), else a
+// walk of the groups opening every dataset; or always the walk (fsdp-ckpt verify compares both).
+enum class CatalogSource { Index, Walk };
+
 // Reads the catalog with serial HDF5 and checks it: the file exists (Io), is an HDF5 file and an
-// fsdp checkpoint (Format), not of a newer format version (Version), and every dataset is a
-// float32/float64 little-endian array in contiguous unfiltered storage lying inside the file
-// (Corrupt when it runs past the end: a truncated file).
-Catalog read_catalog(const std::string& path);
+// fsdp checkpoint (Format), not of a newer format version (Version), and every dataset lies
+// inside the file (Corrupt when it runs past the end: a truncated file). The walk also checks
+// that every dataset is a float32/float64 little-endian array in contiguous unfiltered storage.
+Catalog read_catalog(const std::string& path, CatalogSource source = CatalogSource::Index);
 
 // The user metadata only, after the same checks of the file as a whole (not of every dataset):
 // cheap on a checkpoint of thousands of parameters.
 std::vector<std::pair<std::string, std::string>> read_metadata(const std::string& path);
+
+// Whether two catalogs of one file list the same datasets with the same dtype, shape, offset,
+// checksum and step (fsdp-ckpt verify: the index against a walk).
+bool same_datasets(const Catalog& a, const Catalog& b);
 
 // For broadcasting a catalog read by one rank.
 std::vector<char> serialize(const Catalog& c);

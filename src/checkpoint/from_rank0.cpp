@@ -17,14 +17,14 @@ std::string broadcast_string(MPI_Comm comm, std::string s) {
   return s;
 }
 
-Catalog shared_catalog(MPI_Comm comm, const std::string& path) {
+Catalog shared_catalog(MPI_Comm comm, const std::string& path, CatalogSource source) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   std::vector<char> bytes;
   run_unified(comm, [&] {
     if (rank != 0) return;
     std::lock_guard<std::mutex> lock(hdf5_mutex());
-    bytes = serialize(read_catalog(path));
+    bytes = serialize(read_catalog(path, source));
   });
   const std::string s = broadcast_string(comm, std::string(bytes.begin(), bytes.end()));
   return deserialize(std::vector<char>(s.begin(), s.end()));

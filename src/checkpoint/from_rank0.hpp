@@ -15,6 +15,7 @@ std::string broadcast_string(MPI_Comm comm, std::string s);
 
 // Collective over comm: rank 0 reads the catalog (read_catalog) and every rank gets it, or the
 // error rank 0 met.
-Catalog shared_catalog(MPI_Comm comm, const std::string& path);
+Catalog shared_catalog(MPI_Comm comm, const std::string& path,
+                       CatalogSource source = CatalogSource::Index);
 
 }  // namespace fsdp::ckpt

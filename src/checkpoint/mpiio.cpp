@@ -46,9 +46,7 @@ void set_hints(MPI_Info info) {
   const char* cb = std::getenv("FSDP_CKPT_ROMIO_CB");
   const char* mode = cb && *cb ? cb : "disable";
   MPI_Info_set(info, "romio_cb_write", mode);
-  MPI_Info_set(info, "romio_cb_read", mode);
   MPI_Info_set(info, "romio_ds_write", "disable");
-  MPI_Info_set(info, "romio_ds_read", "disable");
 }
 
 class File {
@@ -125,12 +123,14 @@ void build_types(const std::vector<Block>& blocks, const std::vector<char*>& mem
   mpi_check(MPI_Type_commit(&t.memory), "MPI_Type_commit");
 }
 
-void transfer(MPI_Comm comm, const std::string& path, std::vector<IoPiece> pieces,
-              const IoOptions& options, bool write) {
+}  // namespace
+
+void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> pieces,
+                  const IoOptions& options) {
   auto rounds = plan_rounds(pieces, options.round_bytes);
   uint64_t mine = rounds.size(), nrounds = 0;
   mpi_check(MPI_Allreduce(&mine, &nrounds, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce");
-  File file(comm, path, write ? MPI_MODE_WRONLY : MPI_MODE_RDONLY);
+  File file(comm, path, MPI_MODE_WRONLY);
   std::optional<Error> err;
   std::vector<char> staging;
   for (uint64_t r = 0; r < nrounds; ++r) {
@@ -140,7 +140,7 @@ void transfer(MPI_Comm comm, const std::string& path, std::vector<IoPiece> piece
     uint64_t staged = 0;
     for (const Block& b : blocks) {
       const IoPiece& p = pieces[b.piece];
-      if (write && p.produce) {  // staged: produced into this round's buffer
+      if (p.produce) {  // staged: produced into this round's buffer
         if (staging.size() < options.round_bytes) staging.resize(options.round_bytes);
         char* out = staging.data() + staged;
         if (!err) {
@@ -157,19 +157,16 @@ void transfer(MPI_Comm comm, const std::string& path, std::vector<IoPiece> piece
       }
     }
     MPI_Status st;
-    const std::string what = std::string(write ? "writing '" : "reading '") + path + "'";
+    const std::string what = "writing '" + path + "'";
     if (!options.collective) {  // one independent call per block
       for (std::size_t b = 0; b < blocks.size() && !err; ++b) {
         const auto off = static_cast<MPI_Offset>(blocks[b].file_offset);
         const int n = static_cast<int>(blocks[b].bytes);
-        keep_error(err,
-                   write ? MPI_File_write_at(file.get(), off, memory[b], n, MPI_BYTE, &st)
-                         : MPI_File_read_at(file.get(), off, memory[b], n, MPI_BYTE, &st),
-                   what);
+        keep_error(err, MPI_File_write_at(file.get(), off, memory[b], n, MPI_BYTE, &st), what);
         MPI_Count got = 0;
         MPI_Get_elements_x(&st, MPI_BYTE, &got);
         if (!err && static_cast<uint64_t>(got) != blocks[b].bytes)
-          err = Error(write ? Errc::Io : Errc::Corrupt, what + ": short transfer (truncated file)");
+          err = Error(Errc::Io, what + ": short write");
       }
       continue;
     }
@@ -181,38 +178,22 @@ void transfer(MPI_Comm comm, const std::string& path, std::vector<IoPiece> piece
                                  MPI_INFO_NULL),
                what);
     const int count = empty ? 0 : 1;
-    keep_error(err,
-               write ? MPI_File_write_at_all(file.get(), 0, MPI_BOTTOM, count, t.memory, &st)
-                     : MPI_File_read_at_all(file.get(), 0, MPI_BOTTOM, count, t.memory, &st),
-               what);
+    keep_error(err, MPI_File_write_at_all(file.get(), 0, MPI_BOTTOM, count, t.memory, &st), what);
     if (!empty && !err) {
       MPI_Count got = 0;
       MPI_Get_elements_x(&st, MPI_BYTE, &got);
       if (static_cast<uint64_t>(got) != t.bytes)
-        err = Error(write ? Errc::Io : Errc::Corrupt,
-                    what + ": short transfer of " + std::to_string(got) + " of " +
-                        std::to_string(t.bytes) + " bytes (truncated file)");
+        err = Error(Errc::Io, what + ": short write of " + std::to_string(got) + " of " +
+                                  std::to_string(t.bytes) + " bytes");
     }
   }
-  if (write) keep_error(err, MPI_File_sync(file.get()), "MPI_File_sync('" + path + "')");
+  keep_error(err, MPI_File_sync(file.get()), "MPI_File_sync('" + path + "')");
   try {
     file.close(path);
   } catch (const Error& e) {
     if (!err) err = e;
   }
   unify_error(comm, err);
-}
-
-}  // namespace
-
-void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> pieces,
-                  const IoOptions& options) {
-  transfer(comm, path, std::move(pieces), options, true);
-}
-
-void read_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> pieces,
-                 const IoOptions& options) {
-  transfer(comm, path, std::move(pieces), options, false);
 }
 
 IoOptions io_options_from_environment() {

@@ -1,5 +1,5 @@
-// Moving many (file range, memory) pieces with collective MPI-IO: one MPI_File_write_at_all /
-// read_at_all per round for all of a rank's pieces, whatever the number of datasets they belong
+// Writing many (file range, memory) pieces with collective MPI-IO: one MPI_File_write_at_all
+// per round for all of a rank's pieces, whatever the number of datasets they belong
 // to. Rounds bound the bytes one call moves (MPI counts are int) and the staging memory of
 // pieces that are produced on the fly; every rank makes the same number of calls.
 #pragma once
@@ -16,8 +16,8 @@ namespace fsdp::ckpt {
 struct IoPiece {
   uint64_t file_offset = 0;
   uint64_t bytes = 0;
-  void* memory = nullptr;  // read: destination; write: source (unless produce is set)
-  // Write only: fills `bytes` bytes starting at byte `first` of the piece into `out` (conversion
+  void* memory = nullptr;  // the source (unless produce is set)
+  // Fills `bytes` bytes starting at byte `first` of the piece into `out` (conversion
   // on import); the piece is then staged through a bounded buffer instead of read from memory.
   std::function<void(uint64_t first, uint64_t bytes, void* out)> produce;
 };
@@ -30,8 +30,6 @@ struct IoOptions {
 // Collective over comm (every rank, even one with no pieces). Throws Errc::Io naming the file.
 void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> pieces,
                   const IoOptions& options);
-void read_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> pieces,
-                 const IoOptions& options);
 
 // The options the environment asks for: FSDP_CKPT_DATA_IO=collective|independent.
 IoOptions io_options_from_environment();

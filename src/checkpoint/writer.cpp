@@ -16,6 +16,7 @@
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/h5util.hpp"
+#include "checkpoint/index.hpp"
 #include "checkpoint/mpiio.hpp"
 #include "checkpoint/partial_checksums.hpp"
 #include "core/mpi_check.hpp"
@@ -73,23 +74,52 @@ void write_attrs(hid_t obj, const std::vector<Attr>& attrs) {
   }
 }
 
-bool env_flag(const char* name, bool fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::strcmp(v, "0") != 0 : fallback;
+// What /index lists: every dataset but the text ones.
+std::vector<IndexRow> index_rows(const WritePlan& plan, const std::vector<uint64_t>& offsets,
+                                 const std::vector<uint32_t>& crc) {
+  std::vector<IndexRow> rows;
+  for (std::size_t i = 0; i < plan.datasets.size(); ++i) {
+    const DatasetSpec& d = plan.datasets[i];
+    if (d.is_text()) continue;
+    IndexRow r{d.path, d.dtype, d.shape, offsets[i], crc[i], -1};
+    for (const Attr& a : d.attrs)
+      if (a.name == kStepAttr && a.kind == Attr::Kind::Int64) r.step = a.integer;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+// Who creates the HDF5 structure (FSDP_CKPT_METADATA). Rank0: the first writer alone, with
+// serial HDF5, while the others wait; the data then goes in with MPI-IO from every writer.
+// Collective / Independent: every writer with parallel HDF5, metadata written collectively or by
+// each rank. Creating an object costs the same CPU on every rank that takes part, and parallel
+// HDF5 adds synchronisation per object: at 2,000 parameters rank 0 alone takes half the time of
+// two ranks together (bench/bench_checkpoint --pitfalls), and the gap grows with the ranks.
+enum class Metadata { Rank0, Collective, Independent };
+
+Metadata metadata_mode() {
+  const char* v = std::getenv("FSDP_CKPT_METADATA");
+  if (!v || !*v || std::strcmp(v, "rank0") == 0) return Metadata::Rank0;
+  if (std::strcmp(v, "collective") == 0) return Metadata::Collective;
+  if (std::strcmp(v, "independent") == 0) return Metadata::Independent;
+  fail(Errc::InvalidArgument,
+       std::string("FSDP_CKPT_METADATA='") + v + "': expected rank0, collective or independent");
 }
 
 // The HDF5 part: file, groups, attributes, datasets allocated at creation (no fill values: the
-// data is written once, next). Returns each dataset's file offset.
-std::vector<uint64_t> create_structure(MPI_Comm writers, const std::string& tmp,
+// data is written once, next), /index. Returns each dataset's file offset. Called by every
+// writer with parallel modes, by the first writer alone with Rank0.
+std::vector<uint64_t> create_structure(MPI_Comm writers, Metadata mode, const std::string& tmp,
                                        const WritePlan& plan, const std::vector<uint32_t>& crc) {
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   QuietHdf5 quiet;
   Hid fapl(h5_check(H5Pcreate(H5P_FILE_ACCESS), Errc::Io, "H5Pcreate"));
-  h5_check_status(H5Pset_fapl_mpio(fapl, writers, MPI_INFO_NULL), Errc::Io, "H5Pset_fapl_mpio");
-  // Metadata: written collectively (by few ranks, in large blocks) instead of by every rank.
-  const bool coll_md = env_flag("FSDP_CKPT_COLL_METADATA", true);
-  H5Pset_all_coll_metadata_ops(fapl, coll_md);
-  H5Pset_coll_metadata_write(fapl, coll_md);
+  if (mode != Metadata::Rank0) {
+    h5_check_status(H5Pset_fapl_mpio(fapl, writers, MPI_INFO_NULL), Errc::Io, "H5Pset_fapl_mpio");
+    const bool collective = mode == Metadata::Collective;
+    H5Pset_all_coll_metadata_ops(fapl, collective);
+    H5Pset_coll_metadata_write(fapl, collective);
+  }
   // The 1.8 file format: readable by every HDF5 tool of the last 15 years.
   H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V18);
   // Large datasets start on 4 KiB pages (FSDP_CKPT_ALIGNMENT: e.g. the Lustre stripe size).
@@ -141,6 +171,7 @@ std::vector<uint64_t> create_structure(MPI_Comm writers, const std::string& tmp,
     if (off == HADDR_UNDEF) fail(Errc::Internal, d.path + ": no file offset after creation");
     offsets.push_back(off);
   }
+  write_index(file, index_rows(plan, offsets, crc));
   file.close("closing '" + tmp + "'");
   return offsets;
 }
@@ -213,9 +244,17 @@ void write_checkpoint(const WriteComms& comms, const std::string& path, const Wr
         if (writer_rank == 0 && std::remove(tmp.c_str()) != 0 && errno != ENOENT)
           fail(Errc::Io, "removing stale '" + tmp + "': " + std::strerror(errno));
       });
-      std::vector<uint64_t> offsets;
-      run_unified(comms.writers,
-                  [&] { offsets = create_structure(comms.writers, tmp, plan, crc); });
+      std::vector<uint64_t> offsets(plan.datasets.size());
+      Metadata mode = Metadata::Rank0;
+      run_unified(comms.writers, [&] {
+        mode = metadata_mode();
+        if (mode != Metadata::Rank0 || writer_rank == 0)
+          offsets = create_structure(comms.writers, mode, tmp, plan, crc);
+      });
+      if (mode == Metadata::Rank0)
+        mpi_check(MPI_Bcast(offsets.data(), static_cast<int>(offsets.size()), MPI_UINT64_T, 0,
+                            comms.writers),
+                  "MPI_Bcast");
       maybe_die_for_test(comms.all);
       std::vector<IoPiece> io;
       std::vector<std::string> texts;  // the text datasets, padded, written by the first writer

@@ -1,7 +1,8 @@
 // Writing one checkpoint file: the HDF5 structure (groups, datasets at their full shapes,
-// attributes, checksums) created collectively with parallel HDF5 by the ranks that write, then
-// every rank's pieces written by collective MPI-IO straight into the datasets' contiguous
-// storage, then an atomic commit. Knows nothing of units: fsdp-ckpt import uses it too.
+// attributes, checksums, /index) created by the first writer (or collectively with parallel
+// HDF5: FSDP_CKPT_METADATA), then every rank's pieces written by collective MPI-IO straight into
+// the datasets' contiguous storage, then an atomic commit. Knows nothing of units: fsdp-ckpt import
+// uses it too.
 //
 // Why the data bypasses H5Dwrite: HDF5 1.10 (Debian 12) has no multi-dataset I/O, so a model of
 // 2,000 parameters would cost 2,000 collective H5Dwrite calls (each a synchronisation of every

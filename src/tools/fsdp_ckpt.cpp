@@ -51,8 +51,9 @@ const char* kUsage =
 // ---- Small helpers ---------------------------------------------------------------------------
 
 // Rank 0 reads the catalog; every rank gets it (or the same error).
-Catalog shared_catalog(const std::string& path) {
-  return ckpt::shared_catalog(MPI_COMM_WORLD, path);
+Catalog shared_catalog(const std::string& path,
+                       ckpt::CatalogSource source = ckpt::CatalogSource::Index) {
+  return ckpt::shared_catalog(MPI_COMM_WORLD, path, source);
 }
 
 // This rank's element range of a dataset of n elements.
@@ -204,7 +205,10 @@ int info(const std::string& path) {
 }
 
 int verify(const std::string& path, bool progress) {
-  const Catalog c = shared_catalog(path);
+  // The datasets themselves are the authority; the index must agree with them.
+  const Catalog c = shared_catalog(path, ckpt::CatalogSource::Walk);
+  const Catalog indexed = shared_catalog(path);
+  const bool index_wrong = indexed.from_index && !same_datasets(c, indexed);
   const auto ds = all_datasets(c);
   uint64_t mine_total = 0, done = 0;
   for (const auto& d : ds) {
@@ -238,12 +242,20 @@ int verify(const std::string& path, bool progress) {
   const int failed = static_cast<int>(bad.size());
   if (g_rank == 0) {
     for (const auto& b : bad) std::printf("checksum mismatch: %s\n", b.c_str());
+    if (index_wrong)
+      std::printf("index: /index disagrees with the datasets it lists (loads would trust it)\n");
+    else if (!indexed.from_index)
+      std::printf(
+          "index: absent or out of date; loads read every dataset's attributes instead "
+          "(slower with thousands of parameters; a new save writes a fresh one)\n");
     if (failed)
       std::printf("FAILED: %d of %zu datasets are corrupt\n", failed, ds.size());
+    else if (index_wrong)
+      std::printf("FAILED: the index is wrong\n");
     else
       std::printf("OK: %zu datasets, %s verified\n", ds.size(), human(c.total_bytes()).c_str());
   }
-  return failed ? 1 : 0;
+  return failed || index_wrong ? 1 : 0;
 }
 
 int diff(const std::string& pa, const std::string& pb) {
