@@ -4,6 +4,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # MPICH explicitly: on Debian the generic mpicc/mpiexec switch to Open MPI when a package pulls it in.
 # (Recursive variables: looked up when used, after `deps` has installed MPICH.)
 MPICC ?= $(shell command -v mpicc.mpich || command -v mpicc)
+MPIFORT ?= $(shell command -v mpifort.mpich || command -v mpifort)
 MPIEXEC ?= $(shell command -v mpiexec.mpich || command -v mpiexec)
 CMAKE_ARGS ?=
 
@@ -16,7 +17,7 @@ deps:
 
 configure: deps
 	cmake -S . -B $(BUILD_DIR) \
-	  -DMPI_C_COMPILER=$(MPICC) \
+	  -DMPI_C_COMPILER=$(MPICC) -DMPI_Fortran_COMPILER=$(MPIFORT) \
 	  -DMPIEXEC_EXECUTABLE=$(MPIEXEC) $(CMAKE_ARGS)
 
 build: configure

@@ -1,7 +1,9 @@
 # fsdp_add_mpi_test(<name> SOURCE <file> NPROCS <n>... [SUFFIX <s>] [ARGS <arg>...]
-#                   [ENV <VAR=value>...] [LABELS <label>...] [SETUP <fixture>] [REQUIRES <fixture>...])
+#                   [ENV <VAR=value>...] [LABELS <label>...] [SETUP <fixture>] [REQUIRES <fixture>...]
+#                   [LINK <target>...])
 # Builds one test program and registers it under mpiexec once per rank count, as
 # <name><suffix>.np<n>. SETUP / REQUIRES: CTest fixtures (a test that writes a file / reads it).
+# LINK: more libraries for the program (fsdp::fortran for a Fortran test).
 # Oversubscription (4 ranks on 2 cores) must work: MPICH allows it; Open MPI needs a flag.
 if(NOT DEFINED FSDP_MPIEXEC_OVERSUBSCRIBE)
   execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _mpiexec_version
@@ -14,10 +16,10 @@ if(NOT DEFINED FSDP_MPIEXEC_OVERSUBSCRIBE)
 endif()
 
 function(fsdp_add_mpi_test name)
-  cmake_parse_arguments(T "" "SOURCE;SUFFIX;SETUP" "NPROCS;ENV;LABELS;ARGS;REQUIRES" ${ARGN})
+  cmake_parse_arguments(T "" "SOURCE;SUFFIX;SETUP" "NPROCS;ENV;LABELS;ARGS;REQUIRES;LINK" ${ARGN})
   if(NOT TARGET ${name})
     add_executable(${name} ${T_SOURCE})
-    target_link_libraries(${name} PRIVATE fsdp::fsdp fsdp_test_harness)
+    target_link_libraries(${name} PRIVATE fsdp::fsdp fsdp_test_harness ${T_LINK})
   endif()
   foreach(n IN LISTS T_NPROCS)
     set(test_name ${name}${T_SUFFIX}.np${n})

@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define FSDP_VERSION_MAJOR 0
-#define FSDP_VERSION_MINOR 3
+#define FSDP_VERSION_MINOR 4
 #define FSDP_VERSION_PATCH 0
 /* One integer that orders versions: major * 10000 + minor * 100 + patch. */
 #define FSDP_VERSION_NUMBER(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
@@ -217,6 +217,12 @@ FSDP_EXPORT const char* fsdp_status_string(fsdp_status_t status);
 /** The calling thread's message for its last failed call ("" if none). Valid until the thread's
  *  next libfsdp call. Format: "<call>: <argument or unit>: <what is wrong>". */
 FSDP_EXPORT const char* fsdp_last_error(void);
+
+/** Since 0.4. For language bindings (the Fortran module, Python) that check their own arguments
+ *  before calling: makes "<call>: <message>" the calling thread's fsdp_last_error and returns
+ *  `status`, so every error reads alike whichever layer found it. Local, thread-safe. */
+FSDP_EXPORT fsdp_status_t fsdp_record_error(fsdp_status_t status, const char* call,
+                                            const char* message);
 
 /** The library's version. Any output may be NULL. */
 FSDP_EXPORT fsdp_status_t fsdp_get_version(int* major, int* minor, int* patch);
@@ -397,6 +403,13 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_precision(fsdp_unit_t unit, fsdp_dtype_t* st
 
 /** Element count of original parameter `index`. Local. */
 FSDP_EXPORT fsdp_status_t fsdp_param_numel(fsdp_unit_t unit, int index, size_t* numel);
+
+/** Since 0.4. Parameter `index` (own or tied) as it was described: name (the alias for a tied
+ *  one; valid for the unit's life), ndim, shape (row-major extents; `shape` must hold
+ *  FSDP_MAX_NDIM values), dtype, requires_grad. For bindings that view parameters as typed arrays
+ *  of their shape. Local. Any output may be NULL. */
+FSDP_EXPORT fsdp_status_t fsdp_param_info(fsdp_unit_t unit, int index, const char** name, int* ndim,
+                                          int64_t* shape, fsdp_dtype_t* dtype, int* requires_grad);
 
 /* ------------------------------------------------------------------------------------------------
  * Asynchronous unshard and reduce, prefetch (since 0.2). With MPI initialized at

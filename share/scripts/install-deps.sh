@@ -3,7 +3,9 @@
 # a machine that has them all is left alone (no apt-get update, no network).
 set -euo pipefail
 # libhdf5-mpich-dev: parallel HDF5 for checkpoints; hdf5-tools: h5dump, the tests' independent reader.
-packages=(build-essential cmake binutils pkg-config mpich libmpich-dev libhdf5-mpich-dev hdf5-tools)
+# gfortran: the Fortran module and its tests.
+packages=(build-essential cmake binutils pkg-config gfortran mpich libmpich-dev libhdf5-mpich-dev
+          hdf5-tools)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,4 +1,5 @@
 // C entry points for units.
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -296,6 +297,20 @@ fsdp_status_t fsdp_param_numel(fsdp_unit_t unit, int index, size_t* numel) {
     const Resolved r = resolve(u, index);
     require_output(numel, "numel");
     *numel = r.unit->layout().param(r.index).numel;
+  });
+}
+
+fsdp_status_t fsdp_param_info(fsdp_unit_t unit, int index, const char** name, int* ndim,
+                              int64_t* shape, fsdp_dtype_t* dtype, int* requires_grad) {
+  return guard(__func__, [&] {
+    Unit& u = unit_from(unit, "unit");
+    const Resolved r = resolve(u, index);
+    const fsdp::ParamSpec& p = r.unit->layout().param(r.index);
+    if (name) *name = r.tie ? r.tie->alias.c_str() : p.name.c_str();
+    if (ndim) *ndim = static_cast<int>(p.shape.size());
+    if (shape) std::copy(p.shape.begin(), p.shape.end(), shape);
+    if (dtype) *dtype = static_cast<fsdp_dtype_t>(p.dtype);
+    if (requires_grad) *requires_grad = p.requires_grad ? 1 : 0;
   });
 }
 

@@ -79,6 +79,11 @@ const char* fsdp_last_error(void) {
   return fsdp::capi::last_error.c_str();
 }
 
+fsdp_status_t fsdp_record_error(fsdp_status_t status, const char* call, const char* message) {
+  return fsdp::capi::record_error(call ? call : "(binding)", static_cast<Errc>(status),
+                                  message ? message : "");
+}
+
 fsdp_status_t fsdp_get_version(int* major, int* minor, int* patch) {
   if (major) *major = FSDP_VERSION_MAJOR;
   if (minor) *minor = FSDP_VERSION_MINOR;

@@ -1,0 +1,640 @@
+! libfsdp for Fortran: `use fsdp`. Every C function of include/fsdp.h under its C name, as a
+! function returning its status (FSDP_SUCCESS = 0), so the C documentation applies as it is.
+! Where Fortran needs it the arguments are Fortran's own: communicators from `mpi` (integer) or
+! `mpi_f08` (type(MPI_Comm)), strings without a NUL, arrays instead of pointer + count, and the
+! parameters, gradients and shards as Fortran array pointers of their shape and kind.
+!
+! Row-major and column-major: a parameter described to the library with shape [m, n] (C order,
+! the order of fsdp_param_info and of checkpoints) is, in Fortran, an array of shape (n, m): the
+! same bytes, the indices reversed. fsdp_param(name, w) of a Fortran array w(n, m) describes the
+! parameter [m, n]; fsdp_param_data gives it back as a pointer of shape (n, m).
+!
+! Indices of parameters count from 0, as in C: index i is the i-th fsdp_param given at creation,
+! counting from 0.
+!
+! Bad input gets the library's treatment: a specific status, fsdp_last_error() naming the call
+! and the argument, and nothing changed (a pointer argument keeps its association).
+module fsdp
+  use, intrinsic :: iso_c_binding
+  use, intrinsic :: iso_fortran_env, only: error_unit
+  use fsdp_c
+#ifdef FSDP_HAVE_MPI_F08
+  use mpi_f08, only: MPI_Comm
+#endif
+  implicit none
+  private
+
+  ! ---- Re-exported from fsdp_c: constants, handles, structs, functions used as they are
+  public :: FSDP_VERSION_MAJOR, FSDP_VERSION_MINOR, FSDP_VERSION_PATCH, FSDP_VERSION
+  public :: FSDP_SUCCESS, FSDP_ERR_INVALID_ARGUMENT, FSDP_ERR_INVALID_HANDLE, &
+            FSDP_ERR_DESTROYED_HANDLE, FSDP_ERR_FINALIZED, FSDP_ERR_OUT_OF_RANGE, &
+            FSDP_ERR_STATE, FSDP_ERR_MISMATCH, FSDP_ERR_VERSION, FSDP_ERR_UNSUPPORTED, &
+            FSDP_ERR_OUT_OF_MEMORY, FSDP_ERR_MPI, FSDP_ERR_INTERNAL, FSDP_ERR_CALLBACK, &
+            FSDP_ERR_IO, FSDP_ERR_FORMAT, FSDP_ERR_CORRUPT
+  public :: FSDP_DTYPE_AUTO, FSDP_FLOAT32, FSDP_FLOAT64, FSDP_BFLOAT16, FSDP_FLOAT16
+  public :: FSDP_FULL_SHARD, FSDP_HYBRID_SHARD, FSDP_NO_SHARD, FSDP_REDUCE_MEAN, FSDP_REDUCE_SUM
+  public :: FSDP_GROUP_WORLD, FSDP_GROUP_SHARD, FSDP_GROUP_REPLICATE
+  public :: FSDP_OPTIMIZER_SGD, FSDP_OPTIMIZER_ADAMW
+  public :: FSDP_LOAD_STRICT, FSDP_LOAD_PARTIAL, FSDP_LOAD_MODEL_ONLY, FSDP_LOAD_CONVERT_DTYPE
+  public :: FSDP_MAX_NDIM
+  public :: fsdp_context_t, fsdp_unit_t, fsdp_optimizer_t, fsdp_grad_scaler_t, fsdp_request_t
+  public :: fsdp_config_t, fsdp_memory_stats_t, fsdp_hyperparams_t, fsdp_checkpoint_report_t
+  public :: fsdp_get_version, fsdp_check_version, fsdp_convert, fsdp_config_defaults
+  public :: fsdp_finalize, fsdp_group_info, fsdp_context_config, fsdp_memory_stats, &
+            fsdp_trim_pool, fsdp_reset_peak_memory, fsdp_set_grad_sync
+  public :: fsdp_unit_destroy, fsdp_unshard, fsdp_reshard, fsdp_reduce_grads, fsdp_zero_grads, &
+            fsdp_param_shard_range, fsdp_unit_numel, fsdp_unit_info, fsdp_unit_precision, &
+            fsdp_param_numel
+  public :: fsdp_unshard_async, fsdp_reduce_grads_async, fsdp_wait, fsdp_test, fsdp_unit_wait, &
+            fsdp_context_async, fsdp_set_prefetch, fsdp_begin_forward, fsdp_begin_backward
+  public :: fsdp_optimizer_destroy, fsdp_optimizer_get_hyperparams, &
+            fsdp_optimizer_set_hyperparams, fsdp_optimizer_set_lr, fsdp_optimizer_step, &
+            fsdp_optimizer_zero_grad, fsdp_clip_grad_norm
+  public :: fsdp_grad_scaler_create, fsdp_grad_scaler_destroy, fsdp_grad_scaler_scale, &
+            fsdp_grad_scaler_unscale, fsdp_grad_scaler_step, fsdp_grad_scaler_update
+
+  ! ---- Fortran forms
+  public :: fsdp_status_string, fsdp_last_error, fsdp_record_error, fsdp_check
+  public :: fsdp_init, fsdp_param_t, fsdp_param, fsdp_unit_create, fsdp_unit_tie, fsdp_param_info
+  public :: fsdp_param_data, fsdp_grad_data, fsdp_shard_data, fsdp_shard_grad
+  public :: fsdp_optimizer_create, fsdp_optimizer_add_group, fsdp_sgd_defaults, &
+            fsdp_adamw_defaults
+  public :: fsdp_load_report_t, fsdp_checkpoint_save, fsdp_checkpoint_save_async, &
+            fsdp_checkpoint_load, fsdp_checkpoint_metadata
+
+  ! One parameter of a unit to create: fsdp_param(name, values [, requires_grad]) takes a
+  ! real(c_float) or real(c_double) array of rank 0 to 4 (contiguous, and declared `target`: the
+  ! library reads it during fsdp_unit_create); fsdp_param(name, shape, dtype [, requires_grad]
+  ! [, values]) describes one by its C-order shape (zeros, or the values at a c_ptr).
+  type :: fsdp_param_t
+    character(len=:), allocatable :: name
+    integer(c_int64_t), allocatable :: shape(:)  ! C order: a Fortran array's shape reversed
+    integer(c_int) :: dtype = FSDP_FLOAT32
+    integer(c_int) :: requires_grad = 1
+    type(c_ptr) :: values = c_null_ptr
+    character(len=:), allocatable :: error  ! set by a constructor that was given bad input
+  end type
+
+  ! What fsdp_checkpoint_load did: fsdp_checkpoint_report_t with the details as a string.
+  type :: fsdp_load_report_t
+    integer :: loaded = 0, missing = 0, unexpected = 0, mismatched = 0
+    character(len=:), allocatable :: details
+  end type
+
+  interface fsdp_init
+    module procedure init_integer_comm
+#ifdef FSDP_HAVE_MPI_F08
+    module procedure init_mpi_f08_comm
+#endif
+  end interface
+
+#include "fsdp_typed_interfaces.inc"
+
+  interface
+    pure function c_strlen(s) result(n) bind(C, name='strlen')
+      import :: c_ptr, c_size_t
+      type(c_ptr), value, intent(in) :: s
+      integer(c_size_t) :: n
+    end function
+  end interface
+
+contains
+
+  ! ---- Strings and errors
+
+  ! A NUL-terminated C string as a Fortran string ("" for a NULL pointer).
+  function from_c(p) result(s)
+    type(c_ptr), intent(in) :: p
+    character(len=:), allocatable :: s
+    character(kind=c_char), pointer :: chars(:)
+    integer :: i, n
+    if (.not. c_associated(p)) then
+      s = ''
+      return
+    end if
+    n = int(c_strlen(p))
+    call c_f_pointer(p, chars, [n])
+    allocate (character(len=n) :: s)
+    do i = 1, n
+      s(i:i) = chars(i)
+    end do
+  end function
+
+  pure function to_c(s) result(c)
+    character(len=*), intent(in) :: s
+    character(kind=c_char, len=len(s) + 1) :: c
+    c = s//c_null_char
+  end function
+
+  function fsdp_status_string(status) result(s)
+    integer(c_int), intent(in) :: status
+    character(len=:), allocatable :: s
+    s = from_c(c_fsdp_status_string(status))
+  end function
+
+  function fsdp_last_error() result(s)
+    character(len=:), allocatable :: s
+    s = from_c(c_fsdp_last_error())
+  end function
+
+  function fsdp_record_error(status, call, message) result(st)
+    integer(c_int), intent(in) :: status
+    character(len=*), intent(in) :: call, message
+    integer(c_int) :: st
+    st = c_fsdp_record_error(status, to_c(call), to_c(message))
+  end function
+
+  ! For programs that treat every error as fatal (as MPI_ERRORS_ARE_FATAL does): prints the
+  ! message and stops the program, which makes mpiexec end the other ranks.
+  subroutine fsdp_check(status)
+    integer(c_int), intent(in) :: status
+    character(len=:), allocatable :: message
+    if (status == FSDP_SUCCESS) return
+    message = fsdp_last_error()
+    if (len(message) == 0) message = fsdp_status_string(status)
+    write (error_unit, '(a)') 'libfsdp: '//message
+    error stop 1
+  end subroutine
+
+  function itoa(i) result(s)
+    integer(c_int64_t), intent(in) :: i
+    character(len=:), allocatable :: s
+    character(len=24) :: buf
+    write (buf, '(i0)') i
+    s = trim(buf)
+  end function
+
+  function shape_text(shp, n, reversed) result(s)
+    integer(c_int64_t), intent(in) :: shp(:)
+    integer, intent(in) :: n
+    logical, intent(in) :: reversed
+    character(len=:), allocatable :: s
+    integer :: i
+    s = merge('(', '[', reversed)
+    do i = 1, n
+      if (i > 1) s = s//', '
+      if (reversed) then
+        s = s//itoa(shp(n + 1 - i))
+      else
+        s = s//itoa(shp(i))
+      end if
+    end do
+    s = s//merge(')', ']', reversed)
+  end function
+
+  function dtype_text(dtype) result(s)
+    integer(c_int), intent(in) :: dtype
+    character(len=:), allocatable :: s
+    select case (dtype)
+    case (FSDP_FLOAT32); s = 'float32, real(c_float) in Fortran'
+    case (FSDP_FLOAT64); s = 'float64, real(c_double) in Fortran'
+    case (FSDP_BFLOAT16); s = 'bfloat16, which no Fortran real kind holds: take a type(c_ptr)'
+    case (FSDP_FLOAT16); s = 'float16, which no Fortran real kind holds: take a type(c_ptr)'
+    case default; s = 'unknown'
+    end select
+  end function
+
+  ! ---- Contexts
+
+  function init_integer_comm(comm, ctx, config) result(st)
+    integer, intent(in) :: comm  ! a communicator of the `mpi` module (MPI_COMM_WORLD...)
+    type(fsdp_context_t), intent(out) :: ctx
+    type(fsdp_config_t), intent(in), optional :: config
+    integer(c_int) :: st
+    type(fsdp_config_t) :: cfg
+    if (present(config)) cfg = config
+    ! The struct is this module's: its size, magic and version are not the caller's to set.
+    cfg%size = c_sizeof(cfg)
+    cfg%magic = FSDP_CONFIG_MAGIC
+    cfg%version = FSDP_VERSION
+    st = fsdp_check_version(FSDP_VERSION_MAJOR, FSDP_VERSION_MINOR, FSDP_VERSION_PATCH)
+    if (st /= FSDP_SUCCESS) return
+    st = c_fsdp_init_fcomm(int(comm, c_int), cfg, ctx)
+  end function
+
+#ifdef FSDP_HAVE_MPI_F08
+  function init_mpi_f08_comm(comm, ctx, config) result(st)
+    type(MPI_Comm), intent(in) :: comm
+    type(fsdp_context_t), intent(out) :: ctx
+    type(fsdp_config_t), intent(in), optional :: config
+    integer(c_int) :: st
+    st = init_integer_comm(comm%MPI_VAL, ctx, config)
+  end function
+#endif
+
+  ! ---- Units
+
+  function described(name, shape, dtype, requires_grad) result(p)
+    character(len=*), intent(in) :: name
+    integer(c_int64_t), intent(in) :: shape(:)  ! Fortran order
+    integer(c_int), intent(in) :: dtype
+    logical, intent(in), optional :: requires_grad
+    type(fsdp_param_t) :: p
+    p%name = name
+    p%shape = shape(size(shape):1:-1)
+    p%dtype = dtype
+    p%requires_grad = 1
+    if (present(requires_grad)) p%requires_grad = merge(1, 0, requires_grad)
+  end function
+
+  function param_shaped(name, shape, dtype, requires_grad, values) result(p)
+    character(len=*), intent(in) :: name
+    integer(c_int64_t), intent(in) :: shape(:)  ! C order, as fsdp_param_info reports it
+    integer(c_int), intent(in) :: dtype
+    logical, intent(in), optional :: requires_grad
+    type(c_ptr), intent(in), optional :: values
+    type(fsdp_param_t) :: p
+    p = described(name, shape(size(shape):1:-1), dtype, requires_grad)
+    if (present(values)) p%values = values
+    if (size(shape) > FSDP_MAX_NDIM) p%error = 'shape: more than FSDP_MAX_NDIM dimensions'
+  end function
+
+  ! fsdp_unit_create_ex with the options as optional arguments. Collective over the world
+  ! group. The params' values are read during the call only.
+  function fsdp_unit_create(ctx, params, unit, name, param_dtype, reduce_dtype, &
+                            sync_from_rank0) result(st)
+    type(fsdp_context_t), intent(in) :: ctx
+    type(fsdp_param_t), intent(in), target :: params(:)
+    type(fsdp_unit_t), intent(out) :: unit
+    character(len=*), intent(in), optional :: name
+    integer(c_int), intent(in), optional :: param_dtype, reduce_dtype
+    logical, intent(in), optional :: sync_from_rank0
+    integer(c_int) :: st
+    type(fsdp_param_desc_t), allocatable :: descs(:)
+    type(c_ptr), allocatable :: values(:)
+    type c_name
+      character(kind=c_char, len=:), allocatable :: s
+    end type
+    type(c_name), allocatable, target :: names(:)
+    character(kind=c_char, len=:), allocatable, target :: unit_name
+    type(fsdp_unit_options_t) :: options
+    integer :: i
+    do i = 1, size(params)
+      if (allocated(params(i)%error)) then
+        st = fsdp_record_error(FSDP_ERR_INVALID_ARGUMENT, 'fsdp_unit_create', &
+                               'params('//itoa(int(i, c_int64_t))//') "'//params(i)%name// &
+                               '": '//params(i)%error)
+        return
+      end if
+    end do
+    allocate (descs(size(params)), values(size(params)), names(size(params)))
+    do i = 1, size(params)
+      names(i)%s = to_c(params(i)%name)
+      descs(i)%name = c_loc(names(i)%s)
+      descs(i)%ndim = size(params(i)%shape)
+      descs(i)%shape = c_null_ptr
+      if (size(params(i)%shape) > 0) descs(i)%shape = c_loc(params(i)%shape)
+      descs(i)%dtype = params(i)%dtype
+      descs(i)%requires_grad = params(i)%requires_grad
+      values(i) = params(i)%values
+    end do
+    options%size = c_sizeof(options)
+    if (present(name)) then
+      unit_name = to_c(name)
+      options%name = c_loc(unit_name)
+    end if
+    if (present(param_dtype)) options%param_dtype = param_dtype
+    if (present(reduce_dtype)) options%reduce_dtype = reduce_dtype
+    if (present(sync_from_rank0)) options%sync_from_rank0 = merge(1, 0, sync_from_rank0)
+    st = c_fsdp_unit_create_ex(ctx, int(size(params), c_int), descs, values, options, unit)
+  end function
+
+  function fsdp_unit_tie(user, alias, owner, owner_index, alias_index) result(st)
+    type(fsdp_unit_t), intent(in) :: user, owner
+    character(len=*), intent(in) :: alias
+    integer, intent(in) :: owner_index
+    integer, intent(out) :: alias_index
+    integer(c_int) :: st, index
+    st = c_fsdp_unit_tie(user, to_c(alias), owner, int(owner_index, c_int), index)
+    if (st == FSDP_SUCCESS) alias_index = index
+  end function
+
+  ! Parameter `index` as described: name, shape in C order (the Fortran array's is reversed),
+  ! dtype, requires_grad. Every output is optional.
+  function fsdp_param_info(unit, index, name, shape, dtype, requires_grad) result(st)
+    type(fsdp_unit_t), intent(in) :: unit
+    integer, intent(in) :: index
+    character(len=:), allocatable, intent(out), optional :: name
+    integer(c_int64_t), allocatable, intent(out), optional :: shape(:)
+    integer(c_int), intent(out), optional :: dtype
+    logical, intent(out), optional :: requires_grad
+    integer(c_int) :: st, ndim, dt, rg
+    type(c_ptr) :: p
+    integer(c_int64_t) :: shp(FSDP_MAX_NDIM)
+    st = c_fsdp_param_info(unit, int(index, c_int), p, ndim, shp, dt, rg)
+    if (st /= FSDP_SUCCESS) return
+    if (present(name)) name = from_c(p)
+    if (present(shape)) shape = shp(1:ndim)
+    if (present(dtype)) dtype = dt
+    if (present(requires_grad)) requires_grad = rg /= 0
+  end function
+
+  ! The checks behind fsdp_param_data and fsdp_grad_data with a typed pointer: the pointer's
+  ! rank is the parameter's and its kind the unsharded dtype (param_dtype), checked before the
+  ! library is asked for the buffer. `shp` receives the Fortran shape.
+  function full_view(unit, index, rank, dtype, grad, p, shp) result(st)
+    type(fsdp_unit_t), intent(in) :: unit
+    integer, intent(in) :: index, rank
+    integer(c_int), intent(in) :: dtype
+    logical, intent(in) :: grad
+    type(c_ptr), intent(out) :: p
+    integer(c_int64_t), intent(out) :: shp(FSDP_MAX_NDIM)
+    integer(c_int) :: st, ndim, dt, rg, storage, param_dtype, reduce_dtype
+    type(c_ptr) :: name
+    character(len=:), allocatable :: call, what
+    call = merge('fsdp_grad_data ', 'fsdp_param_data', grad)
+    call = trim(call)
+    st = c_fsdp_param_info(unit, int(index, c_int), name, ndim, shp, dt, rg)
+    if (st == FSDP_SUCCESS) st = fsdp_unit_precision(unit, storage, param_dtype, reduce_dtype)
+    if (st /= FSDP_SUCCESS) then  ! a bad unit or index: the call itself words the error
+      st = raw_full(unit, index, grad, p)
+      return
+    end if
+    what = 'parameter '//itoa(int(index, c_int64_t))//' "'//from_c(name)//'"'
+    if (ndim /= rank) then
+      st = fsdp_record_error(FSDP_ERR_INVALID_ARGUMENT, call, 'a: a rank-'// &
+                             itoa(int(rank, c_int64_t))//' pointer, but '//what//' has '// &
+                             itoa(int(ndim, c_int64_t))//' dimension(s): C shape '// &
+                             shape_text(shp, ndim, .false.)//', Fortran shape '// &
+                             shape_text(shp, ndim, .true.))
+      return
+    end if
+    if (param_dtype /= dtype) then
+      st = fsdp_record_error(FSDP_ERR_INVALID_ARGUMENT, call, 'a: a pointer to '// &
+                             dtype_text(dtype)//', but '//what//' is unsharded as '// &
+                             dtype_text(param_dtype))
+      return
+    end if
+    st = raw_full(unit, index, grad, p)
+    shp(1:ndim) = shp(ndim:1:-1)
+  end function
+
+  function raw_full(unit, index, grad, p) result(st)
+    type(fsdp_unit_t), intent(in) :: unit
+    integer, intent(in) :: index
+    logical, intent(in) :: grad
+    type(c_ptr), intent(out) :: p
+    integer(c_int) :: st
+    if (grad) then
+      st = c_fsdp_grad_data(unit, int(index, c_int), p)
+    else
+      st = c_fsdp_param_data(unit, int(index, c_int), p)
+    end if
+  end function
+
+  function param_data_ptr(unit, index, data) result(st)
+    type(fsdp_unit_t), intent(in) :: unit
+    integer, intent(in) :: index
+    type(c_ptr), intent(out) :: data
+    integer(c_int) :: st
+    st = c_fsdp_param_data(unit, int(index, c_int), data)
+  end function
+
+  function grad_data_ptr(unit, index, data) result(st)
+    type(fsdp_unit_t), intent(in) :: unit
+    integer, intent(in) :: index
+    type(c_ptr), intent(out) :: data
+    integer(c_int) :: st
+    st = c_fsdp_grad_data(unit, int(index, c_int), data)
+  end function
+
+  ! The shard (or gradient shard) as a rank-1 pointer of the unit's storage dtype.
+  function shard_view(unit, dtype, grad, p, n) result(st)
+    type(fsdp_unit_t), intent(in) :: unit
+    integer(c_int), intent(in) :: dtype
+    logical, intent(in) :: grad
+    type(c_ptr), intent(out) :: p
+    integer(c_size_t), intent(out) :: n
+    integer(c_int) :: st, nparams, storage
+    st = fsdp_unit_info(unit, nparams, storage)
+    if (st == FSDP_SUCCESS .and. storage /= dtype) then
+      st = fsdp_record_error(FSDP_ERR_INVALID_ARGUMENT, &
+                             trim(merge('fsdp_shard_grad', 'fsdp_shard_data', grad)), &
+                             'a: a pointer to '//dtype_text(dtype)//', but the unit stores '// &
+                             dtype_text(storage))
+      return
+    end if
+    if (grad) then
+      st = c_fsdp_shard_grad(unit, p, n)
+    else
+      st = c_fsdp_shard_data(unit, p, n)
+    end if
+  end function
+
+  function shard_data_ptr(unit, data, numel) result(st)
+    type(fsdp_unit_t), intent(in) :: unit
+    type(c_ptr), intent(out) :: data
+    integer(c_size_t), intent(out) :: numel
+    integer(c_int) :: st
+    st = c_fsdp_shard_data(unit, data, numel)
+  end function
+
+  function shard_grad_ptr(unit, data, numel) result(st)
+    type(fsdp_unit_t), intent(in) :: unit
+    type(c_ptr), intent(out) :: data
+    integer(c_size_t), intent(out) :: numel
+    integer(c_int) :: st
+    st = c_fsdp_shard_grad(unit, data, numel)
+  end function
+
+  ! ---- Optimizers
+
+  function fsdp_sgd_defaults() result(hp)
+    type(fsdp_hyperparams_t) :: hp
+    hp%size = c_sizeof(hp)
+  end function
+
+  function fsdp_adamw_defaults() result(hp)
+    type(fsdp_hyperparams_t) :: hp
+    hp%size = c_sizeof(hp)
+    hp%weight_decay = 1d-2
+  end function
+
+  ! An optimizer over `units`; `defaults` absent: the kind's defaults. Collective.
+  function fsdp_optimizer_create(ctx, kind, units, opt, defaults) result(st)
+    type(fsdp_context_t), intent(in) :: ctx
+    integer(c_int), intent(in) :: kind
+    type(fsdp_unit_t), intent(in) :: units(:)
+    type(fsdp_optimizer_t), intent(out) :: opt
+    type(fsdp_hyperparams_t), intent(in), optional :: defaults
+    integer(c_int) :: st
+    type(fsdp_hyperparams_t), target :: hp
+    type(fsdp_unit_t), allocatable :: list(:)
+    list = units  ! contiguous
+    if (present(defaults)) then
+      hp = defaults
+      st = c_fsdp_optimizer_create(ctx, kind, c_loc(hp), int(size(list), c_int), list, opt)
+    else
+      st = c_fsdp_optimizer_create(ctx, kind, c_null_ptr, int(size(list), c_int), list, opt)
+    end if
+  end function
+
+  function fsdp_optimizer_add_group(opt, pattern, hp, group, nmatched) result(st)
+    type(fsdp_optimizer_t), intent(in) :: opt
+    character(len=*), intent(in) :: pattern
+    type(fsdp_hyperparams_t), intent(in) :: hp
+    integer, intent(out), optional :: group, nmatched
+    integer(c_int) :: st, g, n
+    st = c_fsdp_optimizer_add_group(opt, to_c(pattern), hp, g, n)
+    if (st /= FSDP_SUCCESS) return
+    if (present(group)) group = g
+    if (present(nmatched)) nmatched = n
+  end function
+
+  ! ---- Checkpoints
+
+  ! Builds fsdp_checkpoint_options_t; the arrays it points into are the caller's (target).
+  ! A problem with the arguments comes back as text (empty: none). The caller still makes the
+  ! collective call, with nmetadata = -1 (refused by the library on this rank and reported to
+  ! every rank, so none is left waiting), then records the problem as the error.
+  function checkpoint_options(optimizers, grad_scaler, keys, values, flags, keys_c, &
+                              values_c, key_ptrs, value_ptrs, options) result(problem)
+    type(fsdp_optimizer_t), intent(in), optional, target, contiguous :: optimizers(:)
+    type(fsdp_grad_scaler_t), intent(in), optional :: grad_scaler
+    character(len=*), intent(in), optional :: keys(:), values(:)
+    integer(c_int), intent(in), optional :: flags
+    character(kind=c_char, len=:), allocatable, target, intent(inout) :: keys_c(:), values_c(:)
+    type(c_ptr), allocatable, target, intent(inout) :: key_ptrs(:), value_ptrs(:)
+    type(fsdp_checkpoint_options_t), intent(out) :: options
+    character(len=:), allocatable :: problem
+    integer :: i, n
+    problem = ''
+    options%size = c_sizeof(options)
+    if (present(optimizers)) then
+      options%noptimizers = size(optimizers)
+      if (size(optimizers) > 0) options%optimizers = c_loc(optimizers)
+    end if
+    if (present(grad_scaler)) options%grad_scaler = grad_scaler%ptr
+    if (present(flags)) options%load_flags = flags
+    if (present(keys) .neqv. present(values)) then
+      problem = 'metadata_keys and metadata_values: give both or neither'
+      options%nmetadata = -1
+      return
+    end if
+    if (.not. present(keys)) return
+    if (size(keys) /= size(values)) then
+      problem = 'metadata_values: '//itoa(int(size(values), c_int64_t))//' values for '// &
+                itoa(int(size(keys), c_int64_t))//' metadata_keys'
+      options%nmetadata = -1
+      return
+    end if
+    n = size(keys)
+    allocate (character(kind=c_char, len=len(keys) + 1) :: keys_c(n))
+    allocate (character(kind=c_char, len=len(values) + 1) :: values_c(n))
+    allocate (key_ptrs(n), value_ptrs(n))
+    do i = 1, n
+      keys_c(i) = trim(keys(i))//c_null_char
+      values_c(i) = trim(values(i))//c_null_char
+      key_ptrs(i) = c_loc(keys_c(i))
+      value_ptrs(i) = c_loc(values_c(i))
+    end do
+    options%nmetadata = n
+    if (n > 0) then
+      options%metadata_keys = c_loc(key_ptrs)
+      options%metadata_values = c_loc(value_ptrs)
+    end if
+  end function
+
+  ! Saves the model, the optimizers' state and the scaler to `path`; metadata as key/value
+  ! strings (trailing blanks are dropped). Collective over the world group.
+  function fsdp_checkpoint_save(ctx, path, optimizers, grad_scaler, metadata_keys, &
+                                metadata_values) result(st)
+    type(fsdp_context_t), intent(in) :: ctx
+    character(len=*), intent(in) :: path
+    type(fsdp_optimizer_t), intent(in), optional, target, contiguous :: optimizers(:)
+    type(fsdp_grad_scaler_t), intent(in), optional :: grad_scaler
+    character(len=*), intent(in), optional :: metadata_keys(:), metadata_values(:)
+    integer(c_int) :: st
+    st = save(ctx, path, optimizers, grad_scaler, metadata_keys, metadata_values)
+  end function
+
+  ! fsdp_checkpoint_save in the background; complete it with fsdp_wait(req) or poll fsdp_test.
+  function fsdp_checkpoint_save_async(ctx, path, req, optimizers, grad_scaler, metadata_keys, &
+                                      metadata_values) result(st)
+    type(fsdp_context_t), intent(in) :: ctx
+    character(len=*), intent(in) :: path
+    type(fsdp_request_t), intent(out) :: req
+    type(fsdp_optimizer_t), intent(in), optional, target, contiguous :: optimizers(:)
+    type(fsdp_grad_scaler_t), intent(in), optional :: grad_scaler
+    character(len=*), intent(in), optional :: metadata_keys(:), metadata_values(:)
+    integer(c_int) :: st
+    st = save(ctx, path, optimizers, grad_scaler, metadata_keys, metadata_values, req)
+  end function
+
+  function save(ctx, path, optimizers, grad_scaler, keys, values, req) result(st)
+    type(fsdp_context_t), intent(in) :: ctx
+    character(len=*), intent(in) :: path
+    type(fsdp_optimizer_t), intent(in), optional, target, contiguous :: optimizers(:)
+    type(fsdp_grad_scaler_t), intent(in), optional :: grad_scaler
+    character(len=*), intent(in), optional :: keys(:), values(:)
+    type(fsdp_request_t), intent(out), optional :: req  ! present: in the background
+    integer(c_int) :: st
+    character(kind=c_char, len=:), allocatable, target :: keys_c(:), values_c(:)
+    type(c_ptr), allocatable, target :: key_ptrs(:), value_ptrs(:)
+    type(fsdp_checkpoint_options_t) :: options
+    character(len=:), allocatable :: problem
+    problem = checkpoint_options(optimizers, grad_scaler, keys, values, keys_c=keys_c, &
+                                 values_c=values_c, key_ptrs=key_ptrs, value_ptrs=value_ptrs, &
+                                 options=options)
+    if (present(req)) then
+      st = c_fsdp_checkpoint_save_async(ctx, to_c(path), options, req)
+    else
+      st = c_fsdp_checkpoint_save(ctx, to_c(path), options)
+    end if
+    if (len(problem) > 0) st = fsdp_record_error(FSDP_ERR_INVALID_ARGUMENT, &
+                                                 trim(merge('fsdp_checkpoint_save_async', &
+                                                            'fsdp_checkpoint_save      ', &
+                                                            present(req))), problem)
+  end function
+
+  ! Loads `path` (any rank count, strategy or grouping wrote it); flags: FSDP_LOAD_*, summed.
+  ! Collective over the world group.
+  function fsdp_checkpoint_load(ctx, path, optimizers, grad_scaler, flags, report) result(st)
+    type(fsdp_context_t), intent(in) :: ctx
+    character(len=*), intent(in) :: path
+    type(fsdp_optimizer_t), intent(in), optional, target, contiguous :: optimizers(:)
+    type(fsdp_grad_scaler_t), intent(in), optional :: grad_scaler
+    integer(c_int), intent(in), optional :: flags
+    type(fsdp_load_report_t), intent(out), optional :: report
+    integer(c_int) :: st
+    character(kind=c_char, len=:), allocatable, target :: keys_c(:), values_c(:)
+    type(c_ptr), allocatable, target :: key_ptrs(:), value_ptrs(:)
+    type(fsdp_checkpoint_options_t) :: options
+    type(fsdp_checkpoint_report_t) :: r
+    character(len=:), allocatable :: problem
+    problem = checkpoint_options(optimizers, grad_scaler, flags=flags, keys_c=keys_c, &
+                                 values_c=values_c, key_ptrs=key_ptrs, value_ptrs=value_ptrs, &
+                                 options=options)
+    r%size = c_sizeof(r)
+    st = c_fsdp_checkpoint_load(ctx, to_c(path), options, r)
+    if (present(report)) then
+      report%loaded = r%loaded
+      report%missing = r%missing
+      report%unexpected = r%unexpected
+      report%mismatched = r%mismatched
+      report%details = from_c(r%details)
+    end if
+  end function
+
+  ! Metadata `key` of the checkpoint at `path`, without a context. Local.
+  function fsdp_checkpoint_metadata(path, key, value) result(st)
+    character(len=*), intent(in) :: path, key
+    character(len=:), allocatable, intent(out) :: value
+    integer(c_int) :: st
+    integer(c_size_t) :: length
+    character(kind=c_char), allocatable, target :: buf(:)
+    integer :: i
+    st = c_fsdp_checkpoint_metadata(to_c(path), to_c(key), c_null_ptr, 0_c_size_t, length)
+    if (st /= FSDP_SUCCESS) return
+    allocate (buf(length + 1))
+    st = c_fsdp_checkpoint_metadata(to_c(path), to_c(key), c_loc(buf), length + 1, length)
+    if (st /= FSDP_SUCCESS) return
+    allocate (character(len=length) :: value)
+    do i = 1, int(length)
+      value(i:i) = buf(i)
+    end do
+  end function
+
+#include "fsdp_typed.inc"
+
+end module fsdp
