@@ -387,7 +387,7 @@ contains
     integer, intent(in) :: index
     type(c_ptr), intent(out) :: data
     integer(c_int) :: st
-    st = c_fsdp_param_data(unit, int(index, c_int), data)
+    st = raw_full(unit, index, .false., data)
   end function
 
   function grad_data_ptr(unit, index, data) result(st)
@@ -395,7 +395,7 @@ contains
     integer, intent(in) :: index
     type(c_ptr), intent(out) :: data
     integer(c_int) :: st
-    st = c_fsdp_grad_data(unit, int(index, c_int), data)
+    st = raw_full(unit, index, .true., data)
   end function
 
   ! The shard (or gradient shard) as a rank-1 pointer of the unit's storage dtype.

@@ -449,6 +449,43 @@ void verify_checksums(MPI_Comm shard, const std::vector<Target>& targets,
   }
 }
 
+// One range of a dataset that this rank reads: its target, its place in the shard and in the file.
+struct FileRange {
+  std::size_t target;
+  ShardSlice slice;
+  uint64_t file_offset, bytes;
+};
+
+// Each range's CRC-32C straight from the page cache, in file order. The ranges go in windows of
+// 256 MiB, each read ahead (MADV_WILLNEED) while the window before it is checksummed.
+std::vector<PartialCrc> checksum(const MappedFile& file, const std::vector<FileRange>& ranges) {
+  constexpr uint64_t kWindow = uint64_t{256} << 20;
+  std::vector<std::size_t> window_start;
+  for (std::size_t i = 0, bytes = kWindow; i < ranges.size(); ++i) {
+    if (bytes >= kWindow) window_start.push_back(i), bytes = 0;
+    bytes += ranges[i].bytes;
+  }
+  window_start.push_back(ranges.size());
+  auto prefetch = [&](std::size_t w) {
+    if (w + 1 >= window_start.size()) return;
+    std::vector<MappedFile::Range> next;
+    for (std::size_t i = window_start[w]; i < window_start[w + 1]; ++i)
+      next.push_back({ranges[i].file_offset, ranges[i].bytes});
+    file.prefetch(next);
+  };
+  std::vector<PartialCrc> crc;
+  prefetch(0);
+  for (std::size_t w = 0; w + 1 < window_start.size(); ++w) {
+    prefetch(w + 1);
+    for (std::size_t i = window_start[w]; i < window_start[w + 1]; ++i) {
+      const FileRange& rg = ranges[i];
+      crc.push_back({rg.target, rg.slice.param_offset, rg.slice.length,
+                     crc32c(0, file.data() + rg.file_offset, rg.bytes)});
+    }
+  }
+  return crc;
+}
+
 }  // namespace
 
 LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Error>& local_error) {
@@ -470,12 +507,7 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
                              problem_list(m.problems));
 
   // This rank's ranges, in file order.
-  struct Range {
-    std::size_t target;
-    ShardSlice slice;
-    uint64_t file_offset, bytes;
-  };
-  std::vector<Range> ranges;
+  std::vector<FileRange> ranges;
   for (std::size_t t = 0; t < m.targets.size(); ++t) {
     const Target& tg = m.targets[t];
     const ShardSlice s = tg.unit->slice(tg.param);
@@ -484,47 +516,18 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
     ranges.push_back({t, s, tg.file->offset + s.param_offset * fes, s.length * fes});
   }
   std::sort(ranges.begin(), ranges.end(),
-            [](const Range& a, const Range& b) { return a.file_offset < b.file_offset; });
+            [](const FileRange& a, const FileRange& b) { return a.file_offset < b.file_offset; });
 
-  // Pass 1 checksums this rank's ranges straight from the page cache, each window's reads
-  // started while the previous window is checksummed. Nothing is copied until every rank's
-  // ranges of every dataset check out.
+  // Pass 1: nothing is copied until every rank's ranges of every dataset check out.
   std::optional<MappedFile> file;
   run_unified(all_, [&] {
     file.emplace(r.path);
-    for (const Range& rg : ranges)
+    for (const FileRange& rg : ranges)
       if (rg.file_offset + rg.bytes > file->size())
         fail(Errc::Corrupt, "'" + r.path + "': " + m.targets[rg.target].file->name +
                                 " runs past the end of the file (truncated file)");
   });
-  run_unified(all_, [&] {
-    std::vector<PartialCrc> local;
-    // Windows of ranges, each prefetched when the pass enters the window before it.
-    constexpr uint64_t kWindow = uint64_t{256} << 20;
-    std::vector<std::size_t> window_start;
-    for (std::size_t i = 0, bytes = kWindow; i < ranges.size(); ++i) {
-      if (bytes >= kWindow) window_start.push_back(i), bytes = 0;
-      bytes += ranges[i].bytes;
-    }
-    window_start.push_back(ranges.size());
-    auto prefetch = [&](std::size_t w) {
-      if (w + 1 >= window_start.size()) return;
-      std::vector<MappedFile::Range> next;
-      for (std::size_t i = window_start[w]; i < window_start[w + 1]; ++i)
-        next.push_back({ranges[i].file_offset, ranges[i].bytes});
-      file->prefetch(next);
-    };
-    prefetch(0);
-    for (std::size_t w = 0; w + 1 < window_start.size(); ++w) {
-      prefetch(w + 1);
-      for (std::size_t i = window_start[w]; i < window_start[w + 1]; ++i) {
-        const Range& rg = ranges[i];
-        local.push_back({rg.target, rg.slice.param_offset, rg.slice.length,
-                         crc32c(0, file->data() + rg.file_offset, rg.bytes)});
-      }
-    }
-    verify_checksums(shard_, m.targets, local);
-  });
+  run_unified(all_, [&] { verify_checksums(shard_, m.targets, checksum(*file, ranges)); });
 
   // Everything is verified: pass 2 copies (or converts) the ranges over the destinations. State
   // buffers are allocated (zeros) even where this rank holds none of a unit's parameters, so
@@ -537,7 +540,7 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
                          : r.optimizers[static_cast<std::size_t>(tg.optimizer)]->ensure_state(
                                *tg.unit, tg.buffer));
   }
-  for (const Range& rg : ranges) {
+  for (const FileRange& rg : ranges) {
     const Target& tg = m.targets[rg.target];
     const DType model_t = tg.unit->layout().param(tg.param).dtype;
     char* dst = destination[rg.target] + rg.slice.shard_offset * tg.unit->layout().element_size();

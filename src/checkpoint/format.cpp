@@ -179,8 +179,9 @@ std::string optimizer_path(std::size_t k) {
 
 // The groups that hold data datasets: /model, then each optimizer's state groups, with the
 // catalog list each fills. Groups that do not exist are left out.
-std::vector<std::pair<std::string, std::vector<DatasetInfo>*>> data_groups(hid_t file, Catalog& c) {
-  std::vector<std::pair<std::string, std::vector<DatasetInfo>*>> g;
+using DataGroups = std::vector<std::pair<std::string, std::vector<DatasetInfo>*>>;
+DataGroups data_groups(hid_t file, Catalog& c) {
+  DataGroups g;
   g.emplace_back(kModelGroup, &c.model);
   for (std::size_t k = 0; k < c.optimizers.size(); ++k) {
     const std::vector<std::string> names = state_names(c.optimizers[k].kind);
@@ -193,10 +194,9 @@ std::vector<std::pair<std::string, std::vector<DatasetInfo>*>> data_groups(hid_t
   return g;
 }
 
-// Fills the catalog's dataset lists from /index. False (the lists left empty) when the index is
-// absent, stale or names a dataset outside the data groups: the caller walks the objects then.
-bool datasets_from_index(hid_t file, Catalog& c) {
-  const auto groups = data_groups(file, c);
+// Fills the groups' dataset lists from /index. False when the index is absent, stale or names a
+// dataset outside the groups: the caller then walks the objects, replacing whatever was filled.
+bool datasets_from_index(hid_t file, const DataGroups& groups, uint64_t file_size) {
   std::size_t expected = 0;
   for (const auto& g : groups) {
     H5G_info_t info{};
@@ -221,7 +221,7 @@ bool datasets_from_index(hid_t file, Catalog& c) {
     d.crc = r.crc;
     d.offset = r.offset;
     d.step = r.step;
-    check_inside_file(d, r.path, c.file_size);
+    check_inside_file(d, r.path, file_size);
     it->second->push_back(std::move(d));
   }
   for (const auto& g : groups) std::sort(g.second->begin(), g.second->end(), by_name);
@@ -306,9 +306,10 @@ Catalog read_catalog(const std::string& path, CatalogSource source) {
       c.optimizers.push_back(
           read_optimizer_groups(file, optimizer_path(static_cast<std::size_t>(i))));
   }
-  c.from_index = source == CatalogSource::Index && datasets_from_index(file, c);
+  const DataGroups groups = data_groups(file, c);
+  c.from_index = source == CatalogSource::Index && datasets_from_index(file, groups, c.file_size);
   if (!c.from_index)
-    for (const auto& g : data_groups(file, c))
+    for (const auto& g : groups)
       *g.second = read_datasets(file, g.first, c.file_size, g.second != &c.model);
   if (H5Lexists(file, kScalerGroup, H5P_DEFAULT) > 0) {
     Hid g(h5_check(H5Gopen2(file, kScalerGroup, H5P_DEFAULT), Errc::Format, kScalerGroup));

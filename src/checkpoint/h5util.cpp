@@ -105,10 +105,15 @@ void read_numeric(hid_t obj, const char* name, const std::string& where, hid_t m
 
 }  // namespace
 
-void write_attr_string(hid_t obj, const char* name, const std::string& value) {
-  Hid t(h5_check(H5Tcopy(H5T_C_S1), Errc::Io, "H5Tcopy"));
-  H5Tset_size(t, value.empty() ? 1 : value.size());
+Hid fixed_string_type(std::size_t chars) {
+  Hid t(h5_check(H5Tcopy(H5T_C_S1), Errc::Internal, "H5Tcopy"));
+  H5Tset_size(t, chars);
   H5Tset_strpad(t, H5T_STR_NULLPAD);
+  return t;
+}
+
+void write_attr_string(hid_t obj, const char* name, const std::string& value) {
+  Hid t = fixed_string_type(value.empty() ? 1 : value.size());
   H5Tset_cset(t, H5T_CSET_UTF8);
   std::string padded = value.empty() ? std::string(1, '\0') : value;
   write_attr(obj, name, t, t, padded.data());

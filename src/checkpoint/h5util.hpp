@@ -5,6 +5,7 @@
 
 #include <hdf5.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -60,6 +61,10 @@ std::string hdf5_message();
 // Throws `code` with "<what>: <HDF5's message>" when id < 0.
 hid_t h5_check(hid_t id, Errc code, const std::string& what);
 void h5_check_status(herr_t rc, Errc code, const std::string& what);
+
+// A fixed-length string type of `chars` bytes, NUL-padded: what h5dump prints as text and h5py
+// reads as bytes. Checkpoint strings never use variable-length types (those need a heap).
+Hid fixed_string_type(std::size_t chars);
 
 // Attributes (created on `obj`, read from it). Strings are fixed-length, ASCII/UTF-8, so h5dump
 // prints them as text and h5py returns bytes/str.

@@ -25,18 +25,11 @@ struct RowLayout {
   std::size_t size() const { return step() + sizeof(int64_t); }
 };
 
-Hid string_type(std::size_t chars) {
-  Hid t(h5_check(H5Tcopy(H5T_C_S1), Errc::Internal, "H5Tcopy"));
-  H5Tset_size(t, chars);
-  H5Tset_strpad(t, H5T_STR_NULLPAD);
-  return t;
-}
-
 // The compound type of a row: little-endian in the file, native in memory (the same on the
 // little-endian machines libfsdp supports, but HDF5 converts either way).
 Hid row_type(const RowLayout& l, bool file) {
   Hid t(h5_check(H5Tcreate(H5T_COMPOUND, l.size()), Errc::Internal, "H5Tcreate"));
-  Hid path = string_type(l.path_chars), dtype = string_type(kDtypeChars);
+  Hid path = fixed_string_type(l.path_chars), dtype = fixed_string_type(kDtypeChars);
   const hsize_t dims[1] = {l.max_ndim};
   Hid shape(h5_check(H5Tarray_create2(file ? H5T_STD_I64LE : H5T_NATIVE_INT64, 1, dims),
                      Errc::Internal, "H5Tarray_create2"));

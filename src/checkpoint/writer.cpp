@@ -156,11 +156,7 @@ std::vector<uint64_t> create_structure(MPI_Comm writers, Metadata mode, const st
                            : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                        Errc::Io, d.path + ": dataspace"));
     Hid str_type;
-    if (d.is_text()) {
-      str_type = Hid(H5Tcopy(H5T_C_S1));
-      H5Tset_size(str_type, d.text_bytes());
-      H5Tset_strpad(str_type, H5T_STR_NULLPAD);
-    }
+    if (d.is_text()) str_type = fixed_string_type(d.text_bytes());
     Hid ds(
         h5_check(H5Dcreate2(file, d.path.c_str(), d.is_text() ? str_type.get() : file_type(d.dtype),
                             space, lcpl, dcpl, H5P_DEFAULT),
