@@ -36,3 +36,19 @@ function(fsdp_add_mpi_test name)
     endif()
   endforeach()
 endfunction()
+
+# fsdp_add_mpi_run(<name> NPROCS <n>... COMMAND <program> <arg>... [LABELS <label>...]
+#                  [ENV <VAR=value>...])
+# Registers an existing program or script (a Python example, an example binary) under mpiexec
+# once per rank count, as <name>.np<n>. Exit code 77 means "skipped" (a missing optional
+# dependency such as PyTorch), which CTest reports as skipped, never as passed.
+function(fsdp_add_mpi_run name)
+  cmake_parse_arguments(T "" "" "NPROCS;COMMAND;LABELS;ENV" ${ARGN})
+  foreach(n IN LISTS T_NPROCS)
+    add_test(NAME ${name}.np${n}
+      COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${FSDP_MPIEXEC_OVERSUBSCRIBE}
+              ${MPIEXEC_PREFLAGS} ${T_COMMAND} ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(${name}.np${n} PROPERTIES PROCESSORS ${n} TIMEOUT 600
+      LABELS "mpi;np${n};${T_LABELS}" ENVIRONMENT "${T_ENV}" SKIP_RETURN_CODE 77)
+  endforeach()
+endfunction()

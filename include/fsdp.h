@@ -260,6 +260,21 @@ FSDP_EXPORT fsdp_status_t fsdp_init(MPI_Comm comm, const fsdp_config_t* cfg, fsd
  *  int in MPICH and Open MPI; from Fortran `MPI_COMM_WORLD`, from mpi4py `comm.py2f()`). */
 FSDP_EXPORT fsdp_status_t fsdp_init_fcomm(int fcomm, const fsdp_config_t* cfg, fsdp_context_t* ctx);
 
+/** Since 0.4. For FFI callers without MPI bindings (Python without mpi4py): initializes MPI if it
+ *  is not yet, and gives the Fortran handle of MPI_COMM_WORLD for fsdp_init_fcomm.
+ *  @param[in]  thread_multiple   1: ask for MPI_THREAD_MULTIPLE (contexts then get a progress
+ *                                thread), 0: MPI_THREAD_SERIALIZED
+ *  @param[out] provided_multiple may be NULL; 1 if MPI runs with MPI_THREAD_MULTIPLE
+ *  @param[out] world_fcomm       the Fortran handle of MPI_COMM_WORLD
+ *  @return FSDP_ERR_INVALID_ARGUMENT, FSDP_ERR_MPI (MPI already finalized, or MPI_Init failed).
+ *  Collective over MPI_COMM_WORLD when it initializes MPI; not thread-safe. */
+FSDP_EXPORT fsdp_status_t fsdp_mpi_init(int thread_multiple, int* provided_multiple,
+                                        int* world_fcomm);
+
+/** Since 0.4. Finalizes MPI if fsdp_mpi_init initialized it (otherwise the caller owns MPI and
+ *  nothing happens). Collective over MPI_COMM_WORLD; finalize every context first. */
+FSDP_EXPORT fsdp_status_t fsdp_mpi_finalize(void);
+
 /** Destroys every unit of the context, frees its communicators and sets *ctx to NULL.
  *  Collective over the context's world group; call before MPI_Finalize. Handles of the context and
  *  its units answer FSDP_ERR_FINALIZED afterwards. */

@@ -1,0 +1,28 @@
+# The Python interpreter for the binding's tests and examples: FSDP_PYTHON, else the first of
+# /usr/bin/python3 (where Debian's python3-numpy and python3-torch install) and python3 on PATH
+# that imports numpy. Without one, the Python tests still run and report themselves skipped.
+if(NOT FSDP_PYTHON)
+  foreach(_candidate /usr/bin/python3 python3)
+    find_program(_python NAMES ${_candidate} NO_CACHE)
+    if(_python)
+      execute_process(COMMAND ${_python} -c "import numpy" RESULT_VARIABLE _rc OUTPUT_QUIET
+                      ERROR_QUIET)
+      if(_rc EQUAL 0)
+        set(FSDP_PYTHON ${_python} CACHE FILEPATH "Python 3 with numpy for the binding's tests")
+        break()
+      endif()
+    endif()
+    unset(_python)
+  endforeach()
+endif()
+if(FSDP_PYTHON)
+  message(STATUS "libfsdp: Python binding tests with ${FSDP_PYTHON}")
+  set(FSDP_PYTHON_RUN ${FSDP_PYTHON})
+else()
+  message(STATUS "libfsdp: no Python 3 with numpy: the binding's tests will report skipped")
+  # A stand-in that says why and exits 77 (skipped) instead of failing or passing.
+  set(FSDP_PYTHON_RUN /bin/sh -c "echo 'skipped: no python3 with numpy'; exit 77")
+endif()
+# What the binding needs to find itself and the library in the build tree.
+set(FSDP_PYTHON_ENV "PYTHONPATH=${PROJECT_SOURCE_DIR}/python" "LIBFSDP_LIBRARY=$<TARGET_FILE:fsdp>"
+    "OMP_NUM_THREADS=1")

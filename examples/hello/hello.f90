@@ -1,0 +1,38 @@
+! hello: one unit on every rank: unshard, read it, write a gradient, reduce, finalize.
+!   mpiexec -n 2 ./hello_f
+program hello
+  use mpi
+  use fsdp
+  use, intrinsic :: iso_c_binding, only: c_float
+  implicit none
+  type(fsdp_context_t) :: ctx
+  type(fsdp_unit_t) :: unit
+  real(c_float), target :: w(4, 3)  ! C shape [3, 4]: Fortran reverses it
+  real(c_float), pointer :: full(:, :), grad(:, :), shard(:)
+  integer :: ierr, rank, world, i
+  logical :: ok
+
+  call MPI_Init(ierr)
+  call fsdp_check(fsdp_init(MPI_COMM_WORLD, ctx))  ! full sharding over all ranks
+  call fsdp_check(fsdp_group_info(ctx, FSDP_GROUP_WORLD, rank, world))
+
+  w = reshape([(real(i, c_float), i = 1, 12)], [4, 3])  ! C weight[1][2] is w(3, 2) = 7
+  call fsdp_check(fsdp_unit_create(ctx, [fsdp_param("weight", w)], unit))
+
+  call fsdp_check(fsdp_unshard(unit))  ! all-gather: the whole weight
+  call fsdp_check(fsdp_param_data(unit, 0, full))
+  print '(a,i0,a,i0,a,f4.1)', "rank ", rank, " of ", world, ": weight[1][2] = ", full(3, 2)
+  ok = full(3, 2) == 7
+  call fsdp_check(fsdp_reshard(unit))
+
+  call fsdp_check(fsdp_grad_data(unit, 0, grad))  ! every rank's gradient is its rank + 1
+  grad = real(rank + 1, c_float)
+  call fsdp_check(fsdp_reduce_grads(unit))  ! reduce-scatter: the mean, sharded
+  call fsdp_check(fsdp_shard_grad(unit, shard))
+  ok = ok .and. shard(1) == real(world + 1, c_float) / 2
+  print '(a,i0,a,i0,a,l1)', "rank ", rank, ": ", size(shard), " gradient element(s), mean ok: ", ok
+
+  call fsdp_check(fsdp_finalize(ctx))
+  call MPI_Finalize(ierr)
+  if (.not. ok) error stop 1
+end program hello

@@ -1,0 +1,133 @@
+"""libfsdp from Python: a thin ctypes binding over the C ABI (include/fsdp.h).
+
+Arrays are numpy views of the library's own buffers, never copies: `Unit.param(i)` views the
+unsharded parameter (valid until `reshard`), `Unit.grad(i)` the full gradient to write (valid until
+`reduce_grads`), `Unit.shard()` the master shard (valid for the unit's life). Every error raises
+`libfsdp.Error`, whose message names the call and the argument, as `fsdp_last_error` does in C.
+
+    import numpy as np, libfsdp
+    ctx = libfsdp.init()                         # MPI_COMM_WORLD; initializes MPI if needed
+    unit = ctx.unit([("w", np.ones((4, 3), np.float32))])
+    unit.unshard(); print(unit.param("w")); unit.reshard()
+    ctx.finalize(); libfsdp.finalize_mpi()
+"""
+import atexit
+import ctypes
+
+import numpy as np
+
+from . import _capi
+
+_lib = _capi.load()
+__version__ = "%d.%d.%d" % _capi.VERSION
+
+# numpy dtypes of the library's dtypes. numpy has no bfloat16: its buffers appear as uint16 bits
+# (convert with to_float32).
+_NUMPY = {_capi.FLOAT32: np.dtype(np.float32), _capi.FLOAT64: np.dtype(np.float64),
+          _capi.FLOAT16: np.dtype(np.float16), _capi.BFLOAT16: np.dtype(np.uint16)}
+_DTYPES = {"auto": _capi.DTYPE_AUTO, None: _capi.DTYPE_AUTO, "float32": _capi.FLOAT32,
+           "float64": _capi.FLOAT64, "bfloat16": _capi.BFLOAT16, "float16": _capi.FLOAT16}
+
+
+class Error(Exception):
+    """A libfsdp call failed. `status` is the C status code, `status_name` its name."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+        self.status_name = (_capi.STATUS_NAMES[status] if 0 <= status < len(_capi.STATUS_NAMES)
+                            else str(status))
+
+
+def _check(status):
+    if status != _capi.SUCCESS:
+        raise Error(status, _lib.fsdp_last_error().decode())
+
+
+def _refuse(call, message):
+    """An error the binding found in its own arguments, before calling the library: recorded as
+    the library's last error so every layer reports alike; nothing was touched."""
+    _lib.fsdp_record_error(_capi.ERR_INVALID_ARGUMENT, call.encode(), message.encode())
+    raise Error(_capi.ERR_INVALID_ARGUMENT, _lib.fsdp_last_error().decode())
+
+
+def _choice(call, arg, table, value):
+    if value not in table:
+        _refuse(call, f"{arg}: {value!r} is not one of {sorted(k for k in table if k)}")
+    return table[value]
+
+
+def _view(address, dtype, shape):
+    """A numpy array over library memory at `address` (no copy; the library owns it)."""
+    count = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+    buf = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
+    return np.frombuffer(buf, dtype=dtype).reshape(shape)
+
+
+def to_float32(bits):
+    """float32 values of a bfloat16 array (its uint16 bits, as this binding shows bfloat16)."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+_mpi_started = False
+
+
+def init(comm=None, strategy="full", sharding_factor=0, param_dtype=None, reduce_dtype=None,
+         grad_reduction="mean", max_unsharded=0, thread_multiple=True):
+    """Creates a Context (collective over the communicator).
+
+    comm: None for MPI_COMM_WORLD (MPI is initialized here if nothing else did it; finalize it
+    with finalize_mpi), an mpi4py communicator, or a Fortran communicator handle (int).
+    strategy: "full", "hybrid" or "none"; sharding_factor: F, 0 for the strategy's default.
+    param_dtype / reduce_dtype: None, "float32", "float64", "bfloat16", "float16"."""
+    global _mpi_started
+    cfg = _capi.Config()
+    _check(_lib.fsdp_config_defaults(ctypes.byref(cfg), ctypes.sizeof(cfg)))
+    cfg.strategy = _choice("fsdp_init", "strategy", _capi.STRATEGIES, strategy)
+    cfg.grad_reduction = _choice("fsdp_init", "grad_reduction", _capi.REDUCTIONS, grad_reduction)
+    cfg.param_dtype = _choice("fsdp_init", "param_dtype", _DTYPES, param_dtype)
+    cfg.reduce_dtype = _choice("fsdp_init", "reduce_dtype", _DTYPES, reduce_dtype)
+    for arg, value in (("sharding_factor", sharding_factor), ("max_unsharded", max_unsharded)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            _refuse("fsdp_init", f"{arg}: an int is needed, got {type(value).__name__}")
+    cfg.sharding_factor, cfg.max_unsharded = sharding_factor, max_unsharded
+    if comm is None:
+        world = ctypes.c_int()
+        _check(_lib.fsdp_mpi_init(1 if thread_multiple else 0, None, ctypes.byref(world)))
+        if not _mpi_started:
+            _mpi_started = True
+            atexit.register(finalize_mpi)
+        fcomm = world.value
+    elif hasattr(comm, "py2f"):
+        fcomm = comm.py2f()
+    elif isinstance(comm, int):
+        fcomm = comm
+    else:
+        _refuse("fsdp_init", f"comm: None, an mpi4py communicator or a Fortran handle (int) is "
+                f"needed, got {type(comm).__name__}")
+    handle = ctypes.c_void_p()
+    _check(_lib.fsdp_init_fcomm(fcomm, ctypes.byref(cfg), ctypes.byref(handle)))
+    return Context(handle)
+
+
+def finalize_mpi():
+    """Finalizes MPI if init() initialized it (collective over MPI_COMM_WORLD); else nothing."""
+    _check(_lib.fsdp_mpi_finalize())
+
+
+def checkpoint_metadata(path, key):
+    """A checkpoint's metadata value for `key` (str), read without a context. Local."""
+    length = ctypes.c_size_t()
+    _check(_lib.fsdp_checkpoint_metadata(str(path).encode(), key.encode(), None, 0,
+                                         ctypes.byref(length)))
+    buf = ctypes.create_string_buffer(length.value + 1)
+    _check(_lib.fsdp_checkpoint_metadata(str(path).encode(), key.encode(), buf, len(buf), None))
+    return buf.value.decode()
+
+
+from .context import Context  # noqa: E402  (the classes need _lib, _check above)
+from .unit import Unit  # noqa: E402
+from .optimizer import Optimizer  # noqa: E402
+
+__all__ = ["Error", "Context", "Unit", "Optimizer", "init", "finalize_mpi", "checkpoint_metadata",
+           "to_float32"]

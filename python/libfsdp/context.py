@@ -1,0 +1,153 @@
+"""libfsdp.Context: a context over an MPI communicator (fsdp_init ... fsdp_finalize)."""
+import ctypes
+
+from . import _capi
+from . import _check, _choice, _DTYPES, _lib, _refuse
+
+
+class Request:
+    """An operation in flight (fsdp_request_t): wait() once, or test()."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def test(self):
+        done = ctypes.c_int()
+        _check(_lib.fsdp_test(self._handle, ctypes.byref(done)))
+        return bool(done.value)
+
+    def wait(self):
+        _check(_lib.fsdp_wait(ctypes.byref(self._handle)))
+
+
+class Context:
+    """Units, optimizers and checkpoints over one communicator. Create with libfsdp.init()."""
+
+    def __init__(self, handle):
+        self._handle = handle
+        self.units = []
+
+    # ---- groups and state --------------------------------------------------------------------
+    def group(self, which="world"):
+        """(rank, size) of this rank in "world", "shard" or "replicate". Local."""
+        rank, size = ctypes.c_int(), ctypes.c_int()
+        g = _choice("fsdp_group_info", "group", _capi.GROUPS, which)
+        _check(_lib.fsdp_group_info(self._handle, g, ctypes.byref(rank), ctypes.byref(size)))
+        return rank.value, size.value
+
+    @property
+    def sharding_factor(self):
+        f = ctypes.c_int()
+        _check(_lib.fsdp_context_config(self._handle, ctypes.byref(f), None, None))
+        return f.value
+
+    @property
+    def progress_thread(self):
+        on = ctypes.c_int()
+        _check(_lib.fsdp_context_async(self._handle, ctypes.byref(on)))
+        return bool(on.value)
+
+    def memory_stats(self):
+        """fsdp_memory_stats as a dict of byte counts. Local."""
+        s = _capi.MemoryStats()
+        s.size = ctypes.sizeof(s)
+        _check(_lib.fsdp_memory_stats(self._handle, ctypes.byref(s)))
+        return {name: getattr(s, name) for name, _ in s._fields_ if name != "size"}
+
+    def reset_peak_memory(self):
+        _check(_lib.fsdp_reset_peak_memory(self._handle))
+
+    def set_grad_sync(self, enabled):
+        _check(_lib.fsdp_set_grad_sync(self._handle, 1 if enabled else 0))
+
+    def set_prefetch(self, forward, backward):
+        _check(_lib.fsdp_set_prefetch(self._handle, 1 if forward else 0, 1 if backward else 0))
+
+    def begin_forward(self):
+        _check(_lib.fsdp_begin_forward(self._handle))
+
+    def begin_backward(self):
+        _check(_lib.fsdp_begin_backward(self._handle))
+
+    # ---- units and optimizers ----------------------------------------------------------------
+    def unit(self, params, name=None, param_dtype=None, reduce_dtype=None, sync_from_rank0=False):
+        """Creates a Unit (collective over the world group) from `params`: a sequence of
+        (name, array) pairs, where each array is C-contiguous float32 or float64 (all of one
+        dtype) holding the parameter's initial full values, or (name, shape, dtype[,
+        requires_grad]) for a zero-initialized one."""
+        from .unit import Unit
+        return Unit._create(self, params, name, param_dtype, reduce_dtype, sync_from_rank0)
+
+    def optimizer(self, kind, units, **hyperparams):
+        """A sharded "sgd" or "adamw" over `units` with PyTorch's defaults overridden by
+        `hyperparams` (lr, weight_decay, momentum, dampening, nesterov, betas, eps). Collective."""
+        from .optimizer import Optimizer
+        return Optimizer._create(self, kind, units, hyperparams)
+
+    def clip_grad_norm(self, max_norm, norm_type=2.0):
+        """Clips every unit's gradient by the total norm; returns the norm before clipping."""
+        total = ctypes.c_double()
+        _check(_lib.fsdp_clip_grad_norm(self._handle, float(max_norm), float(norm_type),
+                                        ctypes.byref(total)))
+        return total.value
+
+    # ---- checkpoints ---------------------------------------------------------------------------
+    def _checkpoint_options(self, call, optimizers, metadata, flags):
+        opts = _capi.CheckpointOptions()
+        opts.size = ctypes.sizeof(opts)
+        keep = []  # the ctypes arrays must outlive the call
+        optimizers = list(optimizers or [])
+        if optimizers:
+            handles = (ctypes.c_void_p * len(optimizers))(*[o._handle for o in optimizers])
+            opts.noptimizers, opts.optimizers = len(optimizers), handles
+            keep.append(handles)
+        metadata = dict(metadata or {})
+        if metadata:
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+                _refuse(call, "metadata: a dict of str keys and str values is needed")
+            keys = (ctypes.c_char_p * len(metadata))(*[k.encode() for k in metadata])
+            values = (ctypes.c_char_p * len(metadata))(*[v.encode() for v in metadata.values()])
+            opts.nmetadata, opts.metadata_keys, opts.metadata_values = len(metadata), keys, values
+            keep += [keys, values]
+        bits = 0
+        for flag in flags:
+            bits |= _choice(call, "flags", _capi.LOAD_FLAGS, flag)
+        opts.load_flags = bits
+        return opts, keep
+
+    def save(self, path, optimizers=(), metadata=None):
+        """fsdp_checkpoint_save: every unit, the optimizers' state, str metadata. Collective."""
+        opts, keep = self._checkpoint_options("fsdp_checkpoint_save", optimizers, metadata, ())
+        _check(_lib.fsdp_checkpoint_save(self._handle, str(path).encode(), ctypes.byref(opts)))
+
+    def save_async(self, path, optimizers=(), metadata=None):
+        """fsdp_checkpoint_save_async; returns a Request to wait() on. Collective."""
+        opts, keep = self._checkpoint_options("fsdp_checkpoint_save_async", optimizers, metadata,
+                                              ())
+        req = ctypes.c_void_p()
+        _check(_lib.fsdp_checkpoint_save_async(self._handle, str(path).encode(),
+                                               ctypes.byref(opts), ctypes.byref(req)))
+        return Request(req)
+
+    def load(self, path, optimizers=(), flags=("strict",)):
+        """fsdp_checkpoint_load on any rank count; returns the report as a dict. Collective."""
+        opts, keep = self._checkpoint_options("fsdp_checkpoint_load", optimizers, None, flags)
+        report = _capi.CheckpointReport()
+        report.size = ctypes.sizeof(report)
+        _check(_lib.fsdp_checkpoint_load(self._handle, str(path).encode(), ctypes.byref(opts),
+                                         ctypes.byref(report)))
+        return {"loaded": report.loaded, "missing": report.missing,
+                "unexpected": report.unexpected, "mismatched": report.mismatched,
+                "details": (report.details or b"").decode()}
+
+    def finalize(self):
+        """fsdp_finalize: frees every unit and optimizer of the context. Collective."""
+        # Units keep their handles: the library answers FSDP_ERR_FINALIZED for them from now on.
+        _check(_lib.fsdp_finalize(ctypes.byref(self._handle)))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._handle:
+            self.finalize()

@@ -1,0 +1,70 @@
+"""libfsdp.Optimizer: the library's sharded SGD and AdamW (PyTorch's update rules)."""
+import ctypes
+
+from . import _capi
+from . import _check, _choice, _lib, _refuse
+
+_FIELDS = {"lr", "weight_decay", "momentum", "dampening", "nesterov", "betas", "eps"}
+
+
+def _hyperparams(call, kind, base, overrides):
+    hp = _capi.Hyperparams()
+    ctypes.memmove(ctypes.byref(hp), ctypes.byref(base), ctypes.sizeof(hp))
+    for key, value in overrides.items():
+        if key not in _FIELDS:
+            _refuse(call, f"{key}: not a hyperparameter of {kind} (known: {sorted(_FIELDS)})")
+        if key == "betas":
+            if len(value) != 2:
+                _refuse(call, "betas: a pair (beta1, beta2) is needed")
+            hp.beta1, hp.beta2 = float(value[0]), float(value[1])
+        elif key == "nesterov":
+            hp.nesterov = 1 if value else 0
+        else:
+            setattr(hp, key, float(value))
+    return hp
+
+
+class Optimizer:
+    """A sharded optimizer over units of one context. Create with Context.optimizer()."""
+
+    # PyTorch's defaults, as FSDP_SGD_DEFAULTS / FSDP_ADAMW_DEFAULTS.
+    _DEFAULTS = {"sgd": (1e-3, 0.0), "adamw": (1e-3, 1e-2)}
+
+    @classmethod
+    def _create(cls, ctx, kind, units, overrides):
+        call = "fsdp_optimizer_create"
+        code = _choice(call, "kind", _capi.OPTIMIZERS, kind)
+        units = list(units)
+        if not units or any(u.context is not ctx for u in units):
+            _refuse(call, "units: one or more units of this context are needed")
+        base = _capi.Hyperparams(ctypes.sizeof(_capi.Hyperparams), *cls._DEFAULTS[kind], 0.0,
+                                 0.0, 0, 0.9, 0.999, 1e-8)
+        hp = _hyperparams(call, kind, base, overrides)
+        handles = (ctypes.c_void_p * len(units))(*[u._handle for u in units])
+        handle = ctypes.c_void_p()
+        _check(_lib.fsdp_optimizer_create(ctx._handle, code, ctypes.byref(hp), len(units),
+                                          handles, ctypes.byref(handle)))
+        opt = cls()
+        opt._handle, opt.kind, opt._defaults = handle, kind, hp
+        return opt
+
+    def add_group(self, pattern, **overrides):
+        """A hyperparameter group for the parameters matching the glob `pattern` (that no earlier
+        group took); returns how many it took. Collective."""
+        hp = _hyperparams("fsdp_optimizer_add_group", self.kind, self._defaults, overrides)
+        matched = ctypes.c_int()
+        _check(_lib.fsdp_optimizer_add_group(self._handle, pattern.encode(), ctypes.byref(hp),
+                                             None, ctypes.byref(matched)))
+        return matched.value
+
+    def set_lr(self, lr, group=-1):
+        _check(_lib.fsdp_optimizer_set_lr(self._handle, group, float(lr)))
+
+    def step(self):
+        _check(_lib.fsdp_optimizer_step(self._handle))
+
+    def zero_grad(self):
+        _check(_lib.fsdp_optimizer_zero_grad(self._handle))
+
+    def destroy(self):
+        _check(_lib.fsdp_optimizer_destroy(ctypes.byref(self._handle)))

@@ -1,0 +1,208 @@
+"""libfsdp.Unit: one flat parameter, and numpy views of its buffers."""
+import ctypes
+
+import numpy as np
+
+from . import _capi
+from . import _NUMPY, _DTYPES, _check, _choice, _lib, _refuse, _view
+
+
+class Unit:
+    """A unit of a Context: its parameters' names, shapes and dtypes, and views of the
+    unsharded parameters, the full gradients and the shard. Create with Context.unit()."""
+
+    def __init__(self, ctx, handle):
+        self.context, self._handle = ctx, handle
+        n, precision = ctypes.c_int(), [ctypes.c_int() for _ in range(3)]
+        _check(_lib.fsdp_unit_info(handle, ctypes.byref(n), None))
+        _check(_lib.fsdp_unit_precision(handle, *[ctypes.byref(p) for p in precision]))
+        self.dtype, self.param_dtype, self.reduce_dtype = (_NUMPY[p.value] for p in precision)
+        self.names, self.shapes, self.requires_grad = [], [], []
+        for i in range(n.value):
+            name, ndim, rg = ctypes.c_char_p(), ctypes.c_int(), ctypes.c_int()
+            shape = (ctypes.c_int64 * _capi.MAX_NDIM)()
+            _check(_lib.fsdp_param_info(handle, i, ctypes.byref(name), ctypes.byref(ndim), shape,
+                                        None, ctypes.byref(rg)))
+            self.names.append(name.value.decode())
+            self.shapes.append(tuple(shape[:ndim.value]))
+            self.requires_grad.append(bool(rg.value))
+
+    @classmethod
+    def _create(cls, ctx, params, name, param_dtype, reduce_dtype, sync_from_rank0):
+        call = "fsdp_unit_create_ex"
+        params = list(params)
+        if not params:
+            _refuse(call, "params: at least one (name, array) pair is needed")
+        descs = (_capi.ParamDesc * len(params))()
+        values = (ctypes.c_void_p * len(params))()
+        keep = []  # names, shapes and arrays must outlive the call
+        for i, entry in enumerate(params):
+            where = f"params[{i}]"
+            if not isinstance(entry, (tuple, list)) or len(entry) not in (2, 3, 4):
+                _refuse(call, f"{where}: (name, array) or (name, shape, dtype[, requires_grad]) "
+                        f"is needed, got {type(entry).__name__}")
+            pname, requires_grad = entry[0], True
+            if not isinstance(pname, str) or not pname:
+                _refuse(call, f"{where}: the name must be a non-empty str")
+            if len(entry) == 2:
+                array = entry[1]
+                if not isinstance(array, np.ndarray):
+                    _refuse(call, f"{where} \"{pname}\": a numpy array is needed, got "
+                            f"{type(array).__name__}")
+                if array.dtype not in (np.float32, np.float64):
+                    _refuse(call, f"{where} \"{pname}\": dtype {array.dtype}; parameters are "
+                            "float32 or float64")
+                if not array.flags.c_contiguous:
+                    _refuse(call, f"{where} \"{pname}\": the array is not C-contiguous (row-"
+                            "major); pass np.ascontiguousarray(a)")
+                shape, dtype = array.shape, array.dtype
+                keep.append(array)
+                values[i] = array.ctypes.data
+            else:
+                shape, dtype = tuple(entry[1]), np.dtype(entry[2])
+                if dtype not in (np.float32, np.float64):
+                    _refuse(call, f"{where} \"{pname}\": dtype {dtype}; parameters are float32 "
+                            "or float64")
+                if len(entry) == 4:
+                    requires_grad = bool(entry[3])
+            if len(shape) > _capi.MAX_NDIM or any(int(e) <= 0 for e in shape):
+                _refuse(call, f"{where} \"{pname}\": shape {shape}: at most {_capi.MAX_NDIM} "
+                        "extents, each > 0")
+            cshape = (ctypes.c_int64 * max(len(shape), 1))(*[int(e) for e in shape])
+            keep += [pname.encode(), cshape]
+            descs[i] = _capi.ParamDesc(keep[-2], len(shape), cshape if shape else None,
+                                       _capi.FLOAT32 if dtype == np.float32 else _capi.FLOAT64,
+                                       1 if requires_grad else 0)
+        dtypes = {descs[i].dtype for i in range(len(params))}
+        if len(dtypes) > 1:
+            _refuse(call, "params: float32 and float64 parameters mixed; a unit has one dtype")
+        opts = _capi.UnitOptions()
+        opts.size = ctypes.sizeof(opts)
+        opts.name = name.encode() if name else None
+        opts.param_dtype = _choice(call, "param_dtype", _DTYPES, param_dtype)
+        opts.reduce_dtype = _choice(call, "reduce_dtype", _DTYPES, reduce_dtype)
+        opts.sync_from_rank0 = 1 if sync_from_rank0 else 0
+        handle = ctypes.c_void_p()
+        _check(_lib.fsdp_unit_create_ex(ctx._handle, len(params), descs, values,
+                                        ctypes.byref(opts), ctypes.byref(handle)))
+        unit = cls(ctx, handle)
+        ctx.units.append(unit)
+        return unit
+
+    def index(self, param):
+        """The index of a parameter given by index or name."""
+        if isinstance(param, str):
+            if param not in self.names:
+                _refuse("fsdp_param_data", f"param: no parameter named \"{param}\" in this unit "
+                        f"(it has {self.names})")
+            return self.names.index(param)
+        return int(param)  # the library checks the range
+
+    # ---- the cycle ---------------------------------------------------------------------------
+    def unshard(self):
+        _check(_lib.fsdp_unshard(self._handle))
+
+    def unshard_async(self):
+        from .context import Request
+        req = ctypes.c_void_p()
+        _check(_lib.fsdp_unshard_async(self._handle, ctypes.byref(req)))
+        return Request(req)
+
+    def reshard(self):
+        _check(_lib.fsdp_reshard(self._handle))
+
+    def reduce_grads(self):
+        _check(_lib.fsdp_reduce_grads(self._handle))
+
+    def reduce_grads_async(self):
+        from .context import Request
+        req = ctypes.c_void_p()
+        _check(_lib.fsdp_reduce_grads_async(self._handle, ctypes.byref(req)))
+        return Request(req)
+
+    def wait(self):
+        _check(_lib.fsdp_unit_wait(self._handle))
+
+    def zero_grads(self):
+        _check(_lib.fsdp_zero_grads(self._handle))
+
+    # ---- views -------------------------------------------------------------------------------
+    def param(self, param):
+        """The unsharded parameter (by index or name) as an array of its shape in param_dtype,
+        viewing the library's buffer: valid until reshard(); writes are discarded there."""
+        i = self.index(param)
+        ptr = ctypes.c_void_p()
+        _check(_lib.fsdp_param_data(self._handle, i, ctypes.byref(ptr)))
+        return _view(ptr.value, self.param_dtype, self.shapes[i])
+
+    def grad(self, param):
+        """The full gradient buffer of a parameter (shape, param_dtype) to write or add into;
+        valid until reduce_grads()."""
+        i = self.index(param)
+        ptr = ctypes.c_void_p()
+        _check(_lib.fsdp_grad_data(self._handle, i, ctypes.byref(ptr)))
+        return _view(ptr.value, self.param_dtype, self.shapes[i])
+
+    def write_grad(self, param, values, accumulate=False):
+        """Writes (or adds, accumulate=True) a full gradient. `values` must have the parameter's
+        exact shape and dtype (float32 is also accepted for bfloat16 / float16 param_dtype and
+        converted); otherwise Error names the argument and nothing is written."""
+        call = "fsdp_grad_data"
+        i = self.index(param)
+        if not isinstance(values, np.ndarray):
+            _refuse(call, f"values: a numpy array is needed, got {type(values).__name__}")
+        if values.shape != self.shapes[i]:
+            _refuse(call, f"values: shape {values.shape}, but parameter {i} \"{self.names[i]}\" "
+                    f"has shape {self.shapes[i]}")
+        converts = self.param_dtype in (np.uint16, np.float16) and values.dtype == np.float32
+        if values.dtype != self.param_dtype and not converts:
+            _refuse(call, f"values: dtype {values.dtype}, but the unit's gradients are "
+                    f"{self._dtype_name(self.param_dtype)}")
+        if converts and accumulate:  # would round twice; the caller should sum in float32 first
+            _refuse(call, "accumulate: adding float32 into a 16-bit gradient is not supported; "
+                    "sum the micro-batches in float32 first")
+        target = self.grad(i)
+        if converts:
+            src = np.ascontiguousarray(values)
+            converted = np.empty(target.shape, self.param_dtype)
+            to = _capi.BFLOAT16 if self.param_dtype == np.uint16 else _capi.FLOAT16
+            _check(_lib.fsdp_convert(converted.ctypes.data, to, src.ctypes.data, _capi.FLOAT32,
+                                     src.size))
+            values = converted
+        if accumulate:
+            target += values
+        else:
+            target[...] = values
+
+    @staticmethod
+    def _dtype_name(dtype):
+        return "bfloat16 (uint16 bits)" if dtype == np.uint16 else str(dtype)
+
+    def shard(self):
+        """This rank's master shard (1-D, the unit's dtype, padding included); unit's life."""
+        ptr, n = ctypes.c_void_p(), ctypes.c_size_t()
+        _check(_lib.fsdp_shard_data(self._handle, ctypes.byref(ptr), ctypes.byref(n)))
+        return _view(ptr.value, self.dtype, (n.value,))
+
+    def shard_grad(self):
+        """This rank's gradient shard (1-D); fetch again after zero_grads()."""
+        ptr, n = ctypes.c_void_p(), ctypes.c_size_t()
+        _check(_lib.fsdp_shard_grad(self._handle, ctypes.byref(ptr), ctypes.byref(n)))
+        return _view(ptr.value, self.dtype, (n.value,))
+
+    def shard_range(self, param):
+        """(shard_offset, param_offset, length) of the parameter's part in this rank's shard."""
+        out = [ctypes.c_size_t() for _ in range(3)]
+        _check(_lib.fsdp_param_shard_range(self._handle, self.index(param),
+                                           *[ctypes.byref(o) for o in out]))
+        return tuple(o.value for o in out)
+
+    def numel(self):
+        """(numel, padded_numel, shard_numel) of the unit."""
+        out = [ctypes.c_size_t() for _ in range(3)]
+        _check(_lib.fsdp_unit_numel(self._handle, *[ctypes.byref(o) for o in out]))
+        return tuple(o.value for o in out)
+
+    def destroy(self):
+        _check(_lib.fsdp_unit_destroy(ctypes.byref(self._handle)))
+        self.context.units.remove(self)

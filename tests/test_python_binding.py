@@ -1,0 +1,118 @@
+"""The Python binding (python/libfsdp) against numpy references computed here: unsharded values,
+mean-reduced gradients, an SGD step, a checkpoint round trip, and bad input refused with the
+argument named and nothing written. Run under mpiexec with 1 to 4 ranks."""
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+import libfsdp
+
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    if not ok:
+        failures += 1
+        print(f"FAIL [rank {rank}]: {what}", flush=True)
+
+
+def expect_error(status_name, fragment, fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except libfsdp.Error as e:
+        check(e.status_name == status_name and fragment in str(e),
+              f"expected {status_name} with '{fragment}', got {e.status_name}: {e}")
+        check(str(e) == libfsdp._lib.fsdp_last_error().decode(), "fsdp_last_error mismatch")
+        return
+    check(False, f"expected {status_name} ('{fragment}'), but the call succeeded")
+
+
+ctx = libfsdp.init(param_dtype="float32")
+rank, world = ctx.group()
+rng = np.random.default_rng(42)  # the same values on every rank
+w0 = rng.standard_normal((5, 3)).astype(np.float32)
+b0 = rng.standard_normal(5).astype(np.float32)
+unit = ctx.unit([("fc.weight", w0), ("fc.bias", b0)], name="fc")
+check(unit.names == ["fc.weight", "fc.bias"] and unit.shapes == [(5, 3), (5,)], "param info")
+
+# Unshard: each parameter viewed at its shape, equal to its initial values.
+unit.unshard()
+check(np.array_equal(unit.param("fc.weight"), w0), "unsharded weight")
+check(np.array_equal(unit.param(1), b0), "unsharded bias")
+check(unit.param(0).base is not None and not unit.param(0).flags.owndata, "a view, not a copy")
+unit.reshard()
+
+# Gradients: rank r writes (r + 1) * g; the mean over ranks is g * (W + 1) / 2.
+gw = rng.standard_normal((5, 3)).astype(np.float32)
+gb = rng.standard_normal(5).astype(np.float32)
+unit.write_grad("fc.weight", gw * (rank + 1))
+unit.grad("fc.bias")[...] = gb * (rank + 1)  # the view directly
+unit.reduce_grads()
+full_mean = np.concatenate([gw.ravel(), gb.ravel()]) * (world + 1) / 2
+grad_shard = unit.shard_grad()
+for i in range(2):
+    shard_off, param_off, length = unit.shard_range(i)
+    ref = full_mean[(0 if i == 0 else 15) + param_off:][:length]
+    check(np.allclose(grad_shard[shard_off:shard_off + length], ref, rtol=1e-6),
+          f"reduced gradient of parameter {i}")
+
+# SGD step against numpy.
+opt = ctx.optimizer("sgd", [unit], lr=0.5)
+before = unit.shard().copy()
+opt.step()
+check(np.allclose(unit.shard()[:len(grad_shard)], before[:len(grad_shard)] - 0.5 * grad_shard,
+                  rtol=1e-6), "SGD step")
+unit.unshard()
+stepped = {n: unit.param(n).copy() for n in unit.names}
+unit.reshard()
+check(np.allclose(stepped["fc.weight"], w0 - 0.5 * gw * (world + 1) / 2, rtol=1e-5),
+      "stepped weight equals the numpy reference")
+
+# Checkpoint round trip, with metadata.
+path = os.path.join(sys.argv[1] if len(sys.argv) > 1 else tempfile.gettempdir(),
+                    f"test_python_binding.np{world}.h5")
+ctx.save(path, [opt], {"step": "7"})
+check(libfsdp.checkpoint_metadata(path, "step") == "7", "metadata")
+unit.shard()[:] = 0.0
+report = ctx.load(path, [opt])
+check(report["loaded"] == 2 and report["missing"] == 0, f"load report {report}")
+unit.unshard()
+check(np.array_equal(unit.param("fc.weight"), stepped["fc.weight"]), "weight after load")
+
+# Bad input: the argument named, nothing written.
+weight_before = unit.param(0).copy()
+expect_error("FSDP_ERR_STATE", "fsdp_unshard", unit.unshard)
+unit.reshard()
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "values: shape (3, 5)", unit.write_grad, 0,
+             np.zeros((3, 5), np.float32))
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "values: dtype float64", unit.write_grad, 0,
+             np.zeros((5, 3), np.float64))
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "values: a numpy array", unit.write_grad, 0, [1.0])
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "no parameter named \"fc.w\"", unit.write_grad, "fc.w",
+             np.zeros((5, 3), np.float32))
+expect_error("FSDP_ERR_STATE", "", unit.reduce_grads)  # nothing was written by the refusals
+expect_error("FSDP_ERR_OUT_OF_RANGE", "", unit.param, 5)
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "params[0] \"x\": dtype int32", ctx.unit,
+             [("x", np.zeros(3, np.int32))])
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "not C-contiguous", ctx.unit,
+             [("x", np.zeros((4, 4), np.float32)[:, ::2])])
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "mixed", ctx.unit,
+             [("x", np.zeros(3, np.float32)), ("y", np.zeros(3, np.float64))])
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "strategy: 'fully'", libfsdp.init, strategy="fully")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "momentun", ctx.optimizer, "sgd", [unit], momentun=0.9)
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "metadata", ctx.save, path, [], {"step": 8})
+check(len(ctx.units) == 1, "refused units were not created")
+check(libfsdp.checkpoint_metadata(path, "step") == "7", "the checkpoint is intact")
+unit.unshard()
+check(np.array_equal(unit.param(0), weight_before), "parameters unchanged by the refusals")
+unit.reshard()
+ctx.finalize()
+expect_error("FSDP_ERR_FINALIZED", "", unit.unshard)
+
+if rank == 0 and failures == 0:
+    os.remove(path)
+print(f"rank {rank}: {'OK' if failures == 0 else f'{failures} failure(s)'}", flush=True)
+sys.exit(1 if failures else 0)
