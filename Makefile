@@ -23,10 +23,11 @@ configure: deps
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# Trains on 4 ranks and saves a checkpoint, then resumes it on 2 ranks.
+# The C MLP example: trains on 4 ranks (hybrid, F = 2) and saves a checkpoint, then resumes it on
+# 2 ranks.
 demo: build
-	$(MPIEXEC) -n 4 $(BUILD_DIR)/examples/demo/fsdp_demo --save $(BUILD_DIR)/demo.h5
-	$(MPIEXEC) -n 2 $(BUILD_DIR)/examples/demo/fsdp_demo --resume $(BUILD_DIR)/demo.h5
+	OPENBLAS_NUM_THREADS=1 $(MPIEXEC) -n 4 $(BUILD_DIR)/examples/mlp/fsdp_mlp --save $(BUILD_DIR)/demo.h5
+	OPENBLAS_NUM_THREADS=1 $(MPIEXEC) -n 2 $(BUILD_DIR)/examples/mlp/fsdp_mlp --resume $(BUILD_DIR)/demo.h5
 
 check: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

@@ -1,15 +1,19 @@
-/* The quick-start demo (`make demo`): a 6-layer MLP, one unit per layer, trained on a synthetic
- * regression task across the ranks, the way a real loop uses libfsdp: bfloat16 compute over a
- * float32 master, two micro-batches per step with the first accumulated without communication,
- * forward and backward prefetch with asynchronous gradient reductions on the progress thread,
- * gradient clipping, and the library's sharded AdamW (no weight decay on biases). Each rank then
- * reports which part of every parameter it holds and its memory against an unsharded replica.
- * Exits non-zero if any call fails or the loss does not fall by half.
+/* The C example (`make demo`): a 6-layer MLP, one unit per layer, trained on a synthetic
+ * regression task across the ranks, the way a real loop uses libfsdp: hybrid sharding (each unit
+ * sharded over groups of F ranks, replicated across the groups), bfloat16 compute over a float32
+ * master, two micro-batches per step with the first accumulated without communication, forward
+ * and backward prefetch with asynchronous gradient reductions on the progress thread, gradient
+ * clipping, and the library's sharded AdamW (no weight decay on biases). Matrix products go
+ * through CBLAS (OpenBLAS on Debian). Each rank then reports which part of every parameter it
+ * holds and its memory against an unsharded replica. Exits non-zero if any call fails or the loss
+ * does not fall by half.
  *
- *   fsdp_demo [--save FILE] [--resume FILE]
- * --save writes a checkpoint after training (model, AdamW state, the final loss as metadata);
- * --resume loads one first, on any number of ranks (`make demo` saves on 4 and resumes on 2):
- * training then continues from the saved loss instead of starting over. */
+ *   mpiexec -n 4 fsdp_mlp [--shard-factor F] [--save FILE] [--resume FILE]
+ * F defaults to 2 (1 on an odd number of ranks). --save writes a checkpoint after training (model,
+ * AdamW state, the final loss as metadata); --resume loads one first, on any number of ranks and
+ * any F (`make demo` saves on 4 ranks, F = 2, and resumes on 2): training then continues from the
+ * saved loss instead of starting over. */
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +62,20 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
 
-  fsdp_config_t cfg = FSDP_CONFIG_INIT; /* full sharding over all ranks */
+  const char *save_path = NULL, *resume_path = NULL;
+  int factor = world % 2 == 0 ? 2 : 1;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (strcmp(argv[i], "--save") == 0)
+      save_path = argv[++i];
+    else if (strcmp(argv[i], "--resume") == 0)
+      resume_path = argv[++i];
+    else if (strcmp(argv[i], "--shard-factor") == 0)
+      factor = atoi(argv[++i]);
+  }
+
+  fsdp_config_t cfg = FSDP_CONFIG_INIT;
+  cfg.strategy = FSDP_HYBRID_SHARD; /* shard over F ranks, replicate over world / F */
+  cfg.sharding_factor = factor;     /* checked by fsdp_init: 1 <= F, F divides the world */
   cfg.param_dtype = FSDP_BFLOAT16;      /* unsharded parameters and gradients in bfloat16 */
   cfg.reduce_dtype = FSDP_FLOAT32;      /* gradients communicated in float32 */
   fsdp_context_t ctx = NULL;
@@ -92,13 +109,6 @@ int main(int argc, char** argv) {
   TRY(fsdp_optimizer_add_group(opt, "*.bias", &no_decay, NULL, NULL));
   TRY(fsdp_set_prefetch(ctx, 1, 1));
 
-  const char *save_path = NULL, *resume_path = NULL;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (strcmp(argv[i], "--save") == 0)
-      save_path = argv[++i];
-    else if (strcmp(argv[i], "--resume") == 0)
-      resume_path = argv[++i];
-  }
   fsdp_checkpoint_options_t ckpt = FSDP_CHECKPOINT_OPTIONS_INIT;
   ckpt.noptimizers = 1, ckpt.optimizers = &opt;
   float saved_loss = 0.0f;
@@ -108,7 +118,8 @@ int main(int argc, char** argv) {
     saved_loss = strtof(text, NULL);
     TRY(fsdp_checkpoint_load(ctx, resume_path, &ckpt, NULL));
     if (rank == 0)
-      printf("resumed %s on %d ranks (saved at loss %.5f)\n", resume_path, world, saved_loss);
+      printf("resumed %s on %d ranks, F = %d (saved at loss %.5f)\n", resume_path, world, factor,
+             saved_loss);
   }
 
   float *act[LAYERS + 1], *dact[LAYERS + 1], *target = malloc(sizeof(float) * BATCH * 4);
@@ -138,12 +149,12 @@ int main(int argc, char** argv) {
         TRY(fsdp_convert(w, FSDP_FLOAT32, pw, FSDP_BFLOAT16, (size_t)(in * out)));
         TRY(fsdp_convert(b, FSDP_FLOAT32, pb, FSDP_BFLOAT16, (size_t)out));
         TRY(fsdp_reshard(units[l]));
-        for (int n = 0; n < BATCH; ++n)
-          for (int o = 0; o < out; ++o) {
-            float z = b[o];
-            for (int i = 0; i < in; ++i) z += w[o * in + i] * act[l][n * in + i];
-            act[l + 1][n * out + o] = l + 1 < LAYERS ? tanhf(z) : z;
-          }
+        /* z = act[l] w^T + b, [BATCH, out], then tanh except on the last layer */
+        for (int n = 0; n < BATCH; ++n) memcpy(act[l + 1] + n * out, b, sizeof(float) * out);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, BATCH, out, in, 1.0f, act[l], in, w,
+                    in, 1.0f, act[l + 1], out);
+        if (l + 1 < LAYERS)
+          for (int k = 0; k < BATCH * out; ++k) act[l + 1][k] = tanhf(act[l + 1][k]);
       }
       for (int k = 0; k < BATCH * widths[LAYERS]; ++k) {
         const float e = act[LAYERS][k] - target[k];
@@ -163,18 +174,16 @@ int main(int argc, char** argv) {
         TRY(fsdp_grad_data(units[l], 1, &pgb));
         TRY(fsdp_convert(gw, FSDP_FLOAT32, pgw, FSDP_BFLOAT16, (size_t)(in * out)));
         TRY(fsdp_convert(gb, FSDP_FLOAT32, pgb, FSDP_BFLOAT16, (size_t)out));
-        for (int n = 0; n < BATCH; ++n) {
-          for (int o = 0; o < out; ++o) {
-            const float d = dact[l + 1][n * out + o];
-            gb[o] += d;
-            for (int i = 0; i < in; ++i) gw[o * in + i] += d * act[l][n * in + i];
-          }
-          for (int i = 0; i < in; ++i) {
-            float d = 0.0f;
-            for (int o = 0; o < out; ++o) d += w[o * in + i] * dact[l + 1][n * out + o];
-            dact[l][n * in + i] = l > 0 ? d * (1.0f - act[l][n * in + i] * act[l][n * in + i]) : d;
-          }
-        }
+        /* dact[l + 1] is dloss/dz of this layer: gw += dz^T act[l], gb += sum over the batch of
+         * dz, and dloss/dz of the layer below = (dz w) * tanh'. */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, BATCH, 1.0f, dact[l + 1],
+                    out, act[l], in, 1.0f, gw, in);
+        for (int n = 0; n < BATCH; ++n)
+          for (int o = 0; o < out; ++o) gb[o] += dact[l + 1][n * out + o];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BATCH, in, out, 1.0f, dact[l + 1],
+                    out, w, in, 0.0f, dact[l], in);
+        if (l > 0)
+          for (int k = 0; k < BATCH * in; ++k) dact[l][k] *= 1.0f - act[l][k] * act[l][k];
         TRY(fsdp_convert(pgw, FSDP_BFLOAT16, gw, FSDP_FLOAT32, (size_t)(in * out)));
         TRY(fsdp_convert(pgb, FSDP_BFLOAT16, gb, FSDP_FLOAT32, (size_t)out));
         TRY(fsdp_reshard(units[l]));
@@ -193,8 +202,9 @@ int main(int argc, char** argv) {
   int threaded = 0;
   TRY(fsdp_context_async(ctx, &threaded));
   if (rank == 0)
-    printf("bfloat16 compute, float32 master; progress thread %s; prefetch on\n",
-           threaded ? "on" : "off (MPI not at THREAD_MULTIPLE)");
+    printf("hybrid sharding F = %d x %d replicas; bfloat16 compute, float32 master; progress "
+           "thread %s; prefetch on\n",
+           factor, world / factor, threaded ? "on" : "off (MPI not at THREAD_MULTIPLE)");
 
   /* What this rank holds, and its memory against an unsharded replica (parameters + gradients). */
   char report[4096];
