@@ -135,6 +135,14 @@ class Unit:
         _check(_lib.fsdp_param_data(self._handle, i, ctypes.byref(ptr)))
         return _view(ptr.value, self.param_dtype, self.shapes[i])
 
+    def unsharded(self):
+        """The whole unsharded buffer as one 1-D array (every parameter in order, row-major,
+        padding excluded), viewing the library's memory: valid until reshard()."""
+        ptr = ctypes.c_void_p()
+        _check(_lib.fsdp_param_data(self._handle, 0, ctypes.byref(ptr)))
+        numel = sum(int(np.prod(s, dtype=np.int64)) for s in self.shapes)
+        return _view(ptr.value, self.param_dtype, (numel,))
+
     def grad(self, param):
         """The full gradient buffer of a parameter (shape, param_dtype) to write or add into;
         valid until reduce_grads()."""
