@@ -1,4 +1,5 @@
-/*
+/**
+ * @file fsdp.h
  * libfsdp: Fully Sharded Data Parallel (ZeRO-3) for any program that can call C.
  *
  * The whole public C ABI. C99, no C++ types; usable from C, C++, Fortran (iso_c_binding) and FFI.
@@ -37,13 +38,15 @@
 extern "C" {
 #endif
 
-#define FSDP_VERSION_MAJOR 0
-#define FSDP_VERSION_MINOR 4
-#define FSDP_VERSION_PATCH 0
-/* One integer that orders versions: major * 10000 + minor * 100 + patch. */
+#define FSDP_VERSION_MAJOR 0 /**< incompatible ABI changes */
+#define FSDP_VERSION_MINOR 4 /**< additions; a program runs with any library of the same major and a minor at least its own */
+#define FSDP_VERSION_PATCH 0 /**< fixes */
+/** One integer that orders versions: major * 10000 + minor * 100 + patch. */
 #define FSDP_VERSION_NUMBER(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
+/** This header's version as one integer. */
 #define FSDP_VERSION FSDP_VERSION_NUMBER(FSDP_VERSION_MAJOR, FSDP_VERSION_MINOR, FSDP_VERSION_PATCH)
 
+/** Marks the library's exported functions. */
 #if defined(_WIN32)
 #define FSDP_EXPORT
 #else
@@ -53,58 +56,63 @@ extern "C" {
 /* ------------------------------------------------------------------------------------------------
  * Status codes
  * --------------------------------------------------------------------------------------------- */
+/** What every call returns. fsdp_status_string() gives each one's text. */
 typedef enum fsdp_status {
   FSDP_SUCCESS = 0,
-  FSDP_ERR_INVALID_ARGUMENT = 1, /* NULL pointer, bad value, bad descriptor */
-  FSDP_ERR_INVALID_HANDLE = 2,   /* NULL or foreign handle, or a handle of the wrong kind */
-  FSDP_ERR_DESTROYED_HANDLE = 3, /* a unit handle that was destroyed with fsdp_unit_destroy */
-  FSDP_ERR_FINALIZED = 4,        /* a context, or a unit of a context, after fsdp_finalize */
-  FSDP_ERR_OUT_OF_RANGE = 5,     /* a parameter index >= the unit's parameter count */
-  FSDP_ERR_STATE = 6,            /* the call does not fit the unit's state (unshard twice...) */
-  FSDP_ERR_MISMATCH = 7,         /* ranks passed different arguments to a collective call */
-  FSDP_ERR_VERSION = 8,          /* header and library versions are incompatible */
-  FSDP_ERR_UNSUPPORTED = 9,      /* valid request this build does not support (yet) */
+  FSDP_ERR_INVALID_ARGUMENT = 1, /**< NULL pointer, bad value, bad descriptor */
+  FSDP_ERR_INVALID_HANDLE = 2,   /**< NULL or foreign handle, or a handle of the wrong kind */
+  FSDP_ERR_DESTROYED_HANDLE = 3, /**< a unit handle that was destroyed with fsdp_unit_destroy */
+  FSDP_ERR_FINALIZED = 4,        /**< a context, or a unit of a context, after fsdp_finalize */
+  FSDP_ERR_OUT_OF_RANGE = 5,     /**< a parameter index >= the unit's parameter count */
+  FSDP_ERR_STATE = 6,            /**< the call does not fit the unit's state (unshard twice...) */
+  FSDP_ERR_MISMATCH = 7,         /**< ranks passed different arguments to a collective call */
+  FSDP_ERR_VERSION = 8,          /**< header and library versions are incompatible */
+  FSDP_ERR_UNSUPPORTED = 9,      /**< valid request this build does not support (yet) */
   FSDP_ERR_OUT_OF_MEMORY = 10,
-  FSDP_ERR_MPI = 11,      /* an MPI call failed; the message carries MPI's error string */
-  FSDP_ERR_INTERNAL = 12, /* a bug in libfsdp: please report it */
-  FSDP_ERR_CALLBACK = 13, /* a callback of the caller's returned nonzero */
-  /* Since 0.3 (checkpoints). */
-  FSDP_ERR_IO = 14,      /* a file could not be created, opened, read or written (errno's text) */
-  FSDP_ERR_FORMAT = 15,  /* the file is not an fsdp checkpoint, or is malformed */
-  FSDP_ERR_CORRUPT = 16, /* a checksum does not match, or the file is truncated */
-  FSDP_STATUS_COUNT      /* number of status codes, not a status */
+  FSDP_ERR_MPI = 11,      /**< an MPI call failed; the message carries MPI's error string */
+  FSDP_ERR_INTERNAL = 12, /**< a bug in libfsdp: please report it */
+  FSDP_ERR_CALLBACK = 13, /**< a callback of the caller's returned nonzero */
+  /** Since 0.3 (checkpoints). */
+  FSDP_ERR_IO = 14,      /**< a file could not be created, opened, read or written (errno's text) */
+  FSDP_ERR_FORMAT = 15,  /**< the file is not an fsdp checkpoint, or is malformed */
+  FSDP_ERR_CORRUPT = 16, /**< a checksum does not match, or the file is truncated */
+  FSDP_STATUS_COUNT      /**< number of status codes, not a status */
 } fsdp_status_t;
 
 /* ------------------------------------------------------------------------------------------------
  * Enumerations
  * --------------------------------------------------------------------------------------------- */
+/** Element types of parameters, compute and communication. */
 typedef enum fsdp_dtype {
-  FSDP_DTYPE_AUTO = -1, /* in precision settings: the default (see fsdp_config_t.param_dtype) */
+  FSDP_DTYPE_AUTO = -1, /**< in precision settings: the default (see fsdp_config_t.param_dtype) */
   FSDP_FLOAT32 = 0,
   FSDP_FLOAT64 = 1,
-  FSDP_BFLOAT16 = 2, /* compute and communication dtype; parameters are stored in 32 or 64 bits */
-  FSDP_FLOAT16 = 3,  /* IEEE half; as bfloat16 */
+  FSDP_BFLOAT16 = 2, /**< compute and communication dtype; parameters are stored in 32 or 64 bits */
+  FSDP_FLOAT16 = 3,  /**< IEEE half; as bfloat16 */
   FSDP_DTYPE_COUNT
 } fsdp_dtype_t;
 
+/** How units are sharded over the ranks (fsdp_config_t.strategy). */
 typedef enum fsdp_sharding_strategy {
-  FSDP_FULL_SHARD = 0, /* F = W: one shard group of all ranks */
+  FSDP_FULL_SHARD = 0, /**< F = W: one shard group of all ranks */
   FSDP_HYBRID_SHARD =
-      1,             /* 1 <= F <= W, default F = ranks per node: shard inside, replicate across */
-  FSDP_NO_SHARD = 2, /* F = 1: every rank holds everything (data parallel) */
+      1,             /**< 1 <= F <= W, default F = ranks per node: shard inside, replicate across */
+  FSDP_NO_SHARD = 2, /**< F = 1: every rank holds everything (data parallel) */
   FSDP_SHARDING_STRATEGY_COUNT
 } fsdp_sharding_strategy_t;
 
+/** How fsdp_reduce_grads combines the ranks' gradients (fsdp_config_t.grad_reduction). */
 typedef enum fsdp_grad_reduction {
-  FSDP_REDUCE_MEAN = 0, /* gradient shard += (sum over all W ranks) / W */
-  FSDP_REDUCE_SUM = 1,  /* gradient shard += sum over all W ranks */
+  FSDP_REDUCE_MEAN = 0, /**< gradient shard += (sum over all W ranks) / W */
+  FSDP_REDUCE_SUM = 1,  /**< gradient shard += sum over all W ranks */
   FSDP_GRAD_REDUCTION_COUNT
 } fsdp_grad_reduction_t;
 
+/** The process groups of a context (fsdp_group_info). */
 typedef enum fsdp_group {
-  FSDP_GROUP_WORLD = 0,     /* the context's duplicate of the communicator given to fsdp_init */
-  FSDP_GROUP_SHARD = 1,     /* the F ranks over which each unit is sharded */
-  FSDP_GROUP_REPLICATE = 2, /* the W/F ranks that hold the same shard */
+  FSDP_GROUP_WORLD = 0,     /**< the context's duplicate of the communicator given to fsdp_init */
+  FSDP_GROUP_SHARD = 1,     /**< the F ranks over which each unit is sharded */
+  FSDP_GROUP_REPLICATE = 2, /**< the W/F ranks that hold the same shard */
   FSDP_GROUP_COUNT
 } fsdp_group_t;
 
@@ -112,29 +120,31 @@ typedef enum fsdp_group {
  * Configuration: a struct that grows at its end. The library reads at most `size` bytes of it and
  * gives every newer field its default, so a program compiled against an older header keeps working.
  * --------------------------------------------------------------------------------------------- */
-#define FSDP_CONFIG_MAGIC 0x46534450u /* "FSDP" */
+/** fsdp_config_t.magic: "FSDP". */
+#define FSDP_CONFIG_MAGIC 0x46534450u
 
+/** Settings of a context (fsdp_init). */
 typedef struct fsdp_config {
-  size_t size;                          /* sizeof(fsdp_config_t) as the caller compiled it */
-  uint32_t magic;                       /* FSDP_CONFIG_MAGIC */
-  uint32_t version;                     /* FSDP_VERSION of the header the caller compiled against */
-  fsdp_sharding_strategy_t strategy;    /* default FSDP_FULL_SHARD */
-  int sharding_factor;                  /* F; 0 picks the strategy's default */
-  fsdp_grad_reduction_t grad_reduction; /* default FSDP_REDUCE_MEAN */
-  /* Since 0.2: mixed precision for every unit (a unit may override it, fsdp_unit_options_t).
+  size_t size;                          /**< sizeof(fsdp_config_t) as the caller compiled it */
+  uint32_t magic;                       /**< FSDP_CONFIG_MAGIC */
+  uint32_t version;                     /**< FSDP_VERSION of the header the caller compiled against */
+  fsdp_sharding_strategy_t strategy;    /**< default FSDP_FULL_SHARD */
+  int sharding_factor;                  /**< F; 0 picks the strategy's default */
+  fsdp_grad_reduction_t grad_reduction; /**< default FSDP_REDUCE_MEAN */
+  /** Since 0.2: mixed precision for every unit (a unit may override it, fsdp_unit_options_t).
    * param_dtype: unsharded parameters and the full gradients the caller writes; AUTO = the
    * parameters' own dtype. reduce_dtype: gradient communication; AUTO = param_dtype. The shard
    * (the master copy the optimizer updates) and the gradient shard stay in the parameters' dtype.
    * float32 parameters may compute and reduce in float32, bfloat16 or float16; float64 ones only
    * in float64. Conversions round to nearest even and keep NaN and infinities. */
   fsdp_dtype_t param_dtype;
-  fsdp_dtype_t reduce_dtype;
-  /* Rate limiter: at most this many units unsharded, gathering or reducing at once before the
+  fsdp_dtype_t reduce_dtype; /**< see param_dtype */
+  /** Rate limiter: at most this many units unsharded, gathering or reducing at once before the
    * library blocks (waiting for in-flight reductions) or skips a prefetch; 0: the default, 2. */
   int max_unsharded;
 } fsdp_config_t;
 
-/* Initializer for a config with every default: fsdp_config_t cfg = FSDP_CONFIG_INIT; */
+/** Initializer for a config with every default: fsdp_config_t cfg = FSDP_CONFIG_INIT; */
 #define FSDP_CONFIG_INIT                                                                          \
   {                                                                                               \
     sizeof(fsdp_config_t), FSDP_CONFIG_MAGIC, FSDP_VERSION, FSDP_FULL_SHARD, 0, FSDP_REDUCE_MEAN, \
@@ -144,103 +154,133 @@ typedef struct fsdp_config {
 /* ------------------------------------------------------------------------------------------------
  * Handles and descriptors
  * --------------------------------------------------------------------------------------------- */
+/** A context: the communicator's groups, and everything created over it (fsdp_init). */
 typedef struct fsdp_context_s* fsdp_context_t;
+/** A unit: one flat parameter, sharded (fsdp_unit_create). */
 typedef struct fsdp_unit_s* fsdp_unit_t;
+/** A sharded optimizer over units (fsdp_optimizer_create). */
 typedef struct fsdp_optimizer_s* fsdp_optimizer_t;
+/** A loss scaler for float16 compute (fsdp_grad_scaler_create). */
 typedef struct fsdp_grad_scaler_s* fsdp_grad_scaler_t;
 
-/* One original parameter of a unit. */
+/** One original parameter of a unit. */
 typedef struct fsdp_param_desc {
-  const char* name;     /* non-empty, unique within the unit, e.g. "encoder.layer0.weight" */
-  int ndim;             /* 0 for a scalar, at most FSDP_MAX_NDIM */
-  const int64_t* shape; /* ndim extents, each > 0, row-major (C order); NULL when ndim == 0 */
-  fsdp_dtype_t dtype;   /* FSDP_FLOAT32 or FSDP_FLOAT64, the same for every parameter of a unit */
-  int requires_grad;    /* 0: frozen: no gradient or optimizer memory, fsdp_grad_data refuses it */
+  const char* name;     /**< non-empty, unique within the unit, e.g. "encoder.layer0.weight" */
+  int ndim;             /**< 0 for a scalar, at most FSDP_MAX_NDIM */
+  const int64_t* shape; /**< ndim extents, each > 0, row-major (C order); NULL when ndim == 0 */
+  fsdp_dtype_t dtype;   /**< FSDP_FLOAT32 or FSDP_FLOAT64, the same for every parameter of a unit */
+  int requires_grad;    /**< 0: frozen: no gradient or optimizer memory, fsdp_grad_data refuses it */
 } fsdp_param_desc_t;
 
-/* Deferred initialization: writes the full values of parameter `index` (described by `desc`,
+/** Deferred initialization: writes the full values of parameter `index` (described by `desc`,
  * row-major, in desc->dtype) at `data`, which holds zeros. Returns 0, or nonzero to fail the
  * unit's creation (FSDP_ERR_CALLBACK on the rank that failed, FSDP_ERR_MISMATCH on the others). */
 typedef int (*fsdp_init_fn)(void* user_data, int index, const fsdp_param_desc_t* desc, void* data);
 
-/* Options of one unit, for fsdp_unit_create_ex. A struct that grows at its end: set `size` (use
+/** Options of one unit, for fsdp_unit_create_ex. A struct that grows at its end: set `size` (use
  * FSDP_UNIT_OPTIONS_INIT). */
 typedef struct fsdp_unit_options {
-  size_t size;               /* sizeof(fsdp_unit_options_t) as the caller compiled it */
-  const char* name;          /* NULL or a label for messages and traces, e.g. "decoder.3" */
-  fsdp_dtype_t param_dtype;  /* FSDP_DTYPE_AUTO: the context's */
-  fsdp_dtype_t reduce_dtype; /* FSDP_DTYPE_AUTO: the context's, else this unit's param_dtype */
-  /* Deferred initialization: when set, initial_values must be NULL; the library allocates one
+  size_t size;               /**< sizeof(fsdp_unit_options_t) as the caller compiled it */
+  const char* name;          /**< NULL or a label for messages and traces, e.g. "decoder.3" */
+  fsdp_dtype_t param_dtype;  /**< FSDP_DTYPE_AUTO: the context's */
+  fsdp_dtype_t reduce_dtype; /**< FSDP_DTYPE_AUTO: the context's, else this unit's param_dtype */
+  /** Deferred initialization: when set, initial_values must be NULL; the library allocates one
    * full-size unit, calls init for each parameter, keeps this rank's shard and frees the rest. */
   fsdp_init_fn init;
-  void* init_user_data;
-  /* Nonzero: only world rank 0's initial values (or init calls) count; every rank starts from
+  void* init_user_data; /**< passed to init as user_data */
+  /** Nonzero: only world rank 0's initial values (or init calls) count; every rank starts from
    * them (PyTorch's sync_module_states). Other ranks' initial_values are ignored and may be NULL;
    * init is called on rank 0 only. */
   int sync_from_rank0;
 } fsdp_unit_options_t;
 
+/** Initializer for unit options with every default. */
 #define FSDP_UNIT_OPTIONS_INIT \
   { sizeof(fsdp_unit_options_t), NULL, FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, NULL, NULL, 0 }
 
+/** The most dimensions a parameter may have. */
 #define FSDP_MAX_NDIM 16
 
-/* Memory the library holds for a context, in bytes. A struct that grows at its end: set `size`. */
+/** Memory the library holds for a context, in bytes. A struct that grows at its end: set `size`. */
 typedef struct fsdp_memory_stats {
-  size_t size;                  /* sizeof(fsdp_memory_stats_t) as the caller compiled it */
-  size_t shard_bytes;           /* parameter shards of all units (the master copy) */
-  size_t grad_shard_bytes;      /* gradient shards of all units */
-  size_t unsharded_bytes;       /* unsharded parameter buffers in use now (0.1: and full grads) */
-  size_t pool_cached_bytes;     /* released buffers the pool keeps for reuse */
-  size_t peak_bytes;            /* high-water mark of the total of every category */
-  size_t unsharded_model_bytes; /* parameter bytes of all units without sharding (one replica) */
-  size_t scratch_bytes;         /* communication scratch, kept for reuse */
-  /* Since 0.2. */
-  size_t full_grad_bytes;       /* full gradient buffers in use now */
-  size_t optimizer_state_bytes; /* sharded optimizer state */
-  size_t peak_parameter_bytes;  /* high-water mark of shard_bytes + unsharded_bytes: the
+  size_t size;                  /**< sizeof(fsdp_memory_stats_t) as the caller compiled it */
+  size_t shard_bytes;           /**< parameter shards of all units (the master copy) */
+  size_t grad_shard_bytes;      /**< gradient shards of all units */
+  size_t unsharded_bytes;       /**< unsharded parameter buffers in use now (0.1: and full grads) */
+  size_t pool_cached_bytes;     /**< released buffers the pool keeps for reuse */
+  size_t peak_bytes;            /**< high-water mark of the total of every category */
+  size_t unsharded_model_bytes; /**< parameter bytes of all units without sharding (one replica) */
+  size_t scratch_bytes;         /**< communication scratch, kept for reuse */
+  /** Since 0.2. */
+  size_t full_grad_bytes;       /**< full gradient buffers in use now */
+  size_t optimizer_state_bytes; /**< sharded optimizer state */
+  size_t peak_parameter_bytes;  /**< high-water mark of shard_bytes + unsharded_bytes: the
                                    quantity of FSDP's formula K_full/F sum psi + K_low max psi */
-  size_t peak_shard_bytes;      /* each category's own high-water mark */
-  size_t peak_grad_shard_bytes;
-  size_t peak_unsharded_bytes;
-  size_t peak_full_grad_bytes;
-  size_t peak_optimizer_state_bytes;
+  size_t peak_shard_bytes;      /**< high-water mark of shard_bytes */
+  size_t peak_grad_shard_bytes;      /**< high-water mark of grad_shard_bytes */
+  size_t peak_unsharded_bytes;       /**< high-water mark of unsharded_bytes */
+  size_t peak_full_grad_bytes;       /**< high-water mark of full_grad_bytes */
+  size_t peak_optimizer_state_bytes; /**< high-water mark of optimizer_state_bytes */
 } fsdp_memory_stats_t;
 
 /* ------------------------------------------------------------------------------------------------
  * Errors and versions (local, thread-safe)
  * --------------------------------------------------------------------------------------------- */
 
-/** Constant text for a status, e.g. "FSDP_ERR_STATE: the unit is not in the required state". */
+/** Constant text for a status, e.g. "FSDP_ERR_STATE: the unit is not in the required state".
+ *  @param[in] status a status code
+ *  @return constant text naming the status and what it means; "unknown status" for a value out of range */
 FSDP_EXPORT const char* fsdp_status_string(fsdp_status_t status);
 
 /** The calling thread's message for its last failed call ("" if none). Valid until the thread's
- *  next libfsdp call. Format: "<call>: <argument or unit>: <what is wrong>". */
+ *  next libfsdp call. Format: "<call>: <argument or unit>: <what is wrong>".
+ *  @return the message, "" if none */
 FSDP_EXPORT const char* fsdp_last_error(void);
 
 /** Since 0.4. For language bindings (the Fortran module, Python) that check their own arguments
  *  before calling: makes "<call>: <message>" the calling thread's fsdp_last_error and returns
- *  `status`, so every error reads alike whichever layer found it. Local, thread-safe. */
+ *  `status`, so every error reads alike whichever layer found it. Local, thread-safe.
+ *  @param[in] status the status to record and return
+ *  @param[in] call the name of the binding's call, e.g. "fsdp_param_data"
+ *  @param[in] message "<argument>: <what is wrong>"
+ *  @return `status` */
 FSDP_EXPORT fsdp_status_t fsdp_record_error(fsdp_status_t status, const char* call,
                                             const char* message);
 
-/** The library's version. Any output may be NULL. */
+/** The library's version. Any output may be NULL.
+ *  @param[out] major may be NULL
+ *  @param[out] minor may be NULL
+ *  @param[out] patch may be NULL
+ *  @return FSDP_SUCCESS; VERSION / INVALID_ARGUMENT */
 FSDP_EXPORT fsdp_status_t fsdp_get_version(int* major, int* minor, int* patch);
 
 /** FSDP_ERR_VERSION unless a program compiled against header version major.minor.patch can run
- *  with this library: same major, and a library minor at least the header's. */
+ *  with this library: same major, and a library minor at least the header's.
+ *  @param[in] major the major version the caller was compiled against
+ *  @param[in] minor its minor version
+ *  @param[in] patch its patch version
+ *  @return FSDP_SUCCESS; VERSION / INVALID_ARGUMENT */
 FSDP_EXPORT fsdp_status_t fsdp_check_version(int major, int minor, int patch);
+/** fsdp_check_version with this header's version. */
 #define FSDP_CHECK_VERSION() \
   fsdp_check_version(FSDP_VERSION_MAJOR, FSDP_VERSION_MINOR, FSDP_VERSION_PATCH)
 
 /** Converts n elements between dtypes, rounding to nearest even when narrowing and keeping NaN
  *  and infinities, as the library does for mixed precision: for callers that compute in float and
- *  read or write bfloat16 / float16 buffers. dst and src must not overlap. */
+ *  read or write bfloat16 / float16 buffers. dst and src must not overlap.
+ *  @param[out] dst n elements of dst_dtype
+ *  @param[in] dst_dtype the destination dtype
+ *  @param[in] src n elements of src_dtype
+ *  @param[in] src_dtype the source dtype
+ *  @param[in] n element count
+ *  @return FSDP_SUCCESS */
 FSDP_EXPORT fsdp_status_t fsdp_convert(void* dst, fsdp_dtype_t dst_dtype, const void* src,
                                        fsdp_dtype_t src_dtype, size_t n);
 
 /** Fills the first `size` bytes of *cfg with this library's defaults (for FFI callers that cannot
- *  use FSDP_CONFIG_INIT). @param[in] size sizeof the caller's struct, at least up to `version`. */
+ *  use FSDP_CONFIG_INIT). @param[in] size sizeof the caller's struct, at least up to `version`.
+ *  @param[out] cfg the caller's config struct
+ *  @return FSDP_SUCCESS; VERSION / INVALID_ARGUMENT */
 FSDP_EXPORT fsdp_status_t fsdp_config_defaults(fsdp_config_t* cfg, size_t size);
 
 /* ------------------------------------------------------------------------------------------------
@@ -257,7 +297,11 @@ FSDP_EXPORT fsdp_status_t fsdp_config_defaults(fsdp_config_t* cfg, size_t size);
 FSDP_EXPORT fsdp_status_t fsdp_init(MPI_Comm comm, const fsdp_config_t* cfg, fsdp_context_t* ctx);
 
 /** fsdp_init for Fortran and FFI callers: `fcomm` is a Fortran communicator handle (MPI_Fint, an
- *  int in MPICH and Open MPI; from Fortran `MPI_COMM_WORLD`, from mpi4py `comm.py2f()`). */
+ *  int in MPICH and Open MPI; from Fortran `MPI_COMM_WORLD`, from mpi4py `comm.py2f()`).
+ *  @param[in] fcomm a Fortran communicator handle (MPI_Fint)
+ *  @param[in] cfg NULL for all defaults, or a config from FSDP_CONFIG_INIT
+ *  @param[in] ctx the context
+ *  @return FSDP_SUCCESS; as fsdp_init; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_init_fcomm(int fcomm, const fsdp_config_t* cfg, fsdp_context_t* ctx);
 
 /** Since 0.4. For FFI callers without MPI bindings (Python without mpi4py): initializes MPI if it
@@ -272,40 +316,62 @@ FSDP_EXPORT fsdp_status_t fsdp_mpi_init(int thread_multiple, int* provided_multi
                                         int* world_fcomm);
 
 /** Since 0.4. Finalizes MPI if fsdp_mpi_init initialized it (otherwise the caller owns MPI and
- *  nothing happens). Collective over MPI_COMM_WORLD; finalize every context first. */
+ *  nothing happens). Collective over MPI_COMM_WORLD; finalize every context first.
+ *  @return FSDP_SUCCESS */
 FSDP_EXPORT fsdp_status_t fsdp_mpi_finalize(void);
 
 /** Destroys every unit of the context, frees its communicators and sets *ctx to NULL.
  *  Collective over the context's world group; call before MPI_Finalize. Handles of the context and
- *  its units answer FSDP_ERR_FINALIZED afterwards. */
+ *  its units answer FSDP_ERR_FINALIZED afterwards.
+ *  @param[in,out] ctx the context; set to NULL
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL), MPI (after MPI_Finalize); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_finalize(fsdp_context_t* ctx);
 
-/** This rank's position in one of the context's groups. Local. Either output may be NULL. */
+/** This rank's position in one of the context's groups. Local. Either output may be NULL.
+ *  @param[in] ctx the context
+ *  @param[in] group FSDP_GROUP_WORLD, FSDP_GROUP_SHARD or FSDP_GROUP_REPLICATE
+ *  @param[out] rank may be NULL; this rank's rank in the group
+ *  @param[out] size may be NULL; the group's size
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (group not an enum); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_group_info(fsdp_context_t ctx, fsdp_group_t group, int* rank,
                                           int* size);
 
 /** The context's sharding factor F, strategy and reduction after defaults were applied. Local.
- *  Any output may be NULL. */
+ *  Any output may be NULL.
+ *  @param[in] ctx the context
+ *  @param[out] sharding_factor may be NULL; F
+ *  @param[out] strategy may be NULL
+ *  @param[out] grad_reduction may be NULL
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (group not an enum); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_context_config(fsdp_context_t ctx, int* sharding_factor,
                                               fsdp_sharding_strategy_t* strategy,
                                               fsdp_grad_reduction_t* grad_reduction);
 
 /** Memory the library holds now for this context, and its peak. Local.
- *  @param[in,out] stats stats->size must be set by the caller. */
+ *  @param[in,out] stats stats->size must be set by the caller.
+ *  @param[in] ctx the context
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (stats NULL or size too small); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t* stats);
 
 /** Frees the buffers the pool caches for reuse (not those in use) and the communication
- *  scratch. Local. */
+ *  scratch. Local.
+ *  @param[in] ctx the context
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (stats NULL or size too small); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_trim_pool(fsdp_context_t ctx);
 
-/** Restarts every peak of fsdp_memory_stats from the current values. Local. */
+/** Restarts every peak of fsdp_memory_stats from the current values. Local.
+ *  @param[in] ctx the context
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (stats NULL or size too small); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_reset_peak_memory(fsdp_context_t ctx);
 
 /** Gradient accumulation without communication (PyTorch's no_sync). With `enabled` = 0,
  *  fsdp_reduce_grads keeps each unit's full gradient instead of communicating it, and the next
  *  micro-batch adds into it through fsdp_grad_data; with `enabled` = 1 again, the next
  *  fsdp_reduce_grads communicates the sum. Costs one full gradient per unit while off. Local
- *  (reduce_grads is then local too); every rank must switch at the same point of its loop. */
+ *  (reduce_grads is then local too); every rank must switch at the same point of its loop.
+ *  @param[in] ctx the context
+ *  @param[in] enabled 1: communicate in fsdp_reduce_grads, 0: accumulate locally
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (not 0/1); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_set_grad_sync(fsdp_context_t ctx, int enabled);
 
 /* ------------------------------------------------------------------------------------------------
@@ -320,14 +386,24 @@ FSDP_EXPORT fsdp_status_t fsdp_set_grad_sync(fsdp_context_t ctx, int enabled);
  *  @param[in] initial_values NULL (all zeros), or nparams pointers each to that parameter's full
  *                            values in row-major order (an entry may be NULL: zeros). Only the part
  *                            this rank's shard holds is read.
- *  @param[out] unit          the new unit, sharded */
+ *  @param[out] unit          the new unit, sharded
+ *  @param[in] ctx the context
+ *  @param[in] nparams the number of parameters, >= 1
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (n < 1, descs NULL, name NULL/empty/duplicate, ndim out of 0..16, shape NULL, extent <= 0, too large, dtype not float32/float64 or differing within the unit, unit NULL, precision not computable for the dtype), MISMATCH; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_create(fsdp_context_t ctx, int nparams,
                                            const fsdp_param_desc_t* descs,
                                            const void* const* initial_values, fsdp_unit_t* unit);
 
 /** fsdp_unit_create with options: a name, this unit's mixed precision, deferred initialization
  *  through a callback, initialization from rank 0. `options` NULL: the defaults. Collective over
- *  the world group; the options must agree across ranks (except the callback pointers). */
+ *  the world group; the options must agree across ranks (except the callback pointers).
+ *  @param[in] ctx the context
+ *  @param[in] nparams the number of parameters, >= 1
+ *  @param[in] descs nparams descriptors
+ *  @param[in] initial_values NULL (zeros), or nparams pointers to full row-major values (an entry may be NULL)
+ *  @param[in] options NULL for the defaults, or options from FSDP_UNIT_OPTIONS_INIT
+ *  @param[out] unit the new unit, sharded
+ *  @return FSDP_SUCCESS; as fsdp_unit_create; INVALID_ARGUMENT (options->size, a dtype out of range, initial_values with options->init), CALLBACK (init returned nonzero: on that rank; MISMATCH on the others); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_create_ex(fsdp_context_t ctx, int nparams,
                                               const fsdp_param_desc_t* descs,
                                               const void* const* initial_values,
@@ -341,31 +417,51 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_create_ex(fsdp_context_t ctx, int nparams,
  *  copy (the owner must be unsharded while the user uses it), and fsdp_grad_data(user,
  *  alias_index) is the owner's full gradient, so both uses' gradients add up there. Misuse is
  *  refused with FSDP_ERR_STATE naming the tie: resharding or reducing the owner while the user is
- *  unsharded, destroying the owner while tied. Collective over the world group. */
+ *  unsharded, destroying the owner while tied. Collective over the world group.
+ *  @param[in] user the unit that uses the tied parameter
+ *  @param[in] alias the name the parameter has in `user`, unique there
+ *  @param[in] owner the unit that stores the parameter
+ *  @param[in] owner_index the parameter's index in `owner`
+ *  @param[out] alias_index may be NULL; the index under which `user` sees it
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (alias NULL/empty/taken, owner the user itself, of another context, or itself tied), OUT_OF_RANGE (i), MISMATCH; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_tie(fsdp_unit_t user, const char* alias, fsdp_unit_t owner,
                                         int owner_index, int* alias_index);
 
-/** Frees the unit and sets *unit to NULL. Local. Pointers obtained from it become invalid. */
+/** Frees the unit and sets *unit to NULL. Local. Pointers obtained from it become invalid.
+ *  @param[in,out] unit the unit; set to NULL
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL), STATE (an operation in flight, an optimizer uses it, or units are tied to it); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit);
 
 /** All-gathers the unit into one contiguous buffer (the all-gather's own output: no extra copy),
  *  in the unit's param_dtype (the shard rounded to it first, in place). Collective over the shard
  *  group. FSDP_ERR_STATE if the unit is already unsharded. The caller reads parameters through
- *  fsdp_param_data; writes to them are discarded at reshard. */
+ *  fsdp_param_data; writes to them are discarded at reshard.
+ *  @param[in] unit the unit
+ *  @return FSDP_SUCCESS; STATE (already unsharded), MPI; waits instead if a prefetch is in flight; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unshard(fsdp_unit_t unit);
 
-/** Returns the unsharded buffer to the context's pool. Local. FSDP_ERR_STATE if not unsharded. */
+/** Returns the unsharded buffer to the context's pool. Local. FSDP_ERR_STATE if not unsharded.
+ *  @param[in] unit the unit
+ *  @return FSDP_SUCCESS; STATE (not unsharded; a unit tied to it still unsharded); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_reshard(fsdp_unit_t unit);
 
 /** Original parameter `index` inside the unsharded buffer, row-major, in the unit's param_dtype.
- *  Valid until fsdp_reshard. Local. FSDP_ERR_STATE if the unit is sharded. */
+ *  Valid until fsdp_reshard. Local. FSDP_ERR_STATE if the unit is sharded.
+ *  @param[in] unit the unit
+ *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases follow the own parameters)
+ *  @param[out] data receives the address
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE, STATE (sharded; for a tie, the owner sharded), INVALID_ARGUMENT (data NULL); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_param_data(fsdp_unit_t unit, int index, void** data);
 
 /** Where the caller adds the full gradient of parameter `index` (row-major, in param_dtype). The
  *  first call after a communicating reduce acquires a zeroed full-size gradient buffer (trainable
  *  parameters only), so writing and adding are the same for one micro-batch; under
  *  fsdp_set_grad_sync(ctx, 0) it keeps the earlier micro-batches' sum, to be added to. Valid until
- *  fsdp_reduce_grads. Local. FSDP_ERR_INVALID_ARGUMENT for a parameter with requires_grad == 0. */
+ *  fsdp_reduce_grads. Local. FSDP_ERR_INVALID_ARGUMENT for a parameter with requires_grad == 0.
+ *  @param[in] unit the unit
+ *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases follow the own parameters)
+ *  @param[out] data receives the address
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE, INVALID_ARGUMENT (data NULL, requires_grad = 0); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_data(fsdp_unit_t unit, int index, void** data);
 
 /** Reduces the full gradients written through fsdp_grad_data: converted to reduce_dtype if it
@@ -373,56 +469,100 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_data(fsdp_unit_t unit, int index, void** dat
  *  division by W, accumulated into this rank's gradient shard (in the parameters' dtype).
  *  Releases the full gradient buffer. Collective over the shard and replicate groups; local and
  *  keeping the full gradient while gradient sync is off (fsdp_set_grad_sync). FSDP_ERR_STATE if
- *  no gradient was written since the last reduce. */
+ *  no gradient was written since the last reduce.
+ *  @param[in] unit the unit
+ *  @return FSDP_SUCCESS; STATE (no gradient written since the last reduce), MPI; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_reduce_grads(fsdp_unit_t unit);
 
 /** Sets the gradient shard, and a full gradient being written, to zero. Local.
  *  The gradient shard is marked zero rather than written (PyTorch's zero_grad(set_to_none=True)):
  *  the next fsdp_reduce_grads overwrites it instead of adding to it, and fsdp_shard_grad writes
  *  the zeros if called first. So fetch the fsdp_shard_grad pointer again after this call: the
- *  memory behind an older pointer stays valid but holds the old values until then. */
+ *  memory behind an older pointer stays valid but holds the old values until then.
+ *  @param[in] unit the unit
+ *  @return FSDP_SUCCESS; marks the gradient shard zero without writing it; fetch fsdp_shard_grad again; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit);
 
 /* ---- The sharded view, for optimizers written by the caller ---------------------------------- */
 
 /** This rank's parameter shard: `numel` elements of the unit's dtype, padding included. The
- *  pointer stays valid for the unit's life. Local. Either output may be NULL. */
+ *  pointer stays valid for the unit's life. Local. Either output may be NULL.
+ *  @param[in] unit the unit
+ *  @param[out] data may be NULL; the shard's address
+ *  @param[out] numel may be NULL; receives the element count
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (shard_grad of a unit with every parameter frozen); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel);
 
 /** This rank's gradient shard: the first `numel` elements of the shard's layout (the trainable
  *  section; frozen parameters come after it in the shard and have no gradient), in the
  *  parameters' dtype. Zero until a gradient is reduced into it. The pointer stays valid for the
- *  unit's life; fetch it again after fsdp_zero_grads. */
+ *  unit's life; fetch it again after fsdp_zero_grads.
+ *  @param[in] unit the unit
+ *  @param[out] data may be NULL; the gradient shard's address
+ *  @param[out] numel may be NULL; receives the element count
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (shard_grad of a unit with every parameter frozen); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t* numel);
 
 /** The part of original parameter `index` this rank's shard holds: elements
  *  [param_offset, param_offset + length) of the flattened parameter live at
  *  [shard_offset, shard_offset + length) of the shard. length == 0 when it holds none of it.
- *  Local. Any output may be NULL. */
+ *  Local. Any output may be NULL.
+ *  @param[in] unit the unit
+ *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases follow the own parameters)
+ *  @param[out] shard_offset may be NULL; where the part starts in the shard
+ *  @param[out] param_offset may be NULL; where the part starts in the flattened parameter
+ *  @param[out] length may be NULL; elements held (0: none)
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE, INVALID_ARGUMENT (NULL output where required); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_param_shard_range(fsdp_unit_t unit, int index, size_t* shard_offset,
                                                  size_t* param_offset, size_t* length);
 
 /** Sizes of the unit in elements: all parameters, after padding to a multiple of F, and one shard.
- *  Local. Any output may be NULL. */
+ *  Local. Any output may be NULL.
+ *  @param[in] unit the unit
+ *  @param[out] numel may be NULL; all parameters' elements
+ *  @param[out] padded_numel may be NULL; after padding to a multiple of F
+ *  @param[out] shard_numel may be NULL; one shard
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_numel(fsdp_unit_t unit, size_t* numel, size_t* padded_numel,
                                           size_t* shard_numel);
 
-/** Number of parameters, and the unit's dtype. Local. Either output may be NULL. */
+/** Number of parameters, and the unit's dtype. Local. Either output may be NULL.
+ *  @param[in] unit the unit
+ *  @param[out] nparams may be NULL; own parameters
+ *  @param[out] dtype may be NULL; the storage dtype
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_info(fsdp_unit_t unit, int* nparams, fsdp_dtype_t* dtype);
 
 /** The unit's dtypes after defaults: parameters (storage and master), param_dtype, reduce_dtype.
- *  Local. Any output may be NULL. */
+ *  Local. Any output may be NULL.
+ *  @param[in] unit the unit
+ *  @param[out] storage may be NULL; the parameters' (and master shard's) dtype
+ *  @param[out] param_dtype may be NULL; the compute dtype of unsharded parameters and full gradients
+ *  @param[out] reduce_dtype may be NULL; the gradient communication dtype
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_precision(fsdp_unit_t unit, fsdp_dtype_t* storage,
                                               fsdp_dtype_t* param_dtype,
                                               fsdp_dtype_t* reduce_dtype);
 
-/** Element count of original parameter `index`. Local. */
+/** Element count of original parameter `index`. Local.
+ *  @param[in] unit the unit
+ *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases follow the own parameters)
+ *  @param[out] numel the parameter's element count
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE, INVALID_ARGUMENT (NULL output where required); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_param_numel(fsdp_unit_t unit, int index, size_t* numel);
 
 /** Since 0.4. Parameter `index` (own or tied) as it was described: name (the alias for a tied
  *  one; valid for the unit's life), ndim, shape (row-major extents; `shape` must hold
  *  FSDP_MAX_NDIM values), dtype, requires_grad. For bindings that view parameters as typed arrays
- *  of their shape. Local. Any output may be NULL. */
+ *  of their shape. Local. Any output may be NULL.
+ *  @param[in] unit the unit
+ *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases follow the own parameters)
+ *  @param[out] name may be NULL; the parameter's name
+ *  @param[out] ndim may be NULL; its number of dimensions
+ *  @param[out] shape may be NULL; room for FSDP_MAX_NDIM extents, row-major
+ *  @param[out] dtype may be NULL
+ *  @param[out] requires_grad may be NULL; 0 for a frozen parameter
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_param_info(fsdp_unit_t unit, int index, const char** name, int* ndim,
                                           int64_t* shape, fsdp_dtype_t* dtype, int* requires_grad);
 
@@ -433,38 +573,61 @@ FSDP_EXPORT fsdp_status_t fsdp_param_info(fsdp_unit_t unit, int index, const cha
  * in the calling thread (correct, without overlap). Any call that needs a pending result waits
  * for it (fsdp_param_data, fsdp_reshard, fsdp_grad_data, fsdp_shard_grad, optimizer steps...).
  * --------------------------------------------------------------------------------------------- */
+/** An asynchronous operation in flight; complete it with fsdp_wait. */
 typedef struct fsdp_request_s* fsdp_request_t;
 
 /** Starts the unit's all-gather and returns at once. `req` (may be NULL) receives a request for
  *  fsdp_wait; fsdp_unshard or fsdp_param_data on the unit also wait for it. Collective over the
- *  shard group. The rate limiter applies (fsdp_config_t.max_unsharded). */
+ *  shard group. The rate limiter applies (fsdp_config_t.max_unsharded).
+ *  @param[in] unit the unit
+ *  @param[out] req may be NULL; the request
+ *  @return FSDP_SUCCESS; STATE (already unsharded or gathering), MPI; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* req);
 
 /** Starts the unit's gradient reduction and returns at once; the full gradient buffer must not be
  *  touched until it completes. `req` as for fsdp_unshard_async (under fsdp_set_grad_sync(ctx, 0)
- *  nothing is started and the request is complete). Collective like fsdp_reduce_grads. */
+ *  nothing is started and the request is complete). Collective like fsdp_reduce_grads.
+ *  @param[in] unit the unit
+ *  @param[out] req may be NULL; the request
+ *  @return FSDP_SUCCESS; STATE (no gradient written since the last reduce), MPI; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_reduce_grads_async(fsdp_unit_t unit, fsdp_request_t* req);
 
 /** Waits for the request, applies its result and frees it; sets *req to NULL. A request can be
  *  waited on once: FSDP_ERR_INVALID_HANDLE for NULL, FSDP_ERR_DESTROYED_HANDLE for a copy of a
- *  request already waited on. Returns the operation's own error if it failed. Local. */
+ *  request already waited on. Returns the operation's own error if it failed. Local.
+ *  @param[in,out] req the request; set to NULL
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL pointer), INVALID_HANDLE (NULL request: already waited on), DESTROYED_HANDLE (a copy of a request already waited on), the operation's own error; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_wait(fsdp_request_t* req);
 
-/** Waits for whatever is in flight for the unit (a prefetch, an asynchronous reduce). Local. */
+/** Waits for whatever is in flight for the unit (a prefetch, an asynchronous reduce). Local.
+ *  @param[in] unit the unit
+ *  @return FSDP_SUCCESS; the pending operation's error; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_wait(fsdp_unit_t unit);
 
-/** Whether the context has a progress thread (1) or runs asynchronous operations at once (0). */
+/** Whether the context has a progress thread (1) or runs asynchronous operations at once (0).
+ *  @param[in] ctx the context
+ *  @param[out] progress_thread 1 with a progress thread
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_context_async(fsdp_context_t ctx, int* progress_thread);
 
 /** Prefetching (both off by default): during forward (backward), each fsdp_unshard or
  *  fsdp_unshard_async the caller makes also starts the all-gather of the unit that followed it in
- *  the previous iteration's forward (backward), when the rate limiter allows. Local. */
+ *  the previous iteration's forward (backward), when the rate limiter allows. Local.
+ *  @param[in] ctx the context
+ *  @param[in] forward 1: prefetch during forward
+ *  @param[in] backward 1: prefetch during backward
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (not 0/1); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_set_prefetch(fsdp_context_t ctx, int forward, int backward);
 
 /** Marks the start of an iteration's forward pass (collective over the world group: it checks
  *  that every rank recorded the same unshard order last iteration) and of its backward pass
- *  (local). Prefetch follows the order recorded between these marks. */
+ *  (local). Prefetch follows the order recorded between these marks.
+ *  @param[in] ctx the context
+ *  @return FSDP_SUCCESS; MISMATCH (ranks unsharded in different orders last iteration); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_begin_forward(fsdp_context_t ctx);
+/** Marks the start of an iteration's backward pass (see fsdp_begin_forward). Local.
+ *  @param[in] ctx the context
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_begin_backward(fsdp_context_t ctx);
 
 /* ------------------------------------------------------------------------------------------------
@@ -472,42 +635,53 @@ FSDP_EXPORT fsdp_status_t fsdp_begin_backward(fsdp_context_t ctx);
  * for its shard only, in the parameters' dtype; frozen parameters have no state. Updates follow
  * PyTorch's SGD and AdamW element by element, so they equal the non-sharded optimizer's.
  * --------------------------------------------------------------------------------------------- */
+/** The optimizers the library implements. */
 typedef enum fsdp_optimizer_kind {
-  FSDP_OPTIMIZER_SGD = 0,   /* momentum, dampening, Nesterov, (L2) weight decay */
-  FSDP_OPTIMIZER_ADAMW = 1, /* bias correction, decoupled weight decay */
+  FSDP_OPTIMIZER_SGD = 0,   /**< momentum, dampening, Nesterov, (L2) weight decay */
+  FSDP_OPTIMIZER_ADAMW = 1, /**< bias correction, decoupled weight decay */
   FSDP_OPTIMIZER_KIND_COUNT
 } fsdp_optimizer_kind_t;
 
-/* Hyperparameters of one group. A struct that grows at its end: set `size` (use an initializer).
+/** Hyperparameters of one group. A struct that grows at its end: set `size` (use an initializer).
  * SGD reads lr, weight_decay, momentum, dampening, nesterov; AdamW reads lr, weight_decay, beta1,
  * beta2, eps. */
 typedef struct fsdp_hyperparams {
-  size_t size;
-  double lr;           /* >= 0 */
-  double weight_decay; /* >= 0 */
-  double momentum;     /* [0, 1) */
-  double dampening;    /* [0, 1] */
-  int nesterov;        /* needs momentum > 0 and dampening == 0 */
-  double beta1;        /* [0, 1) */
-  double beta2;        /* [0, 1) */
-  double eps;          /* > 0 */
+  size_t size;         /**< sizeof(fsdp_hyperparams_t) as the caller compiled it */
+  double lr;           /**< >= 0 */
+  double weight_decay; /**< >= 0 */
+  double momentum;     /**< [0, 1) */
+  double dampening;    /**< [0, 1] */
+  int nesterov;        /**< needs momentum > 0 and dampening == 0 */
+  double beta1;        /**< [0, 1) */
+  double beta2;        /**< [0, 1) */
+  double eps;          /**< > 0 */
 } fsdp_hyperparams_t;
 
-/* PyTorch's defaults. */
+/** PyTorch's SGD defaults. */
 #define FSDP_SGD_DEFAULTS \
   { sizeof(fsdp_hyperparams_t), 1e-3, 0.0, 0.0, 0.0, 0, 0.9, 0.999, 1e-8 }
+/** PyTorch's AdamW defaults. */
 #define FSDP_ADAMW_DEFAULTS \
   { sizeof(fsdp_hyperparams_t), 1e-3, 1e-2, 0.0, 0.0, 0, 0.9, 0.999, 1e-8 }
 
 /** An optimizer over `nunits` units of the context (nunits >= 1, distinct). `defaults` NULL: the
  *  kind's defaults above. The units cannot be destroyed while the optimizer lives. Collective
  *  over the world group; kind, defaults and units must agree (checked). State is allocated at
- *  the first step that has a gradient. */
+ *  the first step that has a gradient.
+ *  @param[in] ctx the context
+ *  @param[in] kind FSDP_OPTIMIZER_SGD or FSDP_OPTIMIZER_ADAMW
+ *  @param[in] defaults NULL for the kind's defaults, or hyperparameters with `size` set
+ *  @param[in] nunits number of units, >= 1
+ *  @param[in] units nunits distinct units of ctx
+ *  @param[out] opt the new optimizer
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (kind, n < 1, units NULL, a unit twice or of another context, hyperparameter out of range), MISMATCH; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_create(fsdp_context_t ctx, fsdp_optimizer_kind_t kind,
                                                 const fsdp_hyperparams_t* defaults, int nunits,
                                                 const fsdp_unit_t* units, fsdp_optimizer_t* opt);
 
-/** Frees the optimizer and its state, sets *opt to NULL. Local. */
+/** Frees the optimizer and its state, sets *opt to NULL. Local.
+ *  @param[in,out] opt the optimizer; set to NULL
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_destroy(fsdp_optimizer_t* opt);
 
 /** A hyperparameter group for the parameters whose name matches `pattern` (a shell glob, fnmatch:
@@ -515,25 +689,49 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_destroy(fsdp_optimizer_t* opt);
  *  across parameters, so each rank updates each slice of its shard with its parameter's group.
  *  Collective over the world group (pattern and values must agree). Outputs may be NULL:
  *  `group` the new group's index, `nmatched` the number of parameters it took (0 often means a
- *  typo in the pattern). */
+ *  typo in the pattern).
+ *  @param[in] opt the optimizer
+ *  @param[in] pattern a shell glob over parameter names (fnmatch)
+ *  @param[in] hp hyperparameters, `size` set
+ *  @param[out] group may be NULL; the new group's index
+ *  @param[out] nmatched may be NULL; parameters the group took
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (pattern NULL/empty, hp NULL or out of range), MISMATCH; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_add_group(fsdp_optimizer_t opt, const char* pattern,
                                                    const fsdp_hyperparams_t* hp, int* group,
                                                    int* nmatched);
 
 /** Reads or replaces a group's hyperparameters (-1 in set_lr: every group). Local: every rank must
- *  make the same changes (for a schedule, at the same step). */
+ *  make the same changes (for a schedule, at the same step).
+ *  @param[in] opt the optimizer
+ *  @param[in] group a hyperparameter group index (0: the defaults)
+ *  @param[out] hp hp->size set by the caller
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE (group), INVALID_ARGUMENT; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_get_hyperparams(fsdp_optimizer_t opt, int group,
                                                          fsdp_hyperparams_t* hp);
+/** Replaces a group's hyperparameters (see fsdp_optimizer_get_hyperparams). Local: every rank must make the same change.
+ *  @param[in] opt the optimizer
+ *  @param[in] group a hyperparameter group index (0: the defaults)
+ *  @param[in] hp hyperparameters, `size` set
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE (group), INVALID_ARGUMENT; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_hyperparams(fsdp_optimizer_t opt, int group,
                                                          const fsdp_hyperparams_t* hp);
+/** Sets the learning rate of a group, or of every group. Local: every rank must make the same change (for a schedule, at the same step).
+ *  @param[in] opt the optimizer
+ *  @param[in] group a group index, or -1 for every group
+ *  @param[in] lr the learning rate, >= 0
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE (group), INVALID_ARGUMENT; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_lr(fsdp_optimizer_t opt, int group, double lr);
 
 /** One update of every unit whose gradient shard holds a reduced gradient (a unit whose gradient
  *  was zeroed and not reduced since is skipped, like a parameter whose grad is None). Local.
- *  FSDP_ERR_STATE if a unit of it is unsharded (the update would not reach the unsharded copy). */
+ *  FSDP_ERR_STATE if a unit of it is unsharded (the update would not reach the unsharded copy).
+ *  @param[in] opt the optimizer
+ *  @return FSDP_SUCCESS; STATE (a unit of it is unsharded); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_step(fsdp_optimizer_t opt);
 
-/** fsdp_zero_grads on every unit of the optimizer. Local. */
+/** fsdp_zero_grads on every unit of the optimizer. Local.
+ *  @param[in] opt the optimizer
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt);
 
 /** Clips the gradients of every unit of the context by their total `norm_type`-norm (>= 1, or
@@ -541,7 +739,12 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt);
  *  counted once. Scales every gradient shard by max_norm / (norm + 1e-6) when that is below 1.
  *  Returns the norm before clipping in *total_norm (may be NULL); a non-finite norm leaves the
  *  gradients unchanged. Collective over the shard group. FSDP_ERR_INVALID_ARGUMENT for
- *  max_norm <= 0 or a norm_type below 1. */
+ *  max_norm <= 0 or a norm_type below 1.
+ *  @param[in] ctx the context
+ *  @param[in] max_norm > 0
+ *  @param[in] norm_type >= 1, or INFINITY
+ *  @param[out] total_norm may be NULL; the norm before clipping
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (max_norm <= 0 or infinite, p < 1); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_clip_grad_norm(fsdp_context_t ctx, double max_norm, double norm_type,
                                               double* total_norm);
 
@@ -552,27 +755,49 @@ FSDP_EXPORT fsdp_status_t fsdp_clip_grad_norm(fsdp_context_t ctx, double max_nor
  * --------------------------------------------------------------------------------------------- */
 
 /** init_scale > 0 (PyTorch: 65536), growth_factor > 1 (2), 0 < backoff_factor < 1 (0.5),
- *  growth_interval >= 1 (2000). Collective over the world group (settings must agree). */
+ *  growth_interval >= 1 (2000). Collective over the world group (settings must agree).
+ *  @param[in] ctx the context
+ *  @param[in] init_scale > 0
+ *  @param[in] growth_factor > 1
+ *  @param[in] backoff_factor in (0, 1)
+ *  @param[in] growth_interval >= 1
+ *  @param[out] scaler the new scaler
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (scale <= 0, growth <= 1, backoff outside (0, 1), interval < 1), MISMATCH; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_create(fsdp_context_t ctx, double init_scale,
                                                   double growth_factor, double backoff_factor,
                                                   int growth_interval, fsdp_grad_scaler_t* scaler);
+/** Frees the scaler and sets *scaler to NULL. Local.
+ *  @param[in,out] scaler the scaler; set to NULL
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_destroy(fsdp_grad_scaler_t* scaler);
 
-/** The current loss scale. Local. */
+/** The current loss scale. Local.
+ *  @param[in] scaler the gradient scaler
+ *  @param[out] scale the current scale
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_scale(fsdp_grad_scaler_t scaler, double* scale);
 
 /** Divides the gradient shards of `opt`'s units by the scale and looks for inf/NaN on every rank
  *  (one all-reduce over the world group: collective). FSDP_ERR_STATE if already done since the
- *  last update; FSDP_ERR_INVALID_ARGUMENT if a unit does not compute in float16. */
+ *  last update; FSDP_ERR_INVALID_ARGUMENT if a unit does not compute in float16.
+ *  @param[in] scaler the gradient scaler
+ *  @param[in] opt the optimizer
+ *  @return FSDP_SUCCESS; STATE (already unscaled this step), INVALID_ARGUMENT (a unit not computing in float16, opt of another context); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_unscale(fsdp_grad_scaler_t scaler, fsdp_optimizer_t opt);
 
 /** Unscales if not done yet, then steps `opt` unless any rank found inf/NaN: every rank skips
- *  the same steps. *skipped (may be NULL) says which. Collective over the world group. */
+ *  the same steps. *skipped (may be NULL) says which. Collective over the world group.
+ *  @param[in] scaler the gradient scaler
+ *  @param[in] opt the optimizer
+ *  @param[out] skipped may be NULL; 1 if the step was skipped
+ *  @return FSDP_SUCCESS; as unscale; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_step(fsdp_grad_scaler_t scaler, fsdp_optimizer_t opt,
                                                 int* skipped);
 
 /** Backs the scale off after a skipped step, grows it after growth_interval clean steps. Local.
- *  FSDP_ERR_STATE without a step since the last update. */
+ *  FSDP_ERR_STATE without a step since the last update.
+ *  @param[in] scaler the gradient scaler
+ *  @return FSDP_SUCCESS; STATE (no step since the last update); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_update(fsdp_grad_scaler_t scaler);
 
 /* ------------------------------------------------------------------------------------------------
@@ -583,39 +808,41 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_update(fsdp_grad_scaler_t scaler);
  * carries a CRC-32C checked on load. A save writes "<path>.tmp" and renames it to `path` only
  * after every rank finished: a crash never leaves a partial file under the final name.
  * --------------------------------------------------------------------------------------------- */
+/** How strictly fsdp_checkpoint_load matches the file to the model (fsdp_checkpoint_options_t.load_flags). */
 typedef enum fsdp_load_flags {
-  FSDP_LOAD_STRICT = 0,       /* every parameter present with its shape and dtype, nothing extra */
-  FSDP_LOAD_PARTIAL = 1,      /* load what matches; report the rest (fsdp_checkpoint_report_t) */
-  FSDP_LOAD_MODEL_ONLY = 2,   /* parameters only: optimizer and scaler state are not read */
-  FSDP_LOAD_CONVERT_DTYPE = 4 /* a float32 <-> float64 difference is converted, not an error */
+  FSDP_LOAD_STRICT = 0,       /**< every parameter present with its shape and dtype, nothing extra */
+  FSDP_LOAD_PARTIAL = 1,      /**< load what matches; report the rest (fsdp_checkpoint_report_t) */
+  FSDP_LOAD_MODEL_ONLY = 2,   /**< parameters only: optimizer and scaler state are not read */
+  FSDP_LOAD_CONVERT_DTYPE = 4 /**< a float32 <-> float64 difference is converted, not an error */
 } fsdp_load_flags_t;
 
-/* What to save or load besides the model. A struct that grows at its end: set `size` (use
+/** What to save or load besides the model. A struct that grows at its end: set `size` (use
  * FSDP_CHECKPOINT_OPTIONS_INIT). */
 typedef struct fsdp_checkpoint_options {
-  size_t size;
-  int noptimizers;                    /* optimizers of the context; their state is saved as */
-  const fsdp_optimizer_t* optimizers; /* /optimizers/0.. and loaded back by position */
-  fsdp_grad_scaler_t grad_scaler;     /* NULL: none */
-  /* Save: user metadata, nmetadata key/value strings (step, epoch, seeds...); keys non-empty
+  size_t size;                        /**< sizeof(fsdp_checkpoint_options_t) as compiled */
+  int noptimizers;                    /**< optimizers of the context; their state is saved as */
+  const fsdp_optimizer_t* optimizers; /**< /optimizers/0.. and loaded back by position */
+  fsdp_grad_scaler_t grad_scaler;     /**< NULL: none */
+  /** Save: user metadata, nmetadata key/value strings (step, epoch, seeds...); keys non-empty
    * and distinct. Read back with fsdp_checkpoint_metadata. */
   int nmetadata;
-  const char* const* metadata_keys;
-  const char* const* metadata_values;
-  unsigned load_flags; /* load: FSDP_LOAD_* flags, or-ed */
+  const char* const* metadata_keys;   /**< nmetadata keys */
+  const char* const* metadata_values; /**< nmetadata values */
+  unsigned load_flags; /**< load: FSDP_LOAD_* flags, or-ed */
 } fsdp_checkpoint_options_t;
 
+/** Initializer for checkpoint options with every default. */
 #define FSDP_CHECKPOINT_OPTIONS_INIT \
   { sizeof(fsdp_checkpoint_options_t), 0, NULL, NULL, 0, NULL, NULL, FSDP_LOAD_STRICT }
 
-/* What a load did. A struct that grows at its end: set `size`. */
+/** What a load did. A struct that grows at its end: set `size`. */
 typedef struct fsdp_checkpoint_report {
-  size_t size;
-  int loaded;          /* parameters loaded */
-  int missing;         /* model parameters absent from the file (left unchanged) */
-  int unexpected;      /* file parameters absent from the model (ignored) */
-  int mismatched;      /* shape or dtype differs (left unchanged) */
-  const char* details; /* one line per parameter not loaded; valid until the next load */
+  size_t size;         /**< sizeof(fsdp_checkpoint_report_t) as compiled */
+  int loaded;          /**< parameters loaded */
+  int missing;         /**< model parameters absent from the file (left unchanged) */
+  int unexpected;      /**< file parameters absent from the model (ignored) */
+  int mismatched;      /**< shape or dtype differs (left unchanged) */
+  const char* details; /**< one line per parameter not loaded; valid until the next load */
 } fsdp_checkpoint_report_t;
 
 /** Saves every unit of the context (the master shards), the optimizers' state and
@@ -624,7 +851,10 @@ typedef struct fsdp_checkpoint_report {
  *  than its shard. Parameter names must be unique across the context's units. Collective over
  *  the world group; arguments must agree (checked). Waits for operations in flight first.
  *  @return FSDP_ERR_IO (cannot create, write or rename; errno's text), FSDP_ERR_INVALID_ARGUMENT,
- *  FSDP_ERR_MISMATCH; on error every rank fails alike and an existing file at `path` is intact. */
+ *  FSDP_ERR_MISMATCH; on error every rank fails alike and an existing file at `path` is intact.
+ *  @param[in] ctx the context
+ *  @param[in] path the checkpoint file
+ *  @param[in] options NULL for the defaults, or options from FSDP_CHECKPOINT_OPTIONS_INIT */
 FSDP_EXPORT fsdp_status_t fsdp_checkpoint_save(fsdp_context_t ctx, const char* path,
                                                const fsdp_checkpoint_options_t* options);
 
@@ -632,12 +862,20 @@ FSDP_EXPORT fsdp_status_t fsdp_checkpoint_save(fsdp_context_t ctx, const char* p
  *  training may change them at once) and returns; a background thread writes and commits. Wait
  *  with fsdp_wait (returns the save's status, the same on every rank) or poll with fsdp_test.
  *  Any other checkpoint call, and fsdp_finalize, first waits for it. Without
- *  MPI_THREAD_MULTIPLE the save completes inside this call. `req` must not be NULL. */
+ *  MPI_THREAD_MULTIPLE the save completes inside this call. `req` must not be NULL.
+ *  @param[in] ctx the context
+ *  @param[in] path the checkpoint file
+ *  @param[in] options NULL for the defaults, or options from FSDP_CHECKPOINT_OPTIONS_INIT
+ *  @param[out] req the save's request; must not be NULL
+ *  @return FSDP_SUCCESS; as save; the write's own outcome comes from fsdp_wait(&req) (the same on every rank); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_checkpoint_save_async(fsdp_context_t ctx, const char* path,
                                                      const fsdp_checkpoint_options_t* options,
                                                      fsdp_request_t* req);
 
-/** Whether a request has completed (*done = 1; fsdp_wait then returns at once). Local. */
+/** Whether a request has completed (*done = 1; fsdp_wait then returns at once). Local.
+ *  @param[in] req a request
+ *  @param[out] done 1 if it completed
+ *  @return FSDP_SUCCESS; INVALID_HANDLE; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_test(fsdp_request_t req, int* done);
 
 /** Loads a checkpoint saved with any world size, sharding factor, strategy or unit grouping:
@@ -647,7 +885,11 @@ FSDP_EXPORT fsdp_status_t fsdp_test(fsdp_request_t req, int* done);
  *  @return FSDP_ERR_IO (missing file), FSDP_ERR_FORMAT (not an fsdp checkpoint),
  *  FSDP_ERR_VERSION (newer format), FSDP_ERR_MISMATCH (missing, extra, reshaped or retyped
  *  parameters: the message lists them), FSDP_ERR_CORRUPT (checksum mismatch, truncated file),
- *  FSDP_ERR_STATE (a unit is unsharded). On any error nothing in memory has changed. */
+ *  FSDP_ERR_STATE (a unit is unsharded). On any error nothing in memory has changed.
+ *  @param[in] ctx the context
+ *  @param[in] path the checkpoint file
+ *  @param[in] options NULL for the defaults, or options from FSDP_CHECKPOINT_OPTIONS_INIT
+ *  @param[out] report may be NULL; report->size set by the caller */
 FSDP_EXPORT fsdp_status_t fsdp_checkpoint_load(fsdp_context_t ctx, const char* path,
                                                const fsdp_checkpoint_options_t* options,
                                                fsdp_checkpoint_report_t* report);
@@ -655,7 +897,12 @@ FSDP_EXPORT fsdp_status_t fsdp_checkpoint_load(fsdp_context_t ctx, const char* p
 /** Reads metadata `key` of a checkpoint without a context. Local. Copies the value, NUL-
  *  terminated, into `value` if `capacity` allows (value may be NULL to ask the length), and sets
  *  *length (may be NULL) to the value's length without the NUL.
- *  @return FSDP_ERR_OUT_OF_RANGE when the key is absent; errors of fsdp_checkpoint_load. */
+ *  @return FSDP_ERR_OUT_OF_RANGE when the key is absent; errors of fsdp_checkpoint_load.
+ *  @param[in] path the checkpoint file
+ *  @param[in] key the metadata key
+ *  @param[out] value may be NULL; receives the NUL-terminated value if it fits
+ *  @param[in] capacity bytes at value
+ *  @param[out] length may be NULL; the value's length without the NUL */
 FSDP_EXPORT fsdp_status_t fsdp_checkpoint_metadata(const char* path, const char* key, char* value,
                                                    size_t capacity, size_t* length);
 
