@@ -39,7 +39,9 @@ extern "C" {
 #endif
 
 #define FSDP_VERSION_MAJOR 0 /**< incompatible ABI changes */
-#define FSDP_VERSION_MINOR 4 /**< additions; a program runs with any library of the same major and a minor at least its own */
+#define FSDP_VERSION_MINOR                                                                         \
+  4 /**< additions; a program runs with any library of the same major and a minor at least its own \
+     */
 #define FSDP_VERSION_PATCH 0 /**< fixes */
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */
 #define FSDP_VERSION_NUMBER(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
@@ -125,11 +127,11 @@ typedef enum fsdp_group {
 
 /** Settings of a context (fsdp_init). */
 typedef struct fsdp_config {
-  size_t size;                          /**< sizeof(fsdp_config_t) as the caller compiled it */
-  uint32_t magic;                       /**< FSDP_CONFIG_MAGIC */
-  uint32_t version;                     /**< FSDP_VERSION of the header the caller compiled against */
-  fsdp_sharding_strategy_t strategy;    /**< default FSDP_FULL_SHARD */
-  int sharding_factor;                  /**< F; 0 picks the strategy's default */
+  size_t size;                       /**< sizeof(fsdp_config_t) as the caller compiled it */
+  uint32_t magic;                    /**< FSDP_CONFIG_MAGIC */
+  uint32_t version;                  /**< FSDP_VERSION of the header the caller compiled against */
+  fsdp_sharding_strategy_t strategy; /**< default FSDP_FULL_SHARD */
+  int sharding_factor;               /**< F; 0 picks the strategy's default */
   fsdp_grad_reduction_t grad_reduction; /**< default FSDP_REDUCE_MEAN */
   /** Since 0.2: mixed precision for every unit (a unit may override it, fsdp_unit_options_t).
    * param_dtype: unsharded parameters and the full gradients the caller writes; AUTO = the
@@ -169,7 +171,7 @@ typedef struct fsdp_param_desc {
   int ndim;             /**< 0 for a scalar, at most FSDP_MAX_NDIM */
   const int64_t* shape; /**< ndim extents, each > 0, row-major (C order); NULL when ndim == 0 */
   fsdp_dtype_t dtype;   /**< FSDP_FLOAT32 or FSDP_FLOAT64, the same for every parameter of a unit */
-  int requires_grad;    /**< 0: frozen: no gradient or optimizer memory, fsdp_grad_data refuses it */
+  int requires_grad; /**< 0: frozen: no gradient or optimizer memory, fsdp_grad_data refuses it */
 } fsdp_param_desc_t;
 
 /** Deferred initialization: writes the full values of parameter `index` (described by `desc`,
@@ -212,11 +214,11 @@ typedef struct fsdp_memory_stats {
   size_t unsharded_model_bytes; /**< parameter bytes of all units without sharding (one replica) */
   size_t scratch_bytes;         /**< communication scratch, kept for reuse */
   /** Since 0.2. */
-  size_t full_grad_bytes;       /**< full gradient buffers in use now */
-  size_t optimizer_state_bytes; /**< sharded optimizer state */
-  size_t peak_parameter_bytes;  /**< high-water mark of shard_bytes + unsharded_bytes: the
-                                   quantity of FSDP's formula K_full/F sum psi + K_low max psi */
-  size_t peak_shard_bytes;      /**< high-water mark of shard_bytes */
+  size_t full_grad_bytes;            /**< full gradient buffers in use now */
+  size_t optimizer_state_bytes;      /**< sharded optimizer state */
+  size_t peak_parameter_bytes;       /**< high-water mark of shard_bytes + unsharded_bytes: the
+                                        quantity of FSDP's formula K_full/F sum psi + K_low max psi */
+  size_t peak_shard_bytes;           /**< high-water mark of shard_bytes */
   size_t peak_grad_shard_bytes;      /**< high-water mark of grad_shard_bytes */
   size_t peak_unsharded_bytes;       /**< high-water mark of unsharded_bytes */
   size_t peak_full_grad_bytes;       /**< high-water mark of full_grad_bytes */
@@ -229,7 +231,8 @@ typedef struct fsdp_memory_stats {
 
 /** Constant text for a status, e.g. "FSDP_ERR_STATE: the unit is not in the required state".
  *  @param[in] status a status code
- *  @return constant text naming the status and what it means; "unknown status" for a value out of range */
+ *  @return constant text naming the status and what it means; "unknown status" for a value out of
+ * range */
 FSDP_EXPORT const char* fsdp_status_string(fsdp_status_t status);
 
 /** The calling thread's message for its last failed call ("" if none). Valid until the thread's
@@ -301,7 +304,8 @@ FSDP_EXPORT fsdp_status_t fsdp_init(MPI_Comm comm, const fsdp_config_t* cfg, fsd
  *  @param[in] fcomm a Fortran communicator handle (MPI_Fint)
  *  @param[in] cfg NULL for all defaults, or a config from FSDP_CONFIG_INIT
  *  @param[in] ctx the context
- *  @return FSDP_SUCCESS; as fsdp_init; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; as fsdp_init; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or
+ * FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_init_fcomm(int fcomm, const fsdp_config_t* cfg, fsdp_context_t* ctx);
 
 /** Since 0.4. For FFI callers without MPI bindings (Python without mpi4py): initializes MPI if it
@@ -324,7 +328,8 @@ FSDP_EXPORT fsdp_status_t fsdp_mpi_finalize(void);
  *  Collective over the context's world group; call before MPI_Finalize. Handles of the context and
  *  its units answer FSDP_ERR_FINALIZED afterwards.
  *  @param[in,out] ctx the context; set to NULL
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL), MPI (after MPI_Finalize); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL), MPI (after MPI_Finalize);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_finalize(fsdp_context_t* ctx);
 
 /** This rank's position in one of the context's groups. Local. Either output may be NULL.
@@ -332,7 +337,8 @@ FSDP_EXPORT fsdp_status_t fsdp_finalize(fsdp_context_t* ctx);
  *  @param[in] group FSDP_GROUP_WORLD, FSDP_GROUP_SHARD or FSDP_GROUP_REPLICATE
  *  @param[out] rank may be NULL; this rank's rank in the group
  *  @param[out] size may be NULL; the group's size
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (group not an enum); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (group not an enum); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_group_info(fsdp_context_t ctx, fsdp_group_t group, int* rank,
                                           int* size);
 
@@ -342,7 +348,8 @@ FSDP_EXPORT fsdp_status_t fsdp_group_info(fsdp_context_t ctx, fsdp_group_t group
  *  @param[out] sharding_factor may be NULL; F
  *  @param[out] strategy may be NULL
  *  @param[out] grad_reduction may be NULL
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (group not an enum); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (group not an enum); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_context_config(fsdp_context_t ctx, int* sharding_factor,
                                               fsdp_sharding_strategy_t* strategy,
                                               fsdp_grad_reduction_t* grad_reduction);
@@ -350,18 +357,21 @@ FSDP_EXPORT fsdp_status_t fsdp_context_config(fsdp_context_t ctx, int* sharding_
 /** Memory the library holds now for this context, and its peak. Local.
  *  @param[in,out] stats stats->size must be set by the caller.
  *  @param[in] ctx the context
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (stats NULL or size too small); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (stats NULL or size too small); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t* stats);
 
 /** Frees the buffers the pool caches for reuse (not those in use) and the communication
  *  scratch. Local.
  *  @param[in] ctx the context
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (stats NULL or size too small); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (stats NULL or size too small); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_trim_pool(fsdp_context_t ctx);
 
 /** Restarts every peak of fsdp_memory_stats from the current values. Local.
  *  @param[in] ctx the context
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (stats NULL or size too small); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (stats NULL or size too small); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_reset_peak_memory(fsdp_context_t ctx);
 
 /** Gradient accumulation without communication (PyTorch's no_sync). With `enabled` = 0,
@@ -371,7 +381,8 @@ FSDP_EXPORT fsdp_status_t fsdp_reset_peak_memory(fsdp_context_t ctx);
  *  (reduce_grads is then local too); every rank must switch at the same point of its loop.
  *  @param[in] ctx the context
  *  @param[in] enabled 1: communicate in fsdp_reduce_grads, 0: accumulate locally
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (not 0/1); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (not 0/1); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_set_grad_sync(fsdp_context_t ctx, int enabled);
 
 /* ------------------------------------------------------------------------------------------------
@@ -389,7 +400,10 @@ FSDP_EXPORT fsdp_status_t fsdp_set_grad_sync(fsdp_context_t ctx, int enabled);
  *  @param[out] unit          the new unit, sharded
  *  @param[in] ctx the context
  *  @param[in] nparams the number of parameters, >= 1
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (n < 1, descs NULL, name NULL/empty/duplicate, ndim out of 0..16, shape NULL, extent <= 0, too large, dtype not float32/float64 or differing within the unit, unit NULL, precision not computable for the dtype), MISMATCH; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (n < 1, descs NULL, name NULL/empty/duplicate, ndim out
+ * of 0..16, shape NULL, extent <= 0, too large, dtype not float32/float64 or differing within the
+ * unit, unit NULL, precision not computable for the dtype), MISMATCH; FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_create(fsdp_context_t ctx, int nparams,
                                            const fsdp_param_desc_t* descs,
                                            const void* const* initial_values, fsdp_unit_t* unit);
@@ -400,10 +414,14 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_create(fsdp_context_t ctx, int nparams,
  *  @param[in] ctx the context
  *  @param[in] nparams the number of parameters, >= 1
  *  @param[in] descs nparams descriptors
- *  @param[in] initial_values NULL (zeros), or nparams pointers to full row-major values (an entry may be NULL)
+ *  @param[in] initial_values NULL (zeros), or nparams pointers to full row-major values (an entry
+ * may be NULL)
  *  @param[in] options NULL for the defaults, or options from FSDP_UNIT_OPTIONS_INIT
  *  @param[out] unit the new unit, sharded
- *  @return FSDP_SUCCESS; as fsdp_unit_create; INVALID_ARGUMENT (options->size, a dtype out of range, initial_values with options->init), CALLBACK (init returned nonzero: on that rank; MISMATCH on the others); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; as fsdp_unit_create; INVALID_ARGUMENT (options->size, a dtype out of
+ * range, initial_values with options->init), CALLBACK (init returned nonzero: on that rank;
+ * MISMATCH on the others); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
+ * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_create_ex(fsdp_context_t ctx, int nparams,
                                               const fsdp_param_desc_t* descs,
                                               const void* const* initial_values,
@@ -423,13 +441,17 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_create_ex(fsdp_context_t ctx, int nparams,
  *  @param[in] owner the unit that stores the parameter
  *  @param[in] owner_index the parameter's index in `owner`
  *  @param[out] alias_index may be NULL; the index under which `user` sees it
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (alias NULL/empty/taken, owner the user itself, of another context, or itself tied), OUT_OF_RANGE (i), MISMATCH; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (alias NULL/empty/taken, owner the user itself, of
+ * another context, or itself tied), OUT_OF_RANGE (i), MISMATCH; FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_tie(fsdp_unit_t user, const char* alias, fsdp_unit_t owner,
                                         int owner_index, int* alias_index);
 
 /** Frees the unit and sets *unit to NULL. Local. Pointers obtained from it become invalid.
  *  @param[in,out] unit the unit; set to NULL
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL), STATE (an operation in flight, an optimizer uses it, or units are tied to it); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL), STATE (an operation in flight, an optimizer uses
+ * it, or units are tied to it); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or
+ * FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit);
 
 /** All-gathers the unit into one contiguous buffer (the all-gather's own output: no extra copy),
@@ -437,20 +459,25 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit);
  *  group. FSDP_ERR_STATE if the unit is already unsharded. The caller reads parameters through
  *  fsdp_param_data; writes to them are discarded at reshard.
  *  @param[in] unit the unit
- *  @return FSDP_SUCCESS; STATE (already unsharded), MPI; waits instead if a prefetch is in flight; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; STATE (already unsharded), MPI; waits instead if a prefetch is in flight;
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unshard(fsdp_unit_t unit);
 
 /** Returns the unsharded buffer to the context's pool. Local. FSDP_ERR_STATE if not unsharded.
  *  @param[in] unit the unit
- *  @return FSDP_SUCCESS; STATE (not unsharded; a unit tied to it still unsharded); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; STATE (not unsharded; a unit tied to it still unsharded);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_reshard(fsdp_unit_t unit);
 
 /** Original parameter `index` inside the unsharded buffer, row-major, in the unit's param_dtype.
  *  Valid until fsdp_reshard. Local. FSDP_ERR_STATE if the unit is sharded.
  *  @param[in] unit the unit
- *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases follow the own parameters)
+ *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases
+ * follow the own parameters)
  *  @param[out] data receives the address
- *  @return FSDP_SUCCESS; OUT_OF_RANGE, STATE (sharded; for a tie, the owner sharded), INVALID_ARGUMENT (data NULL); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE, STATE (sharded; for a tie, the owner sharded),
+ * INVALID_ARGUMENT (data NULL); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or
+ * FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_param_data(fsdp_unit_t unit, int index, void** data);
 
 /** Where the caller adds the full gradient of parameter `index` (row-major, in param_dtype). The
@@ -459,9 +486,11 @@ FSDP_EXPORT fsdp_status_t fsdp_param_data(fsdp_unit_t unit, int index, void** da
  *  fsdp_set_grad_sync(ctx, 0) it keeps the earlier micro-batches' sum, to be added to. Valid until
  *  fsdp_reduce_grads. Local. FSDP_ERR_INVALID_ARGUMENT for a parameter with requires_grad == 0.
  *  @param[in] unit the unit
- *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases follow the own parameters)
+ *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases
+ * follow the own parameters)
  *  @param[out] data receives the address
- *  @return FSDP_SUCCESS; OUT_OF_RANGE, INVALID_ARGUMENT (data NULL, requires_grad = 0); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE, INVALID_ARGUMENT (data NULL, requires_grad = 0);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_data(fsdp_unit_t unit, int index, void** data);
 
 /** Reduces the full gradients written through fsdp_grad_data: converted to reduce_dtype if it
@@ -471,7 +500,8 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_data(fsdp_unit_t unit, int index, void** dat
  *  keeping the full gradient while gradient sync is off (fsdp_set_grad_sync). FSDP_ERR_STATE if
  *  no gradient was written since the last reduce.
  *  @param[in] unit the unit
- *  @return FSDP_SUCCESS; STATE (no gradient written since the last reduce), MPI; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; STATE (no gradient written since the last reduce), MPI;
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_reduce_grads(fsdp_unit_t unit);
 
 /** Sets the gradient shard, and a full gradient being written, to zero. Local.
@@ -480,7 +510,9 @@ FSDP_EXPORT fsdp_status_t fsdp_reduce_grads(fsdp_unit_t unit);
  *  the zeros if called first. So fetch the fsdp_shard_grad pointer again after this call: the
  *  memory behind an older pointer stays valid but holds the old values until then.
  *  @param[in] unit the unit
- *  @return FSDP_SUCCESS; marks the gradient shard zero without writing it; fetch fsdp_shard_grad again; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; marks the gradient shard zero without writing it; fetch fsdp_shard_grad
+ * again; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle
+ */
 FSDP_EXPORT fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit);
 
 /* ---- The sharded view, for optimizers written by the caller ---------------------------------- */
@@ -490,7 +522,8 @@ FSDP_EXPORT fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit);
  *  @param[in] unit the unit
  *  @param[out] data may be NULL; the shard's address
  *  @param[out] numel may be NULL; receives the element count
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (shard_grad of a unit with every parameter frozen); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (shard_grad of a unit with every parameter frozen);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel);
 
 /** This rank's gradient shard: the first `numel` elements of the shard's layout (the trainable
@@ -500,7 +533,8 @@ FSDP_EXPORT fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t*
  *  @param[in] unit the unit
  *  @param[out] data may be NULL; the gradient shard's address
  *  @param[out] numel may be NULL; receives the element count
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (shard_grad of a unit with every parameter frozen); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (shard_grad of a unit with every parameter frozen);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t* numel);
 
 /** The part of original parameter `index` this rank's shard holds: elements
@@ -508,11 +542,13 @@ FSDP_EXPORT fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t*
  *  [shard_offset, shard_offset + length) of the shard. length == 0 when it holds none of it.
  *  Local. Any output may be NULL.
  *  @param[in] unit the unit
- *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases follow the own parameters)
+ *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases
+ * follow the own parameters)
  *  @param[out] shard_offset may be NULL; where the part starts in the shard
  *  @param[out] param_offset may be NULL; where the part starts in the flattened parameter
  *  @param[out] length may be NULL; elements held (0: none)
- *  @return FSDP_SUCCESS; OUT_OF_RANGE, INVALID_ARGUMENT (NULL output where required); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE, INVALID_ARGUMENT (NULL output where required);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_param_shard_range(fsdp_unit_t unit, int index, size_t* shard_offset,
                                                  size_t* param_offset, size_t* length);
 
@@ -522,7 +558,8 @@ FSDP_EXPORT fsdp_status_t fsdp_param_shard_range(fsdp_unit_t unit, int index, si
  *  @param[out] numel may be NULL; all parameters' elements
  *  @param[out] padded_numel may be NULL; after padding to a multiple of F
  *  @param[out] shard_numel may be NULL; one shard
- *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
+ * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_numel(fsdp_unit_t unit, size_t* numel, size_t* padded_numel,
                                           size_t* shard_numel);
 
@@ -530,25 +567,30 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_numel(fsdp_unit_t unit, size_t* numel, size_
  *  @param[in] unit the unit
  *  @param[out] nparams may be NULL; own parameters
  *  @param[out] dtype may be NULL; the storage dtype
- *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
+ * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_info(fsdp_unit_t unit, int* nparams, fsdp_dtype_t* dtype);
 
 /** The unit's dtypes after defaults: parameters (storage and master), param_dtype, reduce_dtype.
  *  Local. Any output may be NULL.
  *  @param[in] unit the unit
  *  @param[out] storage may be NULL; the parameters' (and master shard's) dtype
- *  @param[out] param_dtype may be NULL; the compute dtype of unsharded parameters and full gradients
+ *  @param[out] param_dtype may be NULL; the compute dtype of unsharded parameters and full
+ * gradients
  *  @param[out] reduce_dtype may be NULL; the gradient communication dtype
- *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
+ * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_precision(fsdp_unit_t unit, fsdp_dtype_t* storage,
                                               fsdp_dtype_t* param_dtype,
                                               fsdp_dtype_t* reduce_dtype);
 
 /** Element count of original parameter `index`. Local.
  *  @param[in] unit the unit
- *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases follow the own parameters)
+ *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases
+ * follow the own parameters)
  *  @param[out] numel the parameter's element count
- *  @return FSDP_SUCCESS; OUT_OF_RANGE, INVALID_ARGUMENT (NULL output where required); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE, INVALID_ARGUMENT (NULL output where required);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_param_numel(fsdp_unit_t unit, int index, size_t* numel);
 
 /** Since 0.4. Parameter `index` (own or tied) as it was described: name (the alias for a tied
@@ -556,13 +598,15 @@ FSDP_EXPORT fsdp_status_t fsdp_param_numel(fsdp_unit_t unit, int index, size_t* 
  *  FSDP_MAX_NDIM values), dtype, requires_grad. For bindings that view parameters as typed arrays
  *  of their shape. Local. Any output may be NULL.
  *  @param[in] unit the unit
- *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases follow the own parameters)
+ *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases
+ * follow the own parameters)
  *  @param[out] name may be NULL; the parameter's name
  *  @param[out] ndim may be NULL; its number of dimensions
  *  @param[out] shape may be NULL; room for FSDP_MAX_NDIM extents, row-major
  *  @param[out] dtype may be NULL
  *  @param[out] requires_grad may be NULL; 0 for a frozen parameter
- *  @return FSDP_SUCCESS; OUT_OF_RANGE; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or
+ * FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_param_info(fsdp_unit_t unit, int index, const char** name, int* ndim,
                                           int64_t* shape, fsdp_dtype_t* dtype, int* requires_grad);
 
@@ -581,7 +625,8 @@ typedef struct fsdp_request_s* fsdp_request_t;
  *  shard group. The rate limiter applies (fsdp_config_t.max_unsharded).
  *  @param[in] unit the unit
  *  @param[out] req may be NULL; the request
- *  @return FSDP_SUCCESS; STATE (already unsharded or gathering), MPI; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; STATE (already unsharded or gathering), MPI; FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* req);
 
 /** Starts the unit's gradient reduction and returns at once; the full gradient buffer must not be
@@ -589,25 +634,30 @@ FSDP_EXPORT fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* r
  *  nothing is started and the request is complete). Collective like fsdp_reduce_grads.
  *  @param[in] unit the unit
  *  @param[out] req may be NULL; the request
- *  @return FSDP_SUCCESS; STATE (no gradient written since the last reduce), MPI; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; STATE (no gradient written since the last reduce), MPI;
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_reduce_grads_async(fsdp_unit_t unit, fsdp_request_t* req);
 
 /** Waits for the request, applies its result and frees it; sets *req to NULL. A request can be
  *  waited on once: FSDP_ERR_INVALID_HANDLE for NULL, FSDP_ERR_DESTROYED_HANDLE for a copy of a
  *  request already waited on. Returns the operation's own error if it failed. Local.
  *  @param[in,out] req the request; set to NULL
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL pointer), INVALID_HANDLE (NULL request: already waited on), DESTROYED_HANDLE (a copy of a request already waited on), the operation's own error; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL pointer), INVALID_HANDLE (NULL request: already
+ * waited on), DESTROYED_HANDLE (a copy of a request already waited on), the operation's own error;
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_wait(fsdp_request_t* req);
 
 /** Waits for whatever is in flight for the unit (a prefetch, an asynchronous reduce). Local.
  *  @param[in] unit the unit
- *  @return FSDP_SUCCESS; the pending operation's error; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; the pending operation's error; FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_wait(fsdp_unit_t unit);
 
 /** Whether the context has a progress thread (1) or runs asynchronous operations at once (0).
  *  @param[in] ctx the context
  *  @param[out] progress_thread 1 with a progress thread
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_context_async(fsdp_context_t ctx, int* progress_thread);
 
 /** Prefetching (both off by default): during forward (backward), each fsdp_unshard or
@@ -616,18 +666,21 @@ FSDP_EXPORT fsdp_status_t fsdp_context_async(fsdp_context_t ctx, int* progress_t
  *  @param[in] ctx the context
  *  @param[in] forward 1: prefetch during forward
  *  @param[in] backward 1: prefetch during backward
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (not 0/1); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (not 0/1); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_set_prefetch(fsdp_context_t ctx, int forward, int backward);
 
 /** Marks the start of an iteration's forward pass (collective over the world group: it checks
  *  that every rank recorded the same unshard order last iteration) and of its backward pass
  *  (local). Prefetch follows the order recorded between these marks.
  *  @param[in] ctx the context
- *  @return FSDP_SUCCESS; MISMATCH (ranks unsharded in different orders last iteration); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; MISMATCH (ranks unsharded in different orders last iteration);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_begin_forward(fsdp_context_t ctx);
 /** Marks the start of an iteration's backward pass (see fsdp_begin_forward). Local.
  *  @param[in] ctx the context
- *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
+ * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_begin_backward(fsdp_context_t ctx);
 
 /* ------------------------------------------------------------------------------------------------
@@ -674,14 +727,17 @@ typedef struct fsdp_hyperparams {
  *  @param[in] nunits number of units, >= 1
  *  @param[in] units nunits distinct units of ctx
  *  @param[out] opt the new optimizer
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (kind, n < 1, units NULL, a unit twice or of another context, hyperparameter out of range), MISMATCH; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (kind, n < 1, units NULL, a unit twice or of another
+ * context, hyperparameter out of range), MISMATCH; FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_create(fsdp_context_t ctx, fsdp_optimizer_kind_t kind,
                                                 const fsdp_hyperparams_t* defaults, int nunits,
                                                 const fsdp_unit_t* units, fsdp_optimizer_t* opt);
 
 /** Frees the optimizer and its state, sets *opt to NULL. Local.
  *  @param[in,out] opt the optimizer; set to NULL
- *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
+ * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_destroy(fsdp_optimizer_t* opt);
 
 /** A hyperparameter group for the parameters whose name matches `pattern` (a shell glob, fnmatch:
@@ -695,7 +751,8 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_destroy(fsdp_optimizer_t* opt);
  *  @param[in] hp hyperparameters, `size` set
  *  @param[out] group may be NULL; the new group's index
  *  @param[out] nmatched may be NULL; parameters the group took
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (pattern NULL/empty, hp NULL or out of range), MISMATCH; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (pattern NULL/empty, hp NULL or out of range), MISMATCH;
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_add_group(fsdp_optimizer_t opt, const char* pattern,
                                                    const fsdp_hyperparams_t* hp, int* group,
                                                    int* nmatched);
@@ -705,33 +762,40 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_add_group(fsdp_optimizer_t opt, const c
  *  @param[in] opt the optimizer
  *  @param[in] group a hyperparameter group index (0: the defaults)
  *  @param[out] hp hp->size set by the caller
- *  @return FSDP_SUCCESS; OUT_OF_RANGE (group), INVALID_ARGUMENT; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE (group), INVALID_ARGUMENT; FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_get_hyperparams(fsdp_optimizer_t opt, int group,
                                                          fsdp_hyperparams_t* hp);
-/** Replaces a group's hyperparameters (see fsdp_optimizer_get_hyperparams). Local: every rank must make the same change.
+/** Replaces a group's hyperparameters (see fsdp_optimizer_get_hyperparams). Local: every rank must
+ * make the same change.
  *  @param[in] opt the optimizer
  *  @param[in] group a hyperparameter group index (0: the defaults)
  *  @param[in] hp hyperparameters, `size` set
- *  @return FSDP_SUCCESS; OUT_OF_RANGE (group), INVALID_ARGUMENT; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE (group), INVALID_ARGUMENT; FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_hyperparams(fsdp_optimizer_t opt, int group,
                                                          const fsdp_hyperparams_t* hp);
-/** Sets the learning rate of a group, or of every group. Local: every rank must make the same change (for a schedule, at the same step).
+/** Sets the learning rate of a group, or of every group. Local: every rank must make the same
+ * change (for a schedule, at the same step).
  *  @param[in] opt the optimizer
  *  @param[in] group a group index, or -1 for every group
  *  @param[in] lr the learning rate, >= 0
- *  @return FSDP_SUCCESS; OUT_OF_RANGE (group), INVALID_ARGUMENT; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE (group), INVALID_ARGUMENT; FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_lr(fsdp_optimizer_t opt, int group, double lr);
 
 /** One update of every unit whose gradient shard holds a reduced gradient (a unit whose gradient
  *  was zeroed and not reduced since is skipped, like a parameter whose grad is None). Local.
  *  FSDP_ERR_STATE if a unit of it is unsharded (the update would not reach the unsharded copy).
  *  @param[in] opt the optimizer
- *  @return FSDP_SUCCESS; STATE (a unit of it is unsharded); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; STATE (a unit of it is unsharded); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_step(fsdp_optimizer_t opt);
 
 /** fsdp_zero_grads on every unit of the optimizer. Local.
  *  @param[in] opt the optimizer
- *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
+ * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt);
 
 /** Clips the gradients of every unit of the context by their total `norm_type`-norm (>= 1, or
@@ -744,7 +808,8 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt);
  *  @param[in] max_norm > 0
  *  @param[in] norm_type >= 1, or INFINITY
  *  @param[out] total_norm may be NULL; the norm before clipping
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (max_norm <= 0 or infinite, p < 1); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (max_norm <= 0 or infinite, p < 1);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_clip_grad_norm(fsdp_context_t ctx, double max_norm, double norm_type,
                                               double* total_norm);
 
@@ -762,19 +827,23 @@ FSDP_EXPORT fsdp_status_t fsdp_clip_grad_norm(fsdp_context_t ctx, double max_nor
  *  @param[in] backoff_factor in (0, 1)
  *  @param[in] growth_interval >= 1
  *  @param[out] scaler the new scaler
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (scale <= 0, growth <= 1, backoff outside (0, 1), interval < 1), MISMATCH; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (scale <= 0, growth <= 1, backoff outside (0, 1),
+ * interval < 1), MISMATCH; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
+ * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_create(fsdp_context_t ctx, double init_scale,
                                                   double growth_factor, double backoff_factor,
                                                   int growth_interval, fsdp_grad_scaler_t* scaler);
 /** Frees the scaler and sets *scaler to NULL. Local.
  *  @param[in,out] scaler the scaler; set to NULL
- *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
+ * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_destroy(fsdp_grad_scaler_t* scaler);
 
 /** The current loss scale. Local.
  *  @param[in] scaler the gradient scaler
  *  @param[out] scale the current scale
- *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
+ * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_scale(fsdp_grad_scaler_t scaler, double* scale);
 
 /** Divides the gradient shards of `opt`'s units by the scale and looks for inf/NaN on every rank
@@ -782,7 +851,9 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_scale(fsdp_grad_scaler_t scaler, doub
  *  last update; FSDP_ERR_INVALID_ARGUMENT if a unit does not compute in float16.
  *  @param[in] scaler the gradient scaler
  *  @param[in] opt the optimizer
- *  @return FSDP_SUCCESS; STATE (already unscaled this step), INVALID_ARGUMENT (a unit not computing in float16, opt of another context); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; STATE (already unscaled this step), INVALID_ARGUMENT (a unit not computing
+ * in float16, opt of another context); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or
+ * FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_unscale(fsdp_grad_scaler_t scaler, fsdp_optimizer_t opt);
 
 /** Unscales if not done yet, then steps `opt` unless any rank found inf/NaN: every rank skips
@@ -790,14 +861,16 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_unscale(fsdp_grad_scaler_t scaler, fs
  *  @param[in] scaler the gradient scaler
  *  @param[in] opt the optimizer
  *  @param[out] skipped may be NULL; 1 if the step was skipped
- *  @return FSDP_SUCCESS; as unscale; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; as unscale; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or
+ * FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_step(fsdp_grad_scaler_t scaler, fsdp_optimizer_t opt,
                                                 int* skipped);
 
 /** Backs the scale off after a skipped step, grows it after growth_interval clean steps. Local.
  *  FSDP_ERR_STATE without a step since the last update.
  *  @param[in] scaler the gradient scaler
- *  @return FSDP_SUCCESS; STATE (no step since the last update); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; STATE (no step since the last update); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_update(fsdp_grad_scaler_t scaler);
 
 /* ------------------------------------------------------------------------------------------------
@@ -808,11 +881,12 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_update(fsdp_grad_scaler_t scaler);
  * carries a CRC-32C checked on load. A save writes "<path>.tmp" and renames it to `path` only
  * after every rank finished: a crash never leaves a partial file under the final name.
  * --------------------------------------------------------------------------------------------- */
-/** How strictly fsdp_checkpoint_load matches the file to the model (fsdp_checkpoint_options_t.load_flags). */
+/** How strictly fsdp_checkpoint_load matches the file to the model
+ * (fsdp_checkpoint_options_t.load_flags). */
 typedef enum fsdp_load_flags {
-  FSDP_LOAD_STRICT = 0,       /**< every parameter present with its shape and dtype, nothing extra */
-  FSDP_LOAD_PARTIAL = 1,      /**< load what matches; report the rest (fsdp_checkpoint_report_t) */
-  FSDP_LOAD_MODEL_ONLY = 2,   /**< parameters only: optimizer and scaler state are not read */
+  FSDP_LOAD_STRICT = 0,     /**< every parameter present with its shape and dtype, nothing extra */
+  FSDP_LOAD_PARTIAL = 1,    /**< load what matches; report the rest (fsdp_checkpoint_report_t) */
+  FSDP_LOAD_MODEL_ONLY = 2, /**< parameters only: optimizer and scaler state are not read */
   FSDP_LOAD_CONVERT_DTYPE = 4 /**< a float32 <-> float64 difference is converted, not an error */
 } fsdp_load_flags_t;
 
@@ -828,7 +902,7 @@ typedef struct fsdp_checkpoint_options {
   int nmetadata;
   const char* const* metadata_keys;   /**< nmetadata keys */
   const char* const* metadata_values; /**< nmetadata values */
-  unsigned load_flags; /**< load: FSDP_LOAD_* flags, or-ed */
+  unsigned load_flags;                /**< load: FSDP_LOAD_* flags, or-ed */
 } fsdp_checkpoint_options_t;
 
 /** Initializer for checkpoint options with every default. */
@@ -867,7 +941,9 @@ FSDP_EXPORT fsdp_status_t fsdp_checkpoint_save(fsdp_context_t ctx, const char* p
  *  @param[in] path the checkpoint file
  *  @param[in] options NULL for the defaults, or options from FSDP_CHECKPOINT_OPTIONS_INIT
  *  @param[out] req the save's request; must not be NULL
- *  @return FSDP_SUCCESS; as save; the write's own outcome comes from fsdp_wait(&req) (the same on every rank); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; as save; the write's own outcome comes from fsdp_wait(&req) (the same on
+ * every rank); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad
+ * handle */
 FSDP_EXPORT fsdp_status_t fsdp_checkpoint_save_async(fsdp_context_t ctx, const char* path,
                                                      const fsdp_checkpoint_options_t* options,
                                                      fsdp_request_t* req);
@@ -875,7 +951,8 @@ FSDP_EXPORT fsdp_status_t fsdp_checkpoint_save_async(fsdp_context_t ctx, const c
 /** Whether a request has completed (*done = 1; fsdp_wait then returns at once). Local.
  *  @param[in] req a request
  *  @param[out] done 1 if it completed
- *  @return FSDP_SUCCESS; INVALID_HANDLE; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; INVALID_HANDLE; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or
+ * FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_test(fsdp_request_t req, int* done);
 
 /** Loads a checkpoint saved with any world size, sharding factor, strategy or unit grouping:

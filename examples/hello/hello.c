@@ -4,12 +4,12 @@
 
 #include "fsdp.h"
 
-#define TRY(call)                                                              \
-  do {                                                                         \
-    if ((call) != FSDP_SUCCESS) {                                              \
-      fprintf(stderr, "%s\n", fsdp_last_error());                              \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                            \
-    }                                                                          \
+#define TRY(call)                                 \
+  do {                                            \
+    if ((call) != FSDP_SUCCESS) {                 \
+      fprintf(stderr, "%s\n", fsdp_last_error()); \
+      MPI_Abort(MPI_COMM_WORLD, 1);               \
+    }                                             \
   } while (0)
 
 int main(int argc, char** argv) {
@@ -42,8 +42,8 @@ int main(int argc, char** argv) {
   float* shard = NULL;
   size_t n = 0;
   TRY(fsdp_shard_grad(unit, (void**)&shard, &n));
-  printf("rank %d: %zu gradient element(s), mean %g (expected %g)\n", rank, n,
-         shard[0], (world + 1) / 2.0);
+  printf("rank %d: %zu gradient element(s), mean %g (expected %g)\n", rank, n, shard[0],
+         (world + 1) / 2.0);
   ok = ok && shard[0] == (float)((world + 1) / 2.0);
 
   TRY(fsdp_finalize(&ctx));

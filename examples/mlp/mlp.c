@@ -76,8 +76,8 @@ int main(int argc, char** argv) {
   fsdp_config_t cfg = FSDP_CONFIG_INIT;
   cfg.strategy = FSDP_HYBRID_SHARD; /* shard over F ranks, replicate over world / F */
   cfg.sharding_factor = factor;     /* checked by fsdp_init: 1 <= F, F divides the world */
-  cfg.param_dtype = FSDP_BFLOAT16;      /* unsharded parameters and gradients in bfloat16 */
-  cfg.reduce_dtype = FSDP_FLOAT32;      /* gradients communicated in float32 */
+  cfg.param_dtype = FSDP_BFLOAT16;  /* unsharded parameters and gradients in bfloat16 */
+  cfg.reduce_dtype = FSDP_FLOAT32;  /* gradients communicated in float32 */
   fsdp_context_t ctx = NULL;
   TRY(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx));
 
@@ -176,8 +176,8 @@ int main(int argc, char** argv) {
         TRY(fsdp_convert(gb, FSDP_FLOAT32, pgb, FSDP_BFLOAT16, (size_t)out));
         /* dact[l + 1] is dloss/dz of this layer: gw += dz^T act[l], gb += sum over the batch of
          * dz, and dloss/dz of the layer below = (dz w) * tanh'. */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, BATCH, 1.0f, dact[l + 1],
-                    out, act[l], in, 1.0f, gw, in);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, BATCH, 1.0f, dact[l + 1], out,
+                    act[l], in, 1.0f, gw, in);
         for (int n = 0; n < BATCH; ++n)
           for (int o = 0; o < out; ++o) gb[o] += dact[l + 1][n * out + o];
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BATCH, in, out, 1.0f, dact[l + 1],
@@ -202,9 +202,10 @@ int main(int argc, char** argv) {
   int threaded = 0;
   TRY(fsdp_context_async(ctx, &threaded));
   if (rank == 0)
-    printf("hybrid sharding F = %d x %d replicas; bfloat16 compute, float32 master; progress "
-           "thread %s; prefetch on\n",
-           factor, world / factor, threaded ? "on" : "off (MPI not at THREAD_MULTIPLE)");
+    printf(
+        "hybrid sharding F = %d x %d replicas; bfloat16 compute, float32 master; progress "
+        "thread %s; prefetch on\n",
+        factor, world / factor, threaded ? "on" : "off (MPI not at THREAD_MULTIPLE)");
 
   /* What this rank holds, and its memory against an unsharded replica (parameters + gradients). */
   char report[4096];
