@@ -38,11 +38,12 @@
 extern "C" {
 #endif
 
-#define FSDP_VERSION_MAJOR 0 /**< incompatible ABI changes */
-#define FSDP_VERSION_MINOR                                                                         \
-  4 /**< additions; a program runs with any library of the same major and a minor at least its own \
-     */
-#define FSDP_VERSION_PATCH 0 /**< fixes */
+/** Major version: changes only with incompatible ABI changes. */
+#define FSDP_VERSION_MAJOR 0
+/** Minor version: additions (a program runs with any library of its major and a minor >= its). */
+#define FSDP_VERSION_MINOR 4
+/** Patch version: fixes. */
+#define FSDP_VERSION_PATCH 0
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */
 #define FSDP_VERSION_NUMBER(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 /** This header's version as one integer. */
