@@ -28,7 +28,7 @@ program mlp
   real(c_float), allocatable, target :: w(:, :), b(:), gw(:, :), gb(:), target_values(:, :)
   real(c_float) :: loss, local, first_loss, saved_loss
   real(c_double) :: norm
-  type(c_ptr) :: pw, pb, pgw, pgb
+  type(c_ptr) :: pgw, pgb
   integer(kind=8) :: seed
   integer :: ierr, provided, rank, world, factor, l, i, step, micro_batch, n, in, out
   character(len=256) :: arg, save_path, resume_path
@@ -111,7 +111,7 @@ program mlp
       call make_batch(rank, step * MICRO + micro_batch, act(0)%a, target_values)
       ! Forward: one layer unsharded at a time (the next one is being prefetched).
       do l = 1, LAYERS
-        call layer_params(l, pw, pb)
+        call layer_params(l)
         call fsdp_check(fsdp_reshard(units(l)))
         act(l)%a = matmul(transpose(w), act(l - 1)%a) + spread(b, 2, BATCH)
         if (l < LAYERS) act(l)%a = tanh(act(l)%a)
@@ -124,7 +124,7 @@ program mlp
       do l = LAYERS, 1, -1
         in = widths(l - 1)
         out = widths(l)
-        call layer_params(l, pw, pb)
+        call layer_params(l)
         call fsdp_check(fsdp_grad_data(units(l), 0, pgw))  ! zero, or the last micro-batch's
         call fsdp_check(fsdp_grad_data(units(l), 1, pgb))
         allocate (gw(in, out), gb(out))
@@ -178,9 +178,9 @@ program mlp
 contains
 
   ! Unshards layer l and converts its bfloat16 weight and bias into w(in, out), b(out).
-  subroutine layer_params(l, pw, pb)
+  subroutine layer_params(l)
     integer, intent(in) :: l
-    type(c_ptr), intent(out) :: pw, pb
+    type(c_ptr) :: pw, pb
     if (allocated(w)) deallocate (w, b)
     allocate (w(widths(l - 1), widths(l)), b(widths(l)))
     call fsdp_check(fsdp_unshard(units(l)))

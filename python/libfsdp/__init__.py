@@ -125,9 +125,11 @@ def checkpoint_metadata(path, key):
     return buf.value.decode()
 
 
-from .context import Context  # noqa: E402  (the classes need _lib, _check above)
-from .unit import Unit  # noqa: E402
+# The classes need _lib, _check... above.
+from .context import Context  # noqa: E402
 from .optimizer import Optimizer  # noqa: E402
+from .request import Request  # noqa: E402
+from .unit import Unit  # noqa: E402
 
-__all__ = ["Error", "Context", "Unit", "Optimizer", "init", "finalize_mpi", "checkpoint_metadata",
+__all__ = ["Error", "Context", "Unit", "Optimizer", "Request", "init", "finalize_mpi", "checkpoint_metadata",
            "to_float32"]

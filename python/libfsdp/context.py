@@ -2,22 +2,10 @@
 import ctypes
 
 from . import _capi
-from . import _check, _choice, _DTYPES, _lib, _refuse
-
-
-class Request:
-    """An operation in flight (fsdp_request_t): wait() once, or test()."""
-
-    def __init__(self, handle):
-        self._handle = handle
-
-    def test(self):
-        done = ctypes.c_int()
-        _check(_lib.fsdp_test(self._handle, ctypes.byref(done)))
-        return bool(done.value)
-
-    def wait(self):
-        _check(_lib.fsdp_wait(ctypes.byref(self._handle)))
+from . import _check, _choice, _lib, _refuse
+from .optimizer import Optimizer
+from .request import Request
+from .unit import Unit
 
 
 class Context:
@@ -75,13 +63,11 @@ class Context:
         (name, array) pairs, where each array is C-contiguous float32 or float64 (all of one
         dtype) holding the parameter's initial full values, or (name, shape, dtype[,
         requires_grad]) for a zero-initialized one."""
-        from .unit import Unit
         return Unit._create(self, params, name, param_dtype, reduce_dtype, sync_from_rank0)
 
     def optimizer(self, kind, units, **hyperparams):
         """A sharded "sgd" or "adamw" over `units` with PyTorch's defaults overridden by
         `hyperparams` (lr, weight_decay, momentum, dampening, nesterov, betas, eps). Collective."""
-        from .optimizer import Optimizer
         return Optimizer._create(self, kind, units, hyperparams)
 
     def clip_grad_norm(self, max_norm, norm_type=2.0):

@@ -24,7 +24,6 @@ class _UnitState:
     def __init__(self, unit, params):
         self.unit, self.params = unit, params  # params: [(name, Parameter)] in unit order
         self.flat = None        # torch view of the unsharded buffer while unsharded
-        self.base = self.end = 0
         self.pending = 0        # gradients still to arrive in this backward
         self.accumulators = []  # the parameters' AccumulateGrad nodes (kept alive)
 
@@ -81,13 +80,11 @@ class FullyShard:
             n = int(torch.Size(shape).numel())
             p.data = state.flat[offset:offset + n].view(shape)
             offset += n
-        state.base = state.flat.data_ptr()
-        state.end = state.base + offset * state.flat.element_size()
 
     def _detach(self, state):
         for _, p in state.params:
             p.data = self._empty.setdefault(p.dtype, torch.empty(0, dtype=p.dtype))
-        state.flat, state.base, state.end = None, 0, 0
+        state.flat = None
 
     # ---- hooks ---------------------------------------------------------------------------------
     def _pre_forward_hook(self, state):
@@ -125,8 +122,11 @@ class FullyShard:
     def _pack(self, t):
         ptr = t.data_ptr()
         for state in self.states:
-            if state.flat is not None and state.base <= ptr < state.end:
-                return (state, (ptr - state.base) // t.element_size(), t.size(), t.stride())
+            if state.flat is None:
+                continue
+            base = state.flat.data_ptr()
+            if base <= ptr < base + state.flat.numel() * state.flat.element_size():
+                return (state, (ptr - base) // t.element_size(), t.size(), t.stride())
         return t
 
     def _unpack(self, packed):

@@ -5,6 +5,7 @@ import numpy as np
 
 from . import _capi
 from . import _NUMPY, _DTYPES, _check, _choice, _lib, _refuse, _view
+from .request import Request
 
 
 class Unit:
@@ -89,11 +90,12 @@ class Unit:
         ctx.units.append(unit)
         return unit
 
-    def index(self, param):
-        """The index of a parameter given by index or name."""
+    def index(self, param, call="fsdp_param_data"):
+        """The index of a parameter given by index or name (`call`: whose error an unknown name
+        is)."""
         if isinstance(param, str):
             if param not in self.names:
-                _refuse("fsdp_param_data", f"param: no parameter named \"{param}\" in this unit "
+                _refuse(call, f"param: no parameter named \"{param}\" in this unit "
                         f"(it has {self.names})")
             return self.names.index(param)
         return int(param)  # the library checks the range
@@ -103,7 +105,6 @@ class Unit:
         _check(_lib.fsdp_unshard(self._handle))
 
     def unshard_async(self):
-        from .context import Request
         req = ctypes.c_void_p()
         _check(_lib.fsdp_unshard_async(self._handle, ctypes.byref(req)))
         return Request(req)
@@ -115,7 +116,6 @@ class Unit:
         _check(_lib.fsdp_reduce_grads(self._handle))
 
     def reduce_grads_async(self):
-        from .context import Request
         req = ctypes.c_void_p()
         _check(_lib.fsdp_reduce_grads_async(self._handle, ctypes.byref(req)))
         return Request(req)
@@ -137,7 +137,9 @@ class Unit:
 
     def unsharded(self):
         """The whole unsharded buffer as one 1-D array (every parameter in order, row-major,
-        padding excluded), viewing the library's memory: valid until reshard()."""
+        padding excluded; for units whose parameters all require grad, or all do not: with both
+        kinds the buffer has two sections), viewing the library's memory: valid until
+        reshard()."""
         ptr = ctypes.c_void_p()
         _check(_lib.fsdp_param_data(self._handle, 0, ctypes.byref(ptr)))
         numel = sum(int(np.prod(s, dtype=np.int64)) for s in self.shapes)
@@ -146,7 +148,7 @@ class Unit:
     def grad(self, param):
         """The full gradient buffer of a parameter (shape, param_dtype) to write or add into;
         valid until reduce_grads()."""
-        i = self.index(param)
+        i = self.index(param, "fsdp_grad_data")
         ptr = ctypes.c_void_p()
         _check(_lib.fsdp_grad_data(self._handle, i, ctypes.byref(ptr)))
         return _view(ptr.value, self.param_dtype, self.shapes[i])
@@ -156,7 +158,7 @@ class Unit:
         exact shape and dtype (float32 is also accepted for bfloat16 / float16 param_dtype and
         converted); otherwise Error names the argument and nothing is written."""
         call = "fsdp_grad_data"
-        i = self.index(param)
+        i = self.index(param, call)
         if not isinstance(values, np.ndarray):
             _refuse(call, f"values: a numpy array is needed, got {type(values).__name__}")
         if values.shape != self.shapes[i]:
@@ -201,7 +203,8 @@ class Unit:
     def shard_range(self, param):
         """(shard_offset, param_offset, length) of the parameter's part in this rank's shard."""
         out = [ctypes.c_size_t() for _ in range(3)]
-        _check(_lib.fsdp_param_shard_range(self._handle, self.index(param),
+        i = self.index(param, "fsdp_param_shard_range")
+        _check(_lib.fsdp_param_shard_range(self._handle, i,
                                            *[ctypes.byref(o) for o in out]))
         return tuple(o.value for o in out)
 
