@@ -41,7 +41,7 @@ extern "C" {
 /** Major version: changes only with incompatible ABI changes. */
 #define FSDP_VERSION_MAJOR 0
 /** Minor version: additions (a program runs with any library of its major and a minor >= its). */
-#define FSDP_VERSION_MINOR 4
+#define FSDP_VERSION_MINOR 5
 /** Patch version: fixes. */
 #define FSDP_VERSION_PATCH 0
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */
@@ -79,6 +79,10 @@ typedef enum fsdp_status {
   FSDP_ERR_IO = 14,      /**< a file could not be created, opened, read or written (errno's text) */
   FSDP_ERR_FORMAT = 15,  /**< the file is not an fsdp checkpoint, or is malformed */
   FSDP_ERR_CORRUPT = 16, /**< a checksum does not match, or the file is truncated */
+  /** Since 0.5 (GPUs). */
+  FSDP_ERR_CUDA = 17,    /**< a CUDA runtime call failed; the message carries CUDA's error string */
+  FSDP_ERR_NCCL = 18,    /**< an NCCL call failed or NCCL reported an asynchronous error */
+  FSDP_ERR_ABORTED = 19, /**< the context was aborted (fsdp_abort): only fsdp_finalize is taken */
   FSDP_STATUS_COUNT      /**< number of status codes, not a status */
 } fsdp_status_t;
 
@@ -119,6 +123,25 @@ typedef enum fsdp_group {
   FSDP_GROUP_COUNT
 } fsdp_group_t;
 
+/** Where shards, unsharded buffers, gradients and optimizer state live (since 0.5). */
+typedef enum fsdp_memory_space {
+  FSDP_MEMORY_HOST = 0, /**< host memory (the default) */
+  FSDP_MEMORY_CUDA = 1, /**< memory of the GPU fsdp_config_t.device selects */
+  FSDP_MEMORY_SPACE_COUNT
+} fsdp_memory_space_t;
+
+/** What moves the data between ranks (fsdp_config_t.transport, since 0.5). */
+typedef enum fsdp_transport {
+  /** Host memory: MPI. CUDA memory: NCCL when the library was built with it and no two ranks of
+   *  the context share a GPU (NCCL refuses that), else MPI. */
+  FSDP_TRANSPORT_AUTO = 0,
+  /** MPI. With CUDA memory: through pinned host staging buffers, or straight from device memory
+   *  for all-gathers when the MPI reports CUDA support. */
+  FSDP_TRANSPORT_MPI = 1,
+  FSDP_TRANSPORT_NCCL = 2, /**< NCCL, on CUDA memory only; one GPU per rank */
+  FSDP_TRANSPORT_COUNT
+} fsdp_transport_t;
+
 /* ------------------------------------------------------------------------------------------------
  * Configuration: a struct that grows at its end. The library reads at most `size` bytes of it and
  * gives every newer field its default, so a program compiled against an older header keeps working.
@@ -145,13 +168,25 @@ typedef struct fsdp_config {
   /** Rate limiter: at most this many units unsharded, gathering or reducing at once before the
    * library blocks (waiting for in-flight reductions) or skips a prefetch; 0: the default, 2. */
   int max_unsharded;
+  /** Since 0.5: FSDP_MEMORY_CUDA puts shards, unsharded buffers, gradients and optimizer state on
+   *  a GPU; pointers the library hands out (fsdp_param_data, fsdp_grad_data, fsdp_shard_data...)
+   *  are then device pointers, ordered against the caller's stream (fsdp_set_stream). */
+  fsdp_memory_space_t memory_space;
+  /** CUDA device ordinal with FSDP_MEMORY_CUDA; -1 (the default): the rank's index on its node
+   *  modulo the node's device count. The library makes it current on the threads it uses. */
+  int device;
+  /** With FSDP_MEMORY_CUDA, nonzero: CPU offload. Shards, gradient shards and optimizer state
+   *  live in pinned host memory and the optimizer steps on the CPU; unsharded parameters and full
+   *  gradients live on the GPU (an unshard copies host to device asynchronously). */
+  int cpu_offload;
+  fsdp_transport_t transport; /**< default FSDP_TRANSPORT_AUTO */
 } fsdp_config_t;
 
 /** Initializer for a config with every default: fsdp_config_t cfg = FSDP_CONFIG_INIT; */
 #define FSDP_CONFIG_INIT                                                                          \
   {                                                                                               \
     sizeof(fsdp_config_t), FSDP_CONFIG_MAGIC, FSDP_VERSION, FSDP_FULL_SHARD, 0, FSDP_REDUCE_MEAN, \
-        FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, 0                                                       \
+        FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, 0, FSDP_MEMORY_HOST, -1, 0, FSDP_TRANSPORT_AUTO         \
   }
 
 /* ------------------------------------------------------------------------------------------------
@@ -224,6 +259,9 @@ typedef struct fsdp_memory_stats {
   size_t peak_unsharded_bytes;       /**< high-water mark of unsharded_bytes */
   size_t peak_full_grad_bytes;       /**< high-water mark of full_grad_bytes */
   size_t peak_optimizer_state_bytes; /**< high-water mark of optimizer_state_bytes */
+  /** Since 0.5: calls the library made to its allocators (cudaMalloc, cudaHostAlloc or the host
+   *  allocator) since the context was created; steady-state training adds none (the pool). */
+  size_t allocation_calls;
 } fsdp_memory_stats_t;
 
 /* ------------------------------------------------------------------------------------------------
@@ -354,6 +392,48 @@ FSDP_EXPORT fsdp_status_t fsdp_group_info(fsdp_context_t ctx, fsdp_group_t group
 FSDP_EXPORT fsdp_status_t fsdp_context_config(fsdp_context_t ctx, int* sharding_factor,
                                               fsdp_sharding_strategy_t* strategy,
                                               fsdp_grad_reduction_t* grad_reduction);
+
+/** Where the context keeps its memory and what moves its data, after AUTO was resolved. Local.
+ *  Any output may be NULL. Since 0.5.
+ *  @param[in] ctx the context
+ *  @param[out] memory_space may be NULL; FSDP_MEMORY_HOST or FSDP_MEMORY_CUDA
+ *  @param[out] device may be NULL; the CUDA device ordinal, -1 for host memory
+ *  @param[out] cpu_offload may be NULL; 1 when shards and optimizer state are offloaded to the host
+ *  @param[out] transport may be NULL; FSDP_TRANSPORT_MPI or FSDP_TRANSPORT_NCCL
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE, FSDP_ERR_FINALIZED or
+ * FSDP_ERR_ABORTED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_context_placement(fsdp_context_t ctx,
+                                                 fsdp_memory_space_t* memory_space, int* device,
+                                                 int* cpu_offload, fsdp_transport_t* transport);
+
+/** CUDA devices this process can use. Local; needs no context and no MPI. Since 0.5.
+ *  @param[out] count 0 when the library was built without CUDA, or no device or driver is present
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_ARGUMENT (count NULL) */
+FSDP_EXPORT fsdp_status_t fsdp_cuda_device_count(int* count);
+
+/** The caller's CUDA stream (a cudaStream_t; NULL: the legacy default stream), to which a CUDA
+ *  context orders its work. The library runs on streams of its own and joins the caller's stream
+ *  with CUDA events: whatever the caller queued before a call that reads its memory
+ *  (fsdp_reshard, fsdp_reduce_grads, an optimizer step...) is waited for on the GPU, and work the
+ *  caller queues after a call that hands memory out (fsdp_unshard, fsdp_param_data,
+ *  fsdp_grad_data, fsdp_wait...) runs after the library's. The CPU never blocks for it. Local.
+ *  Since 0.5.
+ *  @param[in] ctx a context with FSDP_MEMORY_CUDA
+ *  @param[in] stream a cudaStream_t of the context's device, or NULL
+ *  @return FSDP_SUCCESS; FSDP_ERR_UNSUPPORTED (a host-memory context); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE, FSDP_ERR_FINALIZED or FSDP_ERR_ABORTED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_set_stream(fsdp_context_t ctx, void* stream);
+
+/** Tears the context's communication down after an error another rank may not have seen (a
+ *  timeout, an NCCL asynchronous error): NCCL communicators are aborted (ncclCommAbort), so
+ *  operations stuck in them return. Local, not collective. From then on every call on the
+ *  context, its units, optimizers, scalers and requests returns FSDP_ERR_ABORTED, except
+ *  fsdp_finalize, which frees it without communicating. MPI operations already in flight cannot
+ *  be aborted by MPI itself; MPI_Abort is the caller's decision. Since 0.5.
+ *  @param[in] ctx the context
+ *  @return FSDP_SUCCESS (also when already aborted); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_abort(fsdp_context_t ctx);
 
 /** Memory the library holds now for this context, and its peak. Local.
  *  @param[in,out] stats stats->size must be set by the caller.

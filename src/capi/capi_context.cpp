@@ -69,7 +69,7 @@ fsdp_status_t fsdp_init_fcomm(int fcomm, const fsdp_config_t* cfg, fsdp_context_
 fsdp_status_t fsdp_finalize(fsdp_context_t* ctx) {
   return guard(__func__, [&] {
     if (!ctx) fail(Errc::InvalidArgument, "ctx: NULL pointer to a context handle");
-    Context& c = context_from(*ctx, "*ctx");
+    Context& c = fsdp::capi::context_for_abort(*ctx, "*ctx");
     int finalized = 0;
     MPI_Finalized(&finalized);
     for (fsdp::Unit* u : c.units()) fsdp::capi::retire(u, fsdp::capi::Retired::Finalized);
@@ -137,6 +137,7 @@ fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t* stats) 
     s.peak_unsharded_bytes = a.peak(fsdp::MemoryKind::Unsharded);
     s.peak_full_grad_bytes = a.peak(fsdp::MemoryKind::FullGrad);
     s.peak_optimizer_state_bytes = a.peak(fsdp::MemoryKind::OptimizerState);
+    s.allocation_calls = c.allocation_calls();
     fsdp::capi::write_sized(stats, s, "stats");
   });
 }

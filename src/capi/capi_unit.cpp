@@ -231,8 +231,12 @@ fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit) {
 
 fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel) {
   return guard(__func__, [&] {
-    const Unit& u = unit_from(unit, "unit");
-    if (data) *data = u.shard_data();
+    Unit& u = unit_from(unit, "unit");
+    if (data) {
+      *data = u.shard_data();
+      u.context().before_cpu_touches_shards();  // offloaded: the CPU may read it now
+      u.context().shard_memory().handover_to_caller();
+    }
     if (numel) *numel = u.layout().shard_numel();
   });
 }
@@ -247,6 +251,8 @@ fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t* numel) {
                  ": every parameter is frozen (requires_grad = 0): there is no gradient "
                  "shard");
       *data = u.shard_grad();
+      u.context().before_cpu_touches_shards();
+      u.context().shard_memory().handover_to_caller();
     }
     if (numel) *numel = u.layout().grad_shard_numel();
   });

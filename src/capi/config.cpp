@@ -65,6 +65,34 @@ ContextOptions options_from_config(const fsdp_config_t* cfg) {
     fail(Errc::InvalidArgument, "cfg->max_unsharded = " + std::to_string(c.max_unsharded) +
                                     ": must be >= 1, or 0 for the default (2)");
   o.max_unsharded = c.max_unsharded == 0 ? 2 : c.max_unsharded;
+  if (c.memory_space < 0 || c.memory_space >= FSDP_MEMORY_SPACE_COUNT)
+    fail(Errc::InvalidArgument, "cfg->memory_space = " + std::to_string(c.memory_space) +
+                                    ": not an fsdp_memory_space_t");
+  if (c.transport < 0 || c.transport >= FSDP_TRANSPORT_COUNT)
+    fail(Errc::InvalidArgument,
+         "cfg->transport = " + std::to_string(c.transport) + ": not an fsdp_transport_t");
+  if (c.device < -1)
+    fail(Errc::InvalidArgument, "cfg->device = " + std::to_string(c.device) +
+                                    ": a CUDA device ordinal, or -1 to pick by node rank");
+  if (c.cpu_offload != 0 && c.cpu_offload != 1)
+    fail(Errc::InvalidArgument,
+         "cfg->cpu_offload = " + std::to_string(c.cpu_offload) + ": must be 0 or 1");
+  const bool cuda = c.memory_space == FSDP_MEMORY_CUDA;
+  if (c.cpu_offload && !cuda)
+    fail(Errc::InvalidArgument,
+         "cfg->cpu_offload = 1 needs cfg->memory_space = FSDP_MEMORY_CUDA (offload moves shards "
+         "off the GPU; with host memory they are already on the host)");
+  if (c.transport == FSDP_TRANSPORT_NCCL && !cuda)
+    fail(Errc::InvalidArgument,
+         "cfg->transport = FSDP_TRANSPORT_NCCL needs cfg->memory_space = FSDP_MEMORY_CUDA (NCCL "
+         "moves device memory only)");
+  if (c.device >= 0 && !cuda)
+    fail(Errc::InvalidArgument, "cfg->device = " + std::to_string(c.device) +
+                                    " is for cfg->memory_space = FSDP_MEMORY_CUDA; leave it -1");
+  o.placement.memory = static_cast<MemoryPlace>(c.memory_space);
+  o.placement.device = c.device;
+  o.placement.cpu_offload = c.cpu_offload != 0;
+  o.placement.transport = static_cast<TransportKind>(c.transport);
   return o;
 }
 

@@ -29,6 +29,9 @@ static_assert(static_cast<int>(Errc::Callback) == FSDP_ERR_CALLBACK, "");
 static_assert(static_cast<int>(Errc::Io) == FSDP_ERR_IO, "");
 static_assert(static_cast<int>(Errc::Format) == FSDP_ERR_FORMAT, "");
 static_assert(static_cast<int>(Errc::Corrupt) == FSDP_ERR_CORRUPT, "");
+static_assert(static_cast<int>(Errc::Cuda) == FSDP_ERR_CUDA, "");
+static_assert(static_cast<int>(Errc::Nccl) == FSDP_ERR_NCCL, "");
+static_assert(static_cast<int>(Errc::Aborted) == FSDP_ERR_ABORTED, "");
 static_assert(static_cast<int>(DType::Float32) == FSDP_FLOAT32, "");
 static_assert(static_cast<int>(DType::Float64) == FSDP_FLOAT64, "");
 static_assert(static_cast<int>(DType::BFloat16) == FSDP_BFLOAT16, "");
@@ -70,6 +73,9 @@ const char* fsdp_status_string(fsdp_status_t status) {
     case FSDP_ERR_IO: return "FSDP_ERR_IO: a file operation failed";
     case FSDP_ERR_FORMAT: return "FSDP_ERR_FORMAT: not an fsdp checkpoint, or malformed";
     case FSDP_ERR_CORRUPT: return "FSDP_ERR_CORRUPT: checksum mismatch or truncated file";
+    case FSDP_ERR_CUDA: return "FSDP_ERR_CUDA: a CUDA runtime call failed";
+    case FSDP_ERR_NCCL: return "FSDP_ERR_NCCL: an NCCL call failed";
+    case FSDP_ERR_ABORTED: return "FSDP_ERR_ABORTED: the context was aborted (fsdp_abort)";
     case FSDP_STATUS_COUNT: break;
   }
   return "unknown fsdp_status_t value";

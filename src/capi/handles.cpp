@@ -63,6 +63,13 @@ const void* lookup(const void* h, Kind want, const char* arg) {
            (want == Kind::Request ? " was already waited on" : " was destroyed"));
 }
 
+Context& live(Context& c, const char* arg) {
+  if (c.aborted())
+    fail(Errc::Aborted, std::string(arg) +
+                            ": its context was aborted (fsdp_abort); only fsdp_finalize is taken");
+  return c;
+}
+
 }  // namespace
 
 void register_context(Context* c) {
@@ -91,24 +98,36 @@ void retire(const void* h, Retired why) noexcept {
   }
 }
 
-Context& context_from(fsdp_context_t h, const char* arg) {
+Context& context_for_abort(fsdp_context_t h, const char* arg) {
   return *static_cast<Context*>(const_cast<void*>(lookup(h, Kind::Context, arg)));
 }
 
+Context& context_from(fsdp_context_t h, const char* arg) {
+  return live(context_for_abort(h, arg), arg);
+}
+
 Unit& unit_from(fsdp_unit_t h, const char* arg) {
-  return *static_cast<Unit*>(const_cast<void*>(lookup(h, Kind::Unit, arg)));
+  Unit& u = *static_cast<Unit*>(const_cast<void*>(lookup(h, Kind::Unit, arg)));
+  live(u.context(), arg);
+  return u;
 }
 
 Optimizer& optimizer_from(fsdp_optimizer_t h, const char* arg) {
-  return *static_cast<Optimizer*>(const_cast<void*>(lookup(h, Kind::Optimizer, arg)));
+  Optimizer& o = *static_cast<Optimizer*>(const_cast<void*>(lookup(h, Kind::Optimizer, arg)));
+  live(o.context(), arg);
+  return o;
 }
 
 Request& request_from(fsdp_request_t h, const char* arg) {
-  return *static_cast<Request*>(const_cast<void*>(lookup(h, Kind::Request, arg)));
+  Request& r = *static_cast<Request*>(const_cast<void*>(lookup(h, Kind::Request, arg)));
+  live(*r.context, arg);
+  return r;
 }
 
 GradScaler& grad_scaler_from(fsdp_grad_scaler_t h, const char* arg) {
-  return *static_cast<GradScaler*>(const_cast<void*>(lookup(h, Kind::GradScaler, arg)));
+  GradScaler& s = *static_cast<GradScaler*>(const_cast<void*>(lookup(h, Kind::GradScaler, arg)));
+  live(s.context(), arg);
+  return s;
 }
 
 }  // namespace fsdp::capi

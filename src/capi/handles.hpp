@@ -19,8 +19,11 @@ void register_grad_scaler(GradScaler* s);
 void register_request(Request* r);
 void retire(const void* handle, Retired why) noexcept;
 
-// Throw InvalidHandle / DestroyedHandle / Finalized naming `arg`.
+// Throw InvalidHandle / DestroyedHandle / Finalized naming `arg`, and Aborted for an object of an
+// aborted context (fsdp_abort).
 Context& context_from(fsdp_context_t h, const char* arg);
+// The same, but an aborted context is returned (fsdp_finalize, fsdp_abort).
+Context& context_for_abort(fsdp_context_t h, const char* arg);
 Unit& unit_from(fsdp_unit_t h, const char* arg);
 Optimizer& optimizer_from(fsdp_optimizer_t h, const char* arg);
 GradScaler& grad_scaler_from(fsdp_grad_scaler_t h, const char* arg);

@@ -124,7 +124,8 @@ namespace {
 // A copy of `bytes` bytes at `data`, owned by the job. It reuses a spare buffer (one of the
 // previous background save) when one is large enough: its pages are already mapped, so the copy
 // runs at memory speed instead of paying a page fault every 4 KiB.
-const char* copy_into_job(SaveJob& job, const void* data, std::size_t bytes,
+// `memory` copies (device shards reach the host through it).
+const char* copy_into_job(SaveJob& job, MemorySpace& memory, const void* data, std::size_t bytes,
                           std::vector<std::vector<char>>& spares) {
   std::vector<char> buf;
   auto best = spares.end();
@@ -132,8 +133,8 @@ const char* copy_into_job(SaveJob& job, const void* data, std::size_t bytes,
     if (it->capacity() >= bytes && (best == spares.end() || it->capacity() < best->capacity()))
       best = it;
   if (best != spares.end()) buf = std::move(*best), spares.erase(best);
-  const char* p = static_cast<const char*>(data);
-  buf.assign(p, p + bytes);
+  buf.resize(bytes);
+  memory.copy(buf.data(), data, bytes);
   job.copies.push_back(std::move(buf));
   return job.copies.back().data();
 }
@@ -150,14 +151,14 @@ DatasetSpec param_dataset(const std::string& path, const ParamSpec& p) {
 // Adds one dataset per parameter of `u` from the buffer `base` (shard layout), with this rank's
 // pieces when it writes; `spares` non-null: the pieces point into a copy of the buffer (a
 // background save).
-void add_unit_datasets(SaveJob& job, const Unit& u, const std::string& group, const void* base,
+void add_unit_datasets(SaveJob& job, Unit& u, const std::string& group, const void* base,
                        bool trainable_only, const std::vector<Attr>& attrs, bool writer,
                        std::vector<std::vector<char>>* spares) {
   const std::size_t es = u.layout().element_size();
   const char* src = static_cast<const char*>(base);
   if (writer && spares)
     src = copy_into_job(
-        job, base, (trainable_only ? u.layout().grad_shard_numel() : u.layout().shard_numel()) * es,
+        job, u.context().memory(), base, (trainable_only ? u.layout().grad_shard_numel() : u.layout().shard_numel()) * es,
         *spares);
   for (std::size_t i = 0; i < u.layout().num_params(); ++i) {
     const ParamSpec& p = u.layout().param(i);
@@ -190,7 +191,7 @@ SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer,
   layout.path = kLayoutDataset;
   layout.text = layout_json(units);
   job.plan.datasets.push_back(layout);
-  for (const Unit* u : units)
+  for (Unit* u : units)
     add_unit_datasets(job, *u, kModelGroup, u->shard_data(), false, {}, writer, spares);
   if (!r.optimizers.empty())
     job.plan.groups.push_back(
@@ -212,7 +213,7 @@ SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer,
     const std::vector<std::string> names = state_names(kind_name(o.kind()));
     for (std::size_t b = 0; b < names.size(); ++b) {
       job.plan.groups.push_back({og + "/" + names[b], {}});
-      for (const Unit* u : o.units()) {
+      for (Unit* u : o.units()) {
         const void* state = o.state(*u, static_cast<int>(b));
         if (!state) continue;  // no update yet: no state
         add_unit_datasets(job, *u, og + "/" + names[b], state, true,
@@ -270,6 +271,7 @@ std::shared_ptr<CommWorker::Task> CheckpointService::start_save(
     const SaveRequest& r, const std::optional<Error>& local_error, bool background) {
   wait_pending();
   ctx_.quiesce();
+  ctx_.before_shard_update();  // the shards as the caller's queued work leaves them
   const Group& world = ctx_.groups().world();
   agree(world, "checkpoint save arguments", fingerprint(r), local_error);
   check_saveable(ctx_, r.optimizers);
@@ -283,9 +285,13 @@ std::shared_ptr<CommWorker::Task> CheckpointService::start_save(
       for (auto& c : last_job_->copies) spares.push_back(std::move(c));
     job = std::make_shared<SaveJob>(build_save(ctx_, r, writer, &spares, created));
     last_job_ = job;  // spares it did not reuse (the layout changed) are freed here
+  } else if (!ctx_.shard_memory().host_accessible()) {
+    std::vector<std::vector<char>> none;  // device shards: written from host copies
+    job = std::make_shared<SaveJob>(build_save(ctx_, r, writer, &none, created));
   } else {
     job = std::make_shared<SaveJob>(build_save(ctx_, r, writer, nullptr, created));
   }
+  ctx_.memory().synchronize();  // the copies above are complete before anything reads them
   const WriteComms comms{all_, writers_};
   auto task =
       worker_->submit([job, comms] { write_checkpoint(comms, job->path, job->plan, job->pieces); });
@@ -491,6 +497,7 @@ std::vector<PartialCrc> checksum(const MappedFile& file, const std::vector<FileR
 LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Error>& local_error) {
   wait_pending();
   ctx_.quiesce();
+  ctx_.before_shard_update();  // nothing queued still reads or writes the shards
   const Group& world = ctx_.groups().world();
   agree(world, "checkpoint load arguments", fingerprint(r), local_error);
   ensure_comms();
@@ -532,13 +539,28 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
   // Everything is verified: pass 2 copies (or converts) the ranges over the destinations. State
   // buffers are allocated (zeros) even where this rank holds none of a unit's parameters, so
   // every rank's optimizer agrees on what exists.
+  // Device shards are filled through host copies of them (what the file does not cover keeps its
+  // value), copied back once every range is in.
+  MemorySpace& memory = ctx_.memory();
+  const bool staged = !ctx_.shard_memory().host_accessible();
   std::vector<char*> destination(m.targets.size());
+  std::vector<std::vector<char>> staging(staged ? m.targets.size() : 0);
   for (std::size_t t = 0; t < m.targets.size(); ++t) {
     const Target& tg = m.targets[t];
     destination[t] = static_cast<char*>(
         tg.optimizer < 0 ? tg.unit->shard_data()
                          : r.optimizers[static_cast<std::size_t>(tg.optimizer)]->ensure_state(
                                *tg.unit, tg.buffer));
+    if (staged) {
+      staging[t].resize(tg.optimizer < 0 ? tg.unit->shard_bytes() : tg.unit->grad_shard_bytes());
+      memory.copy(staging[t].data(), destination[t], staging[t].size());
+    }
+  }
+  if (staged) memory.synchronize();
+  std::vector<char*> device_destination;
+  if (staged) {
+    device_destination = destination;
+    for (std::size_t t = 0; t < m.targets.size(); ++t) destination[t] = staging[t].data();
   }
   for (const FileRange& rg : ranges) {
     const Target& tg = m.targets[rg.target];
@@ -549,6 +571,11 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
       std::memcpy(dst, src, rg.bytes);
     else
       host::convert(dst, model_t, src, tg.file->dtype, rg.slice.length);
+  }
+  if (staged) {
+    for (std::size_t t = 0; t < m.targets.size(); ++t)
+      memory.copy(device_destination[t], staging[t].data(), staging[t].size());
+    memory.synchronize();  // before `staging` goes
   }
   if (!r.model_only) {
     for (std::size_t k = 0; k < r.optimizers.size() && k < catalog.optimizers.size(); ++k) {
@@ -573,7 +600,7 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
         if (it == m.steps.end()) continue;
         if (it->second < 0) {  // saved before any update: no state
           for (int b = 0; b < Optimizer::max_state_buffers(o.kind()); ++b)
-            if (void* p = o.state(*u, b)) std::memset(p, 0, u->grad_shard_bytes());
+            if (void* p = o.state(*u, b)) ctx_.shard_memory().zero(p, u->grad_shard_bytes());
           o.set_steps(*u, 0);
         } else {
           o.set_steps(*u, it->second);
@@ -583,6 +610,7 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
     if (r.scaler && catalog.scaler.present)
       r.scaler->restore(catalog.scaler.scale, static_cast<int>(catalog.scaler.growth_tracker));
   }
+  ctx_.shard_memory().handover_to_caller();  // the caller's stream sees the loaded values
   return m.report;
 }
 

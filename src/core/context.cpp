@@ -11,7 +11,6 @@
 #include "core/fingerprint.hpp"
 #include "core/mpi_check.hpp"
 #include "core/unit.hpp"
-#include "memory/host/host_memory_space.hpp"
 #include "optim/grad_scaler.hpp"
 #include "optim/optimizer.hpp"
 
@@ -28,6 +27,10 @@ uint64_t ContextOptions::fingerprint() const {
   f.add(static_cast<uint64_t>(transport.algorithm));
   f.add(static_cast<uint64_t>(transport.ring_min_block_bytes));
   f.add(static_cast<uint64_t>(transport.ring_piece_bytes));
+  // Not the device: ranks may name their own GPUs.
+  f.add(static_cast<uint64_t>(placement.memory));
+  f.add(static_cast<uint64_t>(placement.cpu_offload));
+  f.add(static_cast<uint64_t>(placement.transport));
   return f.value();
 }
 
@@ -84,6 +87,17 @@ void apply_environment(ContextOptions& options) {
       fail(Errc::InvalidArgument, std::string("environment FSDP_REDUCE_SCATTER_ALGORITHM=") + v +
                                       ": expected auto, ring or mpi");
   }
+  if (const char* v = std::getenv("FSDP_TRANSPORT"); v && *v) {
+    if (!std::strcmp(v, "auto"))
+      options.placement.transport = TransportKind::Auto;
+    else if (!std::strcmp(v, "mpi"))
+      options.placement.transport = TransportKind::Mpi;
+    else if (!std::strcmp(v, "nccl"))
+      options.placement.transport = TransportKind::Nccl;
+    else
+      fail(Errc::InvalidArgument,
+           std::string("environment FSDP_TRANSPORT=") + v + ": expected auto, mpi or nccl");
+  }
   read_byte_count("FSDP_RING_MIN_BLOCK_BYTES", options.transport.ring_min_block_bytes);
   read_byte_count("FSDP_RING_PIECE_BYTES", options.transport.ring_piece_bytes);
 }
@@ -106,7 +120,7 @@ std::unique_ptr<Context> Context::create(MPI_Comm comm, const ContextOptions& op
     const int factor = resolve_sharding_factor(options.strategy, options.sharding_factor, topo);
     auto groups = std::make_unique<ProcessGroups>(world, topo, factor);
     world = MPI_COMM_NULL;  // owned by `groups` from here on
-    return std::unique_ptr<Context>(new Context(std::move(groups), tuned));
+    return std::unique_ptr<Context>(new Context(std::move(groups), topo, tuned));
   } catch (...) {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -115,13 +129,14 @@ std::unique_ptr<Context> Context::create(MPI_Comm comm, const ContextOptions& op
   }
 }
 
-Context::Context(std::unique_ptr<ProcessGroups> groups, const ContextOptions& options)
+// Collective (the backend agrees on the device setup and may create NCCL communicators).
+Context::Context(std::unique_ptr<ProcessGroups> groups, const Topology& topo,
+                 const ContextOptions& options)
     : options_(options), groups_(std::move(groups)) {
-  memory_ = std::make_unique<HostMemorySpace>();
-  pool_ = std::make_unique<BufferPool>(*memory_, accounting_);
-  transport_scratch_ = std::make_unique<Scratch>(*memory_, accounting_);
-  partial_sums_ = std::make_unique<Scratch>(*memory_, accounting_);
-  transport_ = std::make_unique<MpiTransport>(*transport_scratch_, options_.transport);
+  backend_ = std::make_unique<Backend>(options_.placement, options_.transport, *groups_, topo,
+                                       accounting_);
+  pool_ = std::make_unique<BufferPool>(memory(), accounting_);
+  partial_sums_ = std::make_unique<Scratch>(memory(), accounting_);
   trace_ = std::make_unique<Trace>(groups_->world().rank);
   worker_ = std::make_unique<CommWorker>(progress_thread_wanted());
 }
@@ -140,6 +155,14 @@ Context::~Context() {
   scalers_.clear();
   units_.clear();  // units return their buffers to the pool before it goes
   worker_.reset();
+  partial_sums_.reset();
+  pool_.reset();  // before the memory spaces of the backend
+}
+
+void Context::abort() {
+  if (aborted_) return;
+  aborted_ = true;
+  transport().abort();
 }
 
 Unit& Context::create_unit(std::vector<ParamSpec> params, const UnitRequest& request,
@@ -384,7 +407,7 @@ void Context::prefetch_after(Unit& u) {
 void Context::trim() {
   quiesce();
   pool_->trim();
-  transport_scratch_->release();
+  backend_->transport_scratch().release();
   partial_sums_->release();
 }
 

@@ -10,11 +10,13 @@
 #include <optional>
 #include <vector>
 
+#include "core/backend.hpp"
 #include "core/buffer_pool.hpp"
 #include "core/comm_worker.hpp"
 #include "core/error.hpp"
 #include "core/flat_layout.hpp"
 #include "core/memory_accounting.hpp"
+#include "core/placement.hpp"
 #include "core/precision.hpp"
 #include "core/process_groups.hpp"
 #include "core/scratch.hpp"
@@ -43,12 +45,14 @@ struct ContextOptions {
   PrecisionRequest precision;  // every unit's, unless the unit asks otherwise
   int max_unsharded = 2;       // rate limiter: units unsharded, gathering or reducing at once
   MpiTransportOptions transport;
+  PlacementRequest placement;
 
   uint64_t fingerprint() const;
 };
 
-// Reads FSDP_REDUCE_SCATTER_ALGORITHM (auto|ring|mpi) and FSDP_RING_MIN_BLOCK_BYTES. Throws
-// InvalidArgument naming the variable when a value is not understood.
+// Reads FSDP_REDUCE_SCATTER_ALGORITHM (auto|ring|mpi), FSDP_RING_MIN_BLOCK_BYTES,
+// FSDP_RING_PIECE_BYTES and FSDP_TRANSPORT (auto|mpi|nccl). Throws InvalidArgument naming the
+// variable when a value is not understood.
 void apply_environment(ContextOptions& options);
 
 class Context;
@@ -110,8 +114,29 @@ class Context {
   const ProcessGroups& groups() const { return *groups_; }
   const ContextOptions& options() const { return options_; }
   int sharding_factor() const { return groups_->shard().size; }
-  MemorySpace& memory() { return *memory_; }
-  Transport& transport() { return *transport_; }
+  const Placement& placement() const { return backend_->placement(); }
+  // Where unsharded parameters and full gradients live (and partial sums).
+  MemorySpace& memory() { return backend_->buffers(); }
+  // Where shards, gradient shards and optimizer state live: memory(), or pinned host memory with
+  // CPU offload.
+  MemorySpace& shard_memory() { return backend_->shards(); }
+  // Plain host memory, for what the CPU fills (initialization, checkpoint staging).
+  MemorySpace& host_memory() { return backend_->host(); }
+  // Before the CPU reads or writes shards (optimizer on the CPU, checkpoints, the caller's
+  // fsdp_shard_data): waits for device work that may still use them.
+  void before_cpu_touches_shards() { backend_->before_cpu_touches_shards(); }
+  // Before the library's own work on shards (optimizer steps, norms, unscaling): ordered after the
+  // caller's queued work, and after device work when the shards are on the host (CPU offload).
+  void before_shard_update() {
+    memory().take_from_caller();
+    before_cpu_touches_shards();
+  }
+  Transport& transport() { return backend_->transport(); }
+  // fsdp_abort: the transport is torn down and every later call but fsdp_finalize is refused.
+  void abort();
+  bool aborted() const { return aborted_; }
+  // Calls to the allocators of every memory space of the context (fsdp_memory_stats).
+  uint64_t allocation_calls() { return backend_->allocation_calls(); }
   BufferPool& pool() { return *pool_; }
   // For partial sums that outlive one collective (hybrid: reduce-scatter, then all-reduce).
   Scratch& partial_sums() { return *partial_sums_; }
@@ -160,15 +185,16 @@ class Context {
   void trim();
 
  private:
-  Context(std::unique_ptr<ProcessGroups> groups, const ContextOptions& options);
+  Context(std::unique_ptr<ProcessGroups> groups, const Topology& topo,
+          const ContextOptions& options);
 
   ContextOptions options_;
   MemoryAccounting accounting_;
   std::unique_ptr<ProcessGroups> groups_;
-  std::unique_ptr<MemorySpace> memory_;
+  std::unique_ptr<Backend> backend_;
   std::unique_ptr<BufferPool> pool_;
-  std::unique_ptr<Scratch> transport_scratch_, partial_sums_;
-  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Scratch> partial_sums_;
+  bool aborted_ = false;
   std::map<uint64_t, std::unique_ptr<Unit>> units_;  // by id: creation order, same on every rank
   uint64_t next_unit_id_ = 0;
   std::map<uint64_t, std::unique_ptr<Optimizer>> optimizers_;

@@ -26,6 +26,9 @@ enum class Errc : int {
   Io = 14,
   Format = 15,
   Corrupt = 16,
+  Cuda = 17,
+  Nccl = 18,
+  Aborted = 19,
 };
 
 class Error : public std::runtime_error {

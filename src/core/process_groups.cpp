@@ -66,6 +66,8 @@ Topology discover_topology(MPI_Comm comm) {
 
   const auto my_node = std::lower_bound(leaders.begin(), leaders.end(), leader) - leaders.begin();
   t.position = node_rank;
+  t.node_rank = node_rank;
+  t.node_leader = leader;
   for (auto i = 0; i < my_node; ++i) t.position += node_size[static_cast<std::size_t>(i)];
   return t;
 }

@@ -19,6 +19,8 @@ struct Topology {
   int ranks_per_node = 1;  // 0 when nodes hold different numbers of ranks
   int largest_node = 1;    // ranks on the most populated node
   int position = 0;        // this rank's index when ranks are ordered by (node, rank in node)
+  int node_rank = 0;       // this rank's index on its node (picks its GPU)
+  int node_leader = 0;     // the lowest world rank on this rank's node: names the node
 };
 
 // Collective over `comm`.

@@ -14,18 +14,26 @@ Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precis
       name_(std::move(name)),
       trace_name_(name_.empty() ? "unit " + std::to_string(id) : name_),
       shard_rank_(ctx.groups().shard().rank) {
-  shard_ = ctx_.memory().allocate(shard_bytes());
+  MemorySpace& shards = ctx_.shard_memory();
+  shard_ = shards.allocate(shard_bytes());
+  try {
+    gathered_ = ctx_.memory().new_mark();
+    grad_ready_ = ctx_.memory().new_mark();
+  } catch (...) {
+    shards.deallocate(shard_, shard_bytes());
+    throw;
+  }
   ctx_.accounting().add(MemoryKind::Shard, shard_bytes());
-  ctx_.memory().zero(shard_, shard_bytes());  // padding, and parameters given no values
+  shards.zero(shard_, shard_bytes());  // padding, and parameters given no values
 }
 
 Unit::~Unit() {
   unsharded_.reset();
   full_grad_.reset();
-  ctx_.memory().deallocate(shard_, shard_bytes());
+  ctx_.shard_memory().deallocate(shard_, shard_bytes());
   ctx_.accounting().sub(MemoryKind::Shard, shard_bytes());
   if (grad_shard_) {
-    ctx_.memory().deallocate(grad_shard_, grad_shard_bytes());
+    ctx_.shard_memory().deallocate(grad_shard_, grad_shard_bytes());
     ctx_.accounting().sub(MemoryKind::GradShard, grad_shard_bytes());
   }
 }
@@ -40,17 +48,23 @@ char* Unit::element(void* base, std::size_t i, DType t) const {
   return static_cast<char*>(base) + i * dtype_size(t);
 }
 
-// Each section's all-gather into its place in `full`. In mixed precision this rank's block of
-// each section was already filled with its shard rounded to param_dtype (by unshard_async), and
-// the all-gather runs in place: no staging buffer.
+// Each section's all-gather into its place in `full`. In mixed precision (and with CPU offload,
+// where the shard is in host memory the transport does not take) this rank's block of each
+// section was already filled with its shard, rounded to param_dtype, by unshard_async, and the
+// all-gather runs in place: no staging buffer.
 void Unit::gather_sections(void* full) {
-  const DType p = precision_.param, st = precision_.storage;
+  const DType p = precision_.param;
   for (const Section& s : layout_.sections()) {
     if (s.numel == 0) continue;
     void* out = element(full, s.flat_base, p);
-    const void* own = p == st ? element(shard_, s.shard_base, st) : nullptr;
+    const void* own = own_block_copied() ? nullptr : element(shard_, s.shard_base, p);
     ctx_.transport().all_gather(own, out, s.shard_numel, p, ctx_.groups().shard());
   }
+  ctx_.memory().record(gathered_.get());
+}
+
+bool Unit::own_block_copied() const {
+  return precision_.param != precision_.storage || ctx_.placement().cpu_offload;
 }
 
 std::shared_ptr<CommWorker::Task> Unit::track(Pending kind,
@@ -91,8 +105,9 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
   ctx_.make_room();    // the caller blocks rather than allocating more
   TraceSpan span(ctx_.trace(), "unshard", trace_name(), unsharded_bytes());
   BufferPool::Lease full = ctx_.pool().acquire(unsharded_bytes(), MemoryKind::Unsharded);
+  ctx_.memory().take_from_caller();  // the caller may have written the shard on its stream
   const DType p = precision_.param, st = precision_.storage;
-  if (p != st)
+  if (own_block_copied())
     for (const Section& s : layout_.sections())
       if (s.numel)
         ctx_.memory().convert(
@@ -135,6 +150,8 @@ void Unit::reshard() {
   check_tied_users_done("reshard");
   if (pending_ == Pending::Unshard) complete_pending();
   TraceSpan span(ctx_.trace(), "reshard", trace_name(), unsharded_bytes());
+  // The buffer goes back to the pool: whatever reuses it queues after the caller's last use.
+  ctx_.memory().take_from_caller();
   unsharded_.reset();
 }
 
@@ -144,6 +161,7 @@ void* Unit::param_data(std::size_t i) {
     fail(Errc::State, label() +
                           " is sharded: parameters are readable only between fsdp_unshard "
                           "and fsdp_reshard");
+  ctx_.memory().caller_waits(gathered_.get());
   return element(unsharded_.data(), layout_.flat_offset(i), precision_.param);
 }
 
@@ -152,14 +170,16 @@ void* Unit::grad_data(std::size_t i) {
   if (!full_grad_) {
     BufferPool::Lease g = ctx_.pool().acquire(full_grad_bytes(), MemoryKind::FullGrad);
     ctx_.memory().zero(g.data(), full_grad_bytes());  // unwritten parameters and padding add zero
+    ctx_.memory().record(grad_ready_.get());
     full_grad_ = std::move(g);
   }
+  ctx_.memory().caller_waits(grad_ready_.get());
   return element(full_grad_.data(), layout_.flat_offset(i), precision_.param);
 }
 
 void* Unit::grad_shard_storage() {
   if (!grad_shard_) {
-    grad_shard_ = ctx_.memory().allocate(grad_shard_bytes());
+    grad_shard_ = ctx_.shard_memory().allocate(grad_shard_bytes());
     ctx_.accounting().add(MemoryKind::GradShard, grad_shard_bytes());
     grad_shard_is_zero_ = true;
   }
@@ -170,7 +190,7 @@ void* Unit::shard_grad() {
   complete_pending();
   void* g = grad_shard_storage();
   if (grad_shard_is_zero_) {
-    ctx_.memory().zero(g, grad_shard_bytes());
+    ctx_.shard_memory().zero(g, grad_shard_bytes());
     grad_shard_is_zero_ = false;  // the caller may write through the pointer from now on
   }
   return g;
@@ -184,6 +204,7 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   check_tied_users_done("reduce the gradients of");
   if (!ctx_.grad_sync()) return nullptr;  // no_sync: the next micro-batch adds to it
   TraceSpan span(ctx_.trace(), "reduce", trace_name(), full_grad_bytes());
+  ctx_.memory().take_from_caller();  // the gradient the caller computed on its stream
   void* out = grad_shard_storage();
   const Store store = grad_shard_is_zero_ ? Store::Assign : Store::Accumulate;
   const DType r = precision_.reduce;
@@ -231,6 +252,7 @@ void Unit::reduce_into(void* full, DType r, void* out, Store store) {
 
 void Unit::zero_grads() {
   complete_pending();
+  ctx_.memory().take_from_caller();
   grad_shard_is_zero_ = true;
   if (full_grad_) ctx_.memory().zero(full_grad_.data(), full_grad_bytes());
 }

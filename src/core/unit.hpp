@@ -114,6 +114,9 @@ class Unit {
   void check_tied_users_done(const char* doing) const;
   // Run on the progress thread: the collectives only (buffers are prepared by the caller).
   void gather_sections(void* full);
+  // Whether unshard_async writes this rank's block of the unsharded buffer itself (a conversion,
+  // or a copy out of offloaded host memory) so the all-gather runs in place.
+  bool own_block_copied() const;
   void reduce_into(void* full, DType t, void* out, Store store);
   std::shared_ptr<CommWorker::Task> track(Pending kind, std::shared_ptr<CommWorker::Task> t);
 
@@ -136,6 +139,9 @@ class Unit {
   BufferPool::Lease unsharded_;    // the all-gather's output while unsharded (or gathering)
   BufferPool::Lease full_grad_;    // the caller's full gradient while one is being written
   BufferPool::Lease reduce_copy_;  // the full gradient in reduce_dtype while it is reduced
+  // Device memory: recorded after the all-gather and after a fresh gradient buffer is zeroed, so
+  // the caller's stream waits for this unit's work only, not for a prefetch queued behind it.
+  std::unique_ptr<StreamMark> gathered_, grad_ready_;
   Pending pending_ = Pending::None;
   std::shared_ptr<CommWorker::Task> pending_task_;
   uint64_t pending_sequence_ = 0;

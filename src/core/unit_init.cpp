@@ -1,6 +1,7 @@
 #include "core/unit_init.hpp"
 
 #include <optional>
+#include <vector>
 
 #include "core/agreement.hpp"
 #include "core/context.hpp"
@@ -15,17 +16,23 @@ char* at(void* base, std::size_t element, std::size_t esize) {
   return static_cast<char*>(base) + element * esize;
 }
 
-// A full-size unit (padded, storage dtype, zeroed), accounted as unsharded memory while it lives.
+// Initial values reach the shard through the context's buffer memory space's copy, which takes
+// host or device pointers on either side (cudaMemcpyDefault): the caller's `values` may be host
+// arrays, or device arrays in a CUDA context. A full-size unit is always host memory (the init
+// callback writes it on the CPU).
+
+// A full-size unit (padded, storage dtype, zeroed, host memory), accounted as unsharded memory
+// while it lives.
 class FullUnit {
  public:
   explicit FullUnit(Unit& u)
       : ctx_(u.context()), bytes_(u.layout().padded_numel() * u.layout().element_size()) {
-    data_ = ctx_.memory().allocate(bytes_);
+    data_ = ctx_.host_memory().allocate(bytes_);
     ctx_.accounting().add(MemoryKind::Unsharded, bytes_);
-    ctx_.memory().zero(data_, bytes_);
+    ctx_.host_memory().zero(data_, bytes_);
   }
   ~FullUnit() {
-    ctx_.memory().deallocate(data_, bytes_);
+    ctx_.host_memory().deallocate(data_, bytes_);
     ctx_.accounting().sub(MemoryKind::Unsharded, bytes_);
   }
   FullUnit(const FullUnit&) = delete;
@@ -49,6 +56,7 @@ void materialize(Unit& u, const UnitSource& source, void* full) {
     else if (source.values && source.values[i])
       u.context().memory().copy(dst, source.values[i], l.param(i).numel * esize);
   }
+  u.context().memory().synchronize();  // the CPU reads `full` next
 }
 
 // Each section's block for this rank, out of a full-size unit.
@@ -80,7 +88,8 @@ void copy_own_slices(Unit& u, const void* const* values) {
 // World rank 0's full unit scattered over its shard group, then each block broadcast over its
 // replicate group from the member of rank 0's shard group.
 void distribute_from_rank0(Unit& u, const void* full) {
-  const ProcessGroups& g = u.context().groups();
+  Context& ctx = u.context();
+  const ProcessGroups& g = ctx.groups();
   const FlatLayout& l = u.layout();
   const std::size_t esize = l.element_size();
   const Rank0Roots& roots = u.context().rank0_roots();
@@ -88,7 +97,11 @@ void distribute_from_rank0(Unit& u, const void* full) {
   for (const Section& s : l.sections()) {
     if (!s.shard_numel) continue;
     const MpiCount c(s.shard_numel, l.dtype());
-    void* block = at(u.shard_data(), s.shard_base, esize);
+    void* shard_block = at(u.shard_data(), s.shard_base, esize);
+    // MPI writes host memory: a device shard receives through a host copy.
+    std::vector<char> staged;
+    if (!ctx.shard_memory().host_accessible()) staged.resize(s.shard_numel * esize);
+    void* block = staged.empty() ? shard_block : staged.data();
     if (holds_root)
       mpi_check(
           MPI_Scatter(is_root ? at(const_cast<void*>(full), s.flat_base, esize) : nullptr, c.n(),
@@ -97,6 +110,10 @@ void distribute_from_rank0(Unit& u, const void* full) {
     if (g.replicate().size > 1)
       mpi_check(MPI_Bcast(block, c.n(), c.type(), roots.replicate_root, g.replicate().comm),
                 "MPI_Bcast");
+    if (!staged.empty()) {
+      ctx.memory().copy(shard_block, block, staged.size());
+      ctx.memory().synchronize();  // before `staged` goes
+    }
   }
 }
 
@@ -128,6 +145,7 @@ void initialize_shard(Unit& u, const UnitSource& source) {
     } else if (source.values) {
       copy_own_slices(u, source.values);
     }
+    u.context().memory().synchronize();  // the caller may reuse its arrays on return
   } catch (const Error& e) {
     local = e;
   }

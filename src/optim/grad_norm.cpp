@@ -11,7 +11,8 @@ namespace fsdp {
 double clip_grad_norm(Context& ctx, double max_norm, double p) {
   TraceSpan span(ctx.trace(), "clip_grad_norm", "", 0);
   const bool inf = std::isinf(p);
-  MemorySpace& mem = ctx.memory();
+  MemorySpace& mem = ctx.shard_memory();
+  ctx.before_shard_update();
   double local = 0.0;
   for (Unit* u : ctx.units()) {  // id order: the same summation order on every rank
     bool zero = true;

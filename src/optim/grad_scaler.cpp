@@ -30,6 +30,7 @@ void GradScaler::unscale(Optimizer& opt) {
   TraceSpan span(ctx_.trace(), "unscale", "", 0);
   // PyTorch multiplies by the float reciprocal of the scale.
   const double inv = static_cast<double>(static_cast<float>(1.0 / scale_));
+  ctx_.before_shard_update();
   int found = 0;
   for (Unit* u : opt.units()) {
     bool zero = true;
@@ -37,8 +38,8 @@ void GradScaler::unscale(Optimizer& opt) {
     if (!g || zero) continue;
     const std::size_t n = u->layout().grad_shard_numel();
     const DType t = u->layout().dtype();
-    ctx_.memory().scale(g, n, t, inv);
-    if (!ctx_.memory().all_finite(g, n, t)) found = 1;
+    ctx_.shard_memory().scale(g, n, t, inv);
+    if (!ctx_.shard_memory().all_finite(g, n, t)) found = 1;
   }
   int any = 0;
   mpi_check(MPI_Allreduce(&found, &any, 1, MPI_INT, MPI_MAX, ctx_.groups().world().comm),

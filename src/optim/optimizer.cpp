@@ -59,7 +59,7 @@ Optimizer::~Optimizer() {
     const std::size_t bytes = s.unit->grad_shard_bytes();
     for (int b = 0; b < 2; ++b)
       if (s.state[b]) {
-        ctx_.memory().deallocate(s.state[b], bytes);
+        ctx_.shard_memory().deallocate(s.state[b], bytes);
         ctx_.accounting().sub(MemoryKind::OptimizerState, bytes);
       }
     s.unit->remove_user();
@@ -119,9 +119,9 @@ int Optimizer::state_buffers() const {
 void Optimizer::allocate_buffer(UnitState& s, int b) {
   if (s.state[b]) return;
   const std::size_t bytes = s.unit->grad_shard_bytes();
-  s.state[b] = ctx_.memory().allocate(bytes);
+  s.state[b] = ctx_.shard_memory().allocate(bytes);
   ctx_.accounting().add(MemoryKind::OptimizerState, bytes);
-  ctx_.memory().zero(s.state[b], bytes);
+  ctx_.shard_memory().zero(s.state[b], bytes);
   if (kind_ == OptimizerKind::Sgd) s.momentum_fresh = true;
 }
 
@@ -132,7 +132,7 @@ void Optimizer::allocate_state(UnitState& s) {
 void Optimizer::step_unit(UnitState& s, void* grad) {
   allocate_state(s);
   ++s.steps;
-  MemorySpace& mem = ctx_.memory();
+  MemorySpace& mem = ctx_.shard_memory();
   const DType t = s.unit->precision().storage;
   const std::size_t esize = dtype_size(t);
   char* param = static_cast<char*>(s.unit->shard_data());
@@ -165,6 +165,7 @@ void Optimizer::step() {
       fail(Errc::State, label() + ": " + u->label() +
                             " is unsharded; reshard it before the step (the update would not "
                             "reach its unsharded copy)");
+  ctx_.before_shard_update();
   for (UnitState& s : states_) {
     bool zero = true;
     void* grad = s.unit->grad_shard_if_any(&zero);

@@ -1,5 +1,7 @@
-// How bytes move between the ranks of a group. MPI now; node shared memory and NCCL slot in here.
-// Every operation is collective over the group it is given.
+// How bytes move between the ranks of a group: MPI (host memory), MPI through host staging
+// (device memory), NCCL (device memory). Every operation is collective over the group it is given.
+// An operation may complete asynchronously on the memory space's stream (NCCL); the memory space's
+// synchronize() and hand-over points order it like any other queued work.
 #pragma once
 
 #include <cstddef>
@@ -39,6 +41,9 @@ class Transport {
   // In-place element-wise sum over the group (16-bit types summed in float, rounded once per
   // partial sum).
   virtual void all_reduce(void* buf, std::size_t count, DType t, const Group& g) = 0;
+
+  // fsdp_abort: makes operations stuck in the transport return, and refuses new ones. Local.
+  virtual void abort() {}
 };
 
 }  // namespace fsdp

@@ -3,39 +3,16 @@
 #include <type_traits>
 
 #include "core/error.hpp"
-#include "memory/host/half_precision.hpp"
+#include "memory/numeric.hpp"
 
 namespace fsdp::host {
 namespace {
 
-// Widening and narrowing between storage types and the type computed in.
-inline float widen(float x) {
-  return x;
-}
-inline double widen(double x) {
-  return x;
-}
-inline float widen(BFloat16 x) {
-  return to_float(x);
-}
-inline float widen(Float16 x) {
-  return to_float(x);
-}
-
-template <class T, class C>
-inline T narrow(C x) {
-  if constexpr (std::is_same_v<T, BFloat16>)
-    return to_bfloat16(static_cast<float>(x));
-  else if constexpr (std::is_same_v<T, Float16>)
-    return to_float16(static_cast<float>(x));
-  else
-    return static_cast<T>(x);
-}
-
-// float64 on either side computes in double, everything else in float.
-template <class A, class B>
-using Compute =
-    std::conditional_t<std::is_same_v<A, double> || std::is_same_v<B, double>, double, float>;
+using numeric::BFloat16;
+using numeric::Compute;
+using numeric::Float16;
+using numeric::narrow;
+using numeric::widen;
 
 // Division, not multiplication by 1/W: the mean is the correctly rounded sum / W for every W.
 // One loop per (store, divisor == 1) case so each vectorizes without a branch inside.

@@ -9,7 +9,7 @@
 
 namespace fsdp {
 
-void* HostMemorySpace::allocate(std::size_t bytes) {
+void* HostMemorySpace::allocate_bytes(std::size_t bytes) {
   constexpr std::size_t kAlign = 64;
   const std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
   void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);

@@ -6,10 +6,10 @@
 
 namespace fsdp {
 
-class HostMemorySpace final : public MemorySpace {
+class HostMemorySpace : public MemorySpace {
  public:
   const char* name() const override { return "host"; }
-  void* allocate(std::size_t bytes) override;
+  bool host_accessible() const override { return true; }
   void deallocate(void* p, std::size_t bytes) override;
   void zero(void* p, std::size_t bytes) override;
   void copy(void* dst, const void* src, std::size_t bytes) override;
@@ -33,6 +33,9 @@ class HostMemorySpace final : public MemorySpace {
   bool all_finite(const void* x, std::size_t count, DType t) override {
     return host::all_finite(x, count, t);
   }
+
+ protected:
+  void* allocate_bytes(std::size_t bytes) override;
 };
 
 }  // namespace fsdp

@@ -3,46 +3,25 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "memory/numeric.hpp"
 
 namespace fsdp::host {
 namespace {
 
-// PyTorch: grad += wd * p; buf = momentum * buf + (1 - dampening) * grad (buf = grad at the first
-// step); grad = nesterov ? grad + momentum * buf : buf; p += -lr * grad.
+// The element updates are memory/numeric.hpp's, shared with the CUDA kernels.
 template <class T>
 void sgd(T* __restrict p, const T* __restrict g, T* __restrict buf, std::size_t n,
          const SgdArgs& a) {
-  const T lr = static_cast<T>(a.lr), wd = static_cast<T>(a.weight_decay);
-  const T mu = static_cast<T>(a.momentum), keep = static_cast<T>(1.0 - a.dampening);
-  for (std::size_t i = 0; i < n; ++i) {
-    T d = g[i];
-    if (a.weight_decay != 0.0) d = d + wd * p[i];
-    if (a.momentum != 0.0) {
-      buf[i] = a.first_step ? d : mu * buf[i] + keep * d;
-      d = a.nesterov ? d + mu * buf[i] : buf[i];
-    }
-    p[i] = p[i] + (-lr) * d;
-  }
+  const numeric::SgdCoefficients<T> c = numeric::sgd_coefficients<T>(a);
+  T unused = T(0);
+  for (std::size_t i = 0; i < n; ++i) numeric::sgd_update(p[i], g[i], buf ? &buf[i] : &unused, c);
 }
 
-// PyTorch (decoupled weight decay): p *= 1 - lr * wd; m = m + (1 - beta1) * (g - m) (lerp);
-// v = v * beta2 + (1 - beta2) * g * g; denom = sqrt(v) / sqrt(1 - beta2^t) + eps;
-// p += -(lr / (1 - beta1^t)) * (m / denom).
 template <class T>
 void adamw(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, std::size_t n,
            const AdamWArgs& a) {
-  const T decay = static_cast<T>(1.0 - a.lr * a.weight_decay);
-  const T b1c = static_cast<T>(1.0 - a.beta1), b2 = static_cast<T>(a.beta2);
-  const T b2c = static_cast<T>(1.0 - a.beta2), eps = static_cast<T>(a.eps);
-  const T step = static_cast<T>(-(a.lr / a.bias_correction1));
-  const T bc2 = static_cast<T>(a.bias_correction2_sqrt);
-  for (std::size_t i = 0; i < n; ++i) {
-    p[i] = p[i] * decay;
-    m[i] = m[i] + b1c * (g[i] - m[i]);
-    v[i] = v[i] * b2 + b2c * (g[i] * g[i]);
-    const T denom = std::sqrt(v[i]) / bc2 + eps;
-    p[i] = p[i] + step * (m[i] / denom);
-  }
+  const numeric::AdamWCoefficients<T> c = numeric::adamw_coefficients<T>(a);
+  for (std::size_t i = 0; i < n; ++i) numeric::adamw_update(p[i], g[i], m[i], v[i], c);
 }
 
 template <class T>

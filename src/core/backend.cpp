@@ -1,0 +1,122 @@
+#include "core/backend.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/agreement.hpp"
+#include "core/mpi_check.hpp"
+#include "memory/cuda/cuda_api.hpp"
+#include "memory/host/host_memory_space.hpp"
+#include "transport/staged/staged_transport.hpp"
+
+namespace fsdp {
+namespace {
+
+// The first two world ranks on one node that use the same device, or {-1, -1}. Collective.
+std::pair<int, int> ranks_sharing_a_gpu(const Group& world, const Topology& topo, int device) {
+  const int mine[2] = {topo.node_leader, device};
+  std::vector<int> all(2 * static_cast<std::size_t>(world.size));
+  mpi_check(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, world.comm), "MPI_Allgather");
+  for (int a = 0; a < world.size; ++a)
+    for (int b = a + 1; b < world.size; ++b)
+      if (all[2 * a] == all[2 * b] && all[2 * a + 1] == all[2 * b + 1]) return {a, b};
+  return {-1, -1};
+}
+
+}  // namespace
+
+Backend::Backend(const PlacementRequest& request, const MpiTransportOptions& mpi,
+                 const ProcessGroups& groups, const Topology& topo, MemoryAccounting& accounting) {
+  host_ = std::make_unique<HostMemorySpace>();
+  placement_.memory = request.memory;
+  placement_.cpu_offload = request.cpu_offload;
+  const Group& world = groups.world();
+  if (request.memory == MemoryPlace::Host) {
+    buffers_ = std::make_unique<HostMemorySpace>();
+    transport_scratch_ = std::make_unique<Scratch>(*buffers_, accounting);
+    host_transport_ = std::make_unique<MpiTransport>(*transport_scratch_, mpi);
+    placement_.transport = TransportKind::Mpi;
+    return;
+  }
+
+  std::optional<Error> local;
+  try {
+    if (!cuda::built_with_cuda())
+      fail(Errc::Unsupported, "cfg->memory_space = FSDP_MEMORY_CUDA: this libfsdp was built "
+                              "without CUDA (configure with FSDP_ENABLE_CUDA=ON and a toolkit)");
+    const int count = cuda::device_count();
+    if (count == 0)
+      fail(Errc::Unsupported, "cfg->memory_space = FSDP_MEMORY_CUDA: no CUDA device is visible to "
+                              "world rank " + std::to_string(world.rank) +
+                                  " (check CUDA_VISIBLE_DEVICES and the driver)");
+    if (request.device >= count)
+      fail(Errc::InvalidArgument, "cfg->device = " + std::to_string(request.device) +
+                                      ": world rank " + std::to_string(world.rank) + " sees " +
+                                      std::to_string(count) + " CUDA device(s)");
+    placement_.device = request.device >= 0 ? request.device : topo.node_rank % count;
+    cuda::use_device(placement_.device);
+    buffers_ = cuda::make_device_memory(placement_.device);
+    if (request.cpu_offload) shards_ = cuda::make_pinned_memory(placement_.device);
+  } catch (const Error& e) {
+    local = e;
+  }
+  agree(world, "CUDA device setup", 0, local);
+
+  // NCCL refuses two ranks on one GPU; every rank sees the same list, so all decide alike.
+  const std::pair<int, int> shared = ranks_sharing_a_gpu(world, topo, placement_.device);
+  local.reset();
+  bool nccl = false;
+  try {
+    if (request.transport == TransportKind::Nccl) {
+      if (!cuda::built_with_nccl())
+        fail(Errc::Unsupported,
+             "cfg->transport = FSDP_TRANSPORT_NCCL: this libfsdp was built without NCCL");
+      if (shared.first >= 0)
+        fail(Errc::Unsupported,
+             "cfg->transport = FSDP_TRANSPORT_NCCL: world ranks " + std::to_string(shared.first) +
+                 " and " + std::to_string(shared.second) + " use the same GPU, which NCCL "
+                 "refuses; give each rank its own GPU or use FSDP_TRANSPORT_MPI");
+      nccl = true;
+    } else if (request.transport == TransportKind::Auto) {
+      nccl = cuda::built_with_nccl() && shared.first < 0;
+    }
+    if (!nccl) staging_ = cuda::make_pinned_memory(placement_.device);
+  } catch (const Error& e) {
+    local = e;
+  }
+  agree(world, "transport selection", 0, local);
+
+  if (nccl) {
+    transport_scratch_ = std::make_unique<Scratch>(*host_, accounting);  // unused by NCCL
+    local.reset();
+    try {
+      device_transport_ = cuda::make_nccl_transport(*buffers_, groups);
+    } catch (const Error& e) {
+      local = e;
+    }
+    agree(world, "NCCL communicator setup", 0, local);
+    placement_.transport = TransportKind::Nccl;
+  } else {
+    transport_scratch_ = std::make_unique<Scratch>(*staging_, accounting);
+    host_transport_ = std::make_unique<MpiTransport>(*transport_scratch_, mpi);
+    device_transport_ = std::make_unique<StagedTransport>(*buffers_, *staging_, accounting,
+                                                          *host_transport_,
+                                                          cuda::mpi_supports_cuda());
+    placement_.transport = TransportKind::Mpi;
+  }
+}
+
+Backend::~Backend() {
+  if (buffers_) {
+    try {
+      buffers_->synchronize();  // nothing queued may outlive the memory it uses
+    } catch (...) {
+    }
+  }
+  device_transport_.reset();
+  host_transport_.reset();
+  transport_scratch_.reset();
+}
+
+}  // namespace fsdp

@@ -1,0 +1,72 @@
+// cuda_api.hpp in a build with CUDA (NCCL optional: FSDP_HAVE_NCCL).
+#include "memory/cuda/cuda_api.hpp"
+
+#include <mpi.h>
+
+#include "memory/cuda/cuda_check.hpp"
+#include "memory/cuda/cuda_memory_space.hpp"
+#include "memory/cuda/pinned_memory_space.hpp"
+
+#if defined(FSDP_HAVE_NCCL)
+#include "transport/nccl/nccl_transport.hpp"
+#endif
+
+namespace fsdp::cuda {
+
+bool built_with_cuda() {
+  return true;
+}
+
+bool built_with_nccl() {
+#if defined(FSDP_HAVE_NCCL)
+  return true;
+#else
+  return false;
+#endif
+}
+
+int device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {  // no driver, or no device
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+void use_device(int device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+}
+
+std::unique_ptr<MemorySpace> make_device_memory(int device) {
+  return std::make_unique<CudaMemorySpace>(device);
+}
+
+std::unique_ptr<MemorySpace> make_pinned_memory(int device) {
+  return std::make_unique<PinnedMemorySpace>(device);
+}
+
+void set_caller_stream(MemorySpace& device_memory, void* stream) {
+  static_cast<CudaMemorySpace&>(device_memory).set_caller_stream(static_cast<cudaStream_t>(stream));
+}
+
+std::unique_ptr<Transport> make_nccl_transport(MemorySpace& device_memory,
+                                               const ProcessGroups& groups) {
+#if defined(FSDP_HAVE_NCCL)
+  return std::make_unique<NcclTransport>(static_cast<CudaMemorySpace&>(device_memory), groups);
+#else
+  (void)device_memory, (void)groups;
+  fail(Errc::Unsupported, "this libfsdp was built without NCCL");
+#endif
+}
+
+bool mpi_supports_cuda() {
+#if defined(MPIX_GPU_SUPPORT_CUDA)
+  int supported = 0;
+  return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) == MPI_SUCCESS && supported;
+#else
+  return false;
+#endif
+}
+
+}  // namespace fsdp::cuda

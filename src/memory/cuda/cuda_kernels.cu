@@ -1,0 +1,227 @@
+#include <cmath>
+#include <string>
+
+#include "core/error.hpp"
+#include "memory/cuda/cuda_check.hpp"
+#include "memory/cuda/cuda_kernels.hpp"
+#include "memory/numeric.hpp"
+
+namespace fsdp::cuda {
+namespace {
+
+using numeric::BFloat16;
+using numeric::Compute;
+using numeric::Float16;
+using numeric::narrow;
+using numeric::widen;
+
+constexpr int kThreads = 256;
+
+// Grid size for n elements: enough blocks to cover them, at most the launch's.
+int grid_for(const Launch& l, std::size_t n) {
+  const std::size_t needed = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(needed < static_cast<std::size_t>(l.blocks) ? (needed ? needed : 1)
+                                                                      : l.blocks);
+}
+
+#define FSDP_GRID_STRIDE(i, n)                                                            \
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+
+template <class Dst, class Src>
+__global__ void convert_kernel(Dst* __restrict__ dst, const Src* __restrict__ src, std::size_t n) {
+  using C = Compute<Dst, Src>;
+  FSDP_GRID_STRIDE(i, n) { dst[i] = narrow<Dst>(C(widen(src[i]))); }
+}
+
+// The host's single_scaled (memory/host/host_kernels.cpp), element by element: division, not
+// multiplication by 1/divisor.
+template <class Out, class In>
+__global__ void scaled_kernel(Out* __restrict__ out, const In* __restrict__ x, std::size_t n,
+                              double divisor_d, bool accumulate) {
+  using C = Compute<Out, In>;
+  const C divisor = static_cast<C>(divisor_d);
+  const bool divide = divisor != C(1);
+  FSDP_GRID_STRIDE(i, n) {
+    const C v = divide ? C(widen(x[i])) / divisor : C(widen(x[i]));
+    out[i] = accumulate ? narrow<Out>(widen(out[i]) + v) : narrow<Out>(v);
+  }
+}
+
+template <class T>
+__global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf,
+                           std::size_t n, numeric::SgdCoefficients<T> c) {
+  FSDP_GRID_STRIDE(i, n) {
+    T unused = T(0);
+    numeric::sgd_update(p[i], g[i], buf ? &buf[i] : &unused, c);
+  }
+}
+
+template <class T>
+__global__ void adamw_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
+                             T* __restrict__ v, std::size_t n, numeric::AdamWCoefficients<T> c) {
+  FSDP_GRID_STRIDE(i, n) { numeric::adamw_update(p[i], g[i], m[i], v[i], c); }
+}
+
+template <class T>
+__global__ void scale_kernel(T* __restrict__ x, std::size_t n, T f) {
+  FSDP_GRID_STRIDE(i, n) { x[i] = x[i] * f; }
+}
+
+__device__ double combine(double a, double b, bool max) {
+  if (!max) return a + b;
+  return (b > a || isnan(b)) ? b : a;  // keeps NaN, as the host's loop does
+}
+
+// A fixed tree over the block's threads.
+__device__ double block_reduce(double v, bool max) {
+  __shared__ double lane[kThreads];
+  lane[threadIdx.x] = v;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) lane[threadIdx.x] = combine(lane[threadIdx.x], lane[threadIdx.x + half], max);
+    __syncthreads();
+  }
+  return lane[0];
+}
+
+template <class T>
+__global__ void norm_blocks_kernel(const T* __restrict__ x, std::size_t n, double p, bool max,
+                                   double* partials) {
+  double acc = 0.0;
+  FSDP_GRID_STRIDE(i, n) {
+    const double a = fabs(static_cast<double>(x[i]));
+    if (max)
+      acc = combine(acc, a, true);
+    else
+      acc += p == 2.0 ? a * a : pow(a, p);
+  }
+  const double r = block_reduce(acc, max);
+  if (threadIdx.x == 0) partials[blockIdx.x] = r;
+}
+
+__global__ void norm_final_kernel(const double* partials, int count, bool max, double* result) {
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) acc = combine(acc, partials[i], max);
+  const double r = block_reduce(acc, max);
+  if (threadIdx.x == 0) *result = r;
+}
+
+template <class T>
+__global__ void nonfinite_kernel(const T* __restrict__ x, std::size_t n, unsigned* flag) {
+  FSDP_GRID_STRIDE(i, n) {
+    if (!isfinite(x[i])) *flag = 1u;  // every writer writes 1: no atomic needed
+  }
+}
+
+template <class F>
+void with_type(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: return f(static_cast<float*>(nullptr));
+    case DType::Float64: return f(static_cast<double*>(nullptr));
+    case DType::BFloat16: return f(static_cast<BFloat16*>(nullptr));
+    case DType::Float16: return f(static_cast<Float16*>(nullptr));
+  }
+  fail(Errc::Internal, "CUDA kernel on an unknown dtype");
+}
+
+template <class F>
+void with_storage_type(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: return f(static_cast<float*>(nullptr));
+    case DType::Float64: return f(static_cast<double*>(nullptr));
+    default: fail(Errc::Internal, std::string("CUDA optimizer kernel on ") + dtype_name(t));
+  }
+}
+
+void launched(const char* what) {
+  check(cudaGetLastError(), what);
+}
+
+}  // namespace
+
+void convert(const Launch& l, void* dst, DType dst_t, const void* src, DType src_t, std::size_t n) {
+  if (n == 0) return;
+  with_type(dst_t, [&](auto* d) {
+    with_type(src_t, [&](auto* s) {
+      using Dst = std::remove_pointer_t<decltype(d)>;
+      using Src = std::remove_pointer_t<decltype(s)>;
+      convert_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(
+          static_cast<Dst*>(dst), static_cast<const Src*>(src), n);
+    });
+  });
+  launched("convert kernel");
+}
+
+void scaled(const Launch& l, void* out, DType out_t, const void* x, DType x_t, std::size_t n,
+            double divisor, Store store) {
+  if (n == 0) return;
+  with_type(out_t, [&](auto* o) {
+    with_type(x_t, [&](auto* i) {
+      using Out = std::remove_pointer_t<decltype(o)>;
+      using In = std::remove_pointer_t<decltype(i)>;
+      scaled_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(
+          static_cast<Out*>(out), static_cast<const In*>(x), n, divisor,
+          store == Store::Accumulate);
+    });
+  });
+  launched("scaled kernel");
+}
+
+void sgd_step(const Launch& l, void* param, const void* grad, void* momentum, std::size_t n,
+              DType t, const SgdArgs& args) {
+  if (n == 0) return;
+  with_storage_type(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    sgd_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(
+        static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(momentum), n,
+        numeric::sgd_coefficients<T>(args));
+  });
+  launched("sgd kernel");
+}
+
+void adamw_step(const Launch& l, void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
+                std::size_t n, DType t, const AdamWArgs& args) {
+  if (n == 0) return;
+  with_storage_type(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    adamw_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(
+        static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
+        static_cast<T*>(exp_avg_sq), n, numeric::adamw_coefficients<T>(args));
+  });
+  launched("adamw kernel");
+}
+
+void scale(const Launch& l, void* x, std::size_t n, DType t, double factor) {
+  if (n == 0) return;
+  with_storage_type(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    scale_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(static_cast<T*>(x), n,
+                                                             static_cast<T>(factor));
+  });
+  launched("scale kernel");
+}
+
+void norm_partial(const Launch& l, const void* x, std::size_t n, DType t, double p,
+                  double* block_partials, double* result) {
+  const bool max = std::isinf(p);
+  // Always l.blocks blocks (empty ones contribute 0): the partition depends on n alone.
+  with_storage_type(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    norm_blocks_kernel<<<l.blocks, kThreads, 0, l.stream>>>(static_cast<const T*>(x), n, p, max,
+                                                            block_partials);
+  });
+  norm_final_kernel<<<1, kThreads, 0, l.stream>>>(block_partials, l.blocks, max, result);
+  launched("norm kernels");
+}
+
+void find_nonfinite(const Launch& l, const void* x, std::size_t n, DType t, unsigned* flag) {
+  if (n == 0) return;
+  with_storage_type(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    nonfinite_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(static_cast<const T*>(x), n, flag);
+  });
+  launched("non-finite check kernel");
+}
+
+}  // namespace fsdp::cuda

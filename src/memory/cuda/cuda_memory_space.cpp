@@ -1,0 +1,180 @@
+#include "memory/cuda/cuda_memory_space.hpp"
+
+#include <string>
+
+#include "memory/cuda/cuda_check.hpp"
+
+namespace fsdp::cuda {
+namespace {
+
+class EventMark final : public StreamMark {
+ public:
+  EventMark() { check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate"); }
+  ~EventMark() override { cudaEventDestroy(event); }
+  cudaEvent_t event = nullptr;
+  bool recorded = false;
+};
+
+}  // namespace
+
+CudaMemorySpace::CudaMemorySpace(int device) : device_(device) {
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  int sms = 1;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_),
+        "cudaDeviceGetAttribute");
+  blocks_ = sms * 8;  // enough resident blocks to saturate memory bandwidth
+  try {
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaEventCreateWithFlags(&caller_done_, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventCreateWithFlags(&library_done_, cudaEventDisableTiming), "cudaEventCreate");
+    // Kernel scratch, allocated once here rather than through allocate(): it is not model memory.
+    check(cudaMalloc(&norm_partials_, sizeof(double) * static_cast<std::size_t>(blocks_)),
+          "cudaMalloc");
+    check(cudaMalloc(&norm_result_, sizeof(double)), "cudaMalloc");
+    check(cudaMalloc(&flag_, sizeof(unsigned)), "cudaMalloc");
+    check(cudaHostAlloc(&readback_, 64, cudaHostAllocDefault), "cudaHostAlloc");
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+CudaMemorySpace::~CudaMemorySpace() {
+  release();
+}
+
+void CudaMemorySpace::release() noexcept {
+  cudaSetDevice(device_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  cudaFree(norm_partials_);
+  cudaFree(norm_result_);
+  cudaFree(flag_);
+  cudaFreeHost(readback_);
+  norm_partials_ = norm_result_ = nullptr;
+  flag_ = nullptr;
+  readback_ = nullptr;
+  if (caller_done_) cudaEventDestroy(caller_done_);
+  if (library_done_) cudaEventDestroy(library_done_);
+  if (stream_) cudaStreamDestroy(stream_);
+  caller_done_ = library_done_ = nullptr;
+  stream_ = nullptr;
+}
+
+Launch CudaMemorySpace::launch() {
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  return {stream_, blocks_};
+}
+
+void* CudaMemorySpace::allocate_bytes(std::size_t bytes) {
+  launch();
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    fail(Errc::OutOfMemory, "cudaMalloc of " + std::to_string(bytes) + " bytes on device " +
+                                std::to_string(device_) + " failed (out of device memory)");
+  }
+  check(e, "cudaMalloc");
+  return p;
+}
+
+// cudaFree waits for the device: the pool makes it rare (trim, shutdown, a larger unit).
+void CudaMemorySpace::deallocate(void* p, std::size_t) {
+  launch();
+  cudaFree(p);
+}
+
+void CudaMemorySpace::zero(void* p, std::size_t bytes) {
+  const Launch l = launch();
+  check(cudaMemsetAsync(p, 0, bytes, l.stream), "cudaMemsetAsync");
+}
+
+void CudaMemorySpace::copy(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  const Launch l = launch();
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, l.stream), "cudaMemcpyAsync");
+}
+
+void CudaMemorySpace::scaled(void* out, DType out_t, const void* x, DType x_t, std::size_t count,
+                             double divisor, Store store) {
+  cuda::scaled(launch(), out, out_t, x, x_t, count, divisor, store);
+}
+
+void CudaMemorySpace::convert(void* dst, DType dst_t, const void* src, DType src_t,
+                              std::size_t count) {
+  if (dst_t == src_t)
+    copy(dst, src, count * dtype_size(dst_t));
+  else
+    cuda::convert(launch(), dst, dst_t, src, src_t, count);
+}
+
+void CudaMemorySpace::sgd_step(void* param, const void* grad, void* momentum, std::size_t count,
+                               DType t, const SgdArgs& args) {
+  cuda::sgd_step(launch(), param, grad, momentum, count, t, args);
+}
+
+void CudaMemorySpace::adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
+                                 std::size_t count, DType t, const AdamWArgs& args) {
+  cuda::adamw_step(launch(), param, grad, exp_avg, exp_avg_sq, count, t, args);
+}
+
+double CudaMemorySpace::norm_partial(const void* x, std::size_t count, DType t, double p) {
+  const Launch l = launch();
+  cuda::norm_partial(l, x, count, t, p, norm_partials_, norm_result_);
+  check(cudaMemcpyAsync(readback_, norm_result_, sizeof(double), cudaMemcpyDeviceToHost, l.stream),
+        "cudaMemcpyAsync");
+  synchronize();
+  return *static_cast<const double*>(readback_);
+}
+
+void CudaMemorySpace::scale(void* x, std::size_t count, DType t, double factor) {
+  cuda::scale(launch(), x, count, t, factor);
+}
+
+bool CudaMemorySpace::all_finite(const void* x, std::size_t count, DType t) {
+  const Launch l = launch();
+  check(cudaMemsetAsync(flag_, 0, sizeof(unsigned), l.stream), "cudaMemsetAsync");
+  cuda::find_nonfinite(l, x, count, t, flag_);
+  check(cudaMemcpyAsync(readback_, flag_, sizeof(unsigned), cudaMemcpyDeviceToHost, l.stream),
+        "cudaMemcpyAsync");
+  synchronize();
+  return *static_cast<const unsigned*>(readback_) == 0;
+}
+
+void CudaMemorySpace::synchronize() {
+  launch();
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (an earlier queued operation)");
+}
+
+void CudaMemorySpace::take_from_caller() {
+  launch();
+  check(cudaEventRecord(caller_done_, caller_), "cudaEventRecord (the caller's stream)");
+  check(cudaStreamWaitEvent(stream_, caller_done_, 0), "cudaStreamWaitEvent");
+}
+
+void CudaMemorySpace::handover_to_caller() {
+  launch();
+  check(cudaEventRecord(library_done_, stream_), "cudaEventRecord");
+  check(cudaStreamWaitEvent(caller_, library_done_, 0), "cudaStreamWaitEvent (the caller's stream)");
+}
+
+std::unique_ptr<StreamMark> CudaMemorySpace::new_mark() {
+  launch();
+  return std::make_unique<EventMark>();
+}
+
+void CudaMemorySpace::record(StreamMark* mark) {
+  auto* m = static_cast<EventMark*>(mark);
+  launch();
+  check(cudaEventRecord(m->event, stream_), "cudaEventRecord");
+  m->recorded = true;
+}
+
+void CudaMemorySpace::caller_waits(StreamMark* mark) {
+  auto* m = static_cast<EventMark*>(mark);
+  if (!m->recorded) return;
+  launch();
+  check(cudaStreamWaitEvent(caller_, m->event, 0), "cudaStreamWaitEvent (the caller's stream)");
+}
+
+}  // namespace fsdp::cuda

@@ -1,0 +1,67 @@
+// Device memory of one GPU. Every operation is queued on the space's own stream (non-blocking with
+// respect to the legacy default stream) and the CPU does not wait, except for what returns a value
+// (norms, finiteness checks) and synchronize(). The caller's stream is joined with events:
+// take_from_caller() makes this stream wait for the caller's, marks and handover_to_caller() the
+// reverse.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "memory/cuda/cuda_kernels.hpp"
+#include "memory/memory_space.hpp"
+
+namespace fsdp::cuda {
+
+class CudaMemorySpace final : public MemorySpace {
+ public:
+  explicit CudaMemorySpace(int device);
+  ~CudaMemorySpace() override;
+  CudaMemorySpace(const CudaMemorySpace&) = delete;
+  CudaMemorySpace& operator=(const CudaMemorySpace&) = delete;
+
+  const char* name() const override { return "cuda"; }
+  bool host_accessible() const override { return false; }
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  void set_caller_stream(cudaStream_t s) { caller_ = s; }
+
+  void deallocate(void* p, std::size_t bytes) override;
+  void zero(void* p, std::size_t bytes) override;
+  void copy(void* dst, const void* src, std::size_t bytes) override;
+  void scaled(void* out, DType out_t, const void* x, DType x_t, std::size_t count, double divisor,
+              Store store) override;
+  void convert(void* dst, DType dst_t, const void* src, DType src_t, std::size_t count) override;
+  void sgd_step(void* param, const void* grad, void* momentum, std::size_t count, DType t,
+                const SgdArgs& args) override;
+  void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq, std::size_t count,
+                  DType t, const AdamWArgs& args) override;
+  double norm_partial(const void* x, std::size_t count, DType t, double p) override;
+  void scale(void* x, std::size_t count, DType t, double factor) override;
+  bool all_finite(const void* x, std::size_t count, DType t) override;
+
+  void synchronize() override;
+  void take_from_caller() override;
+  void handover_to_caller() override;
+  std::unique_ptr<StreamMark> new_mark() override;
+  void record(StreamMark* mark) override;
+  void caller_waits(StreamMark* mark) override;
+
+ protected:
+  void* allocate_bytes(std::size_t bytes) override;
+
+ private:
+  void release() noexcept;
+  Launch launch();  // makes the device current on the calling thread (the progress thread too)
+
+  const int device_;
+  int blocks_ = 1;
+  cudaStream_t stream_ = nullptr;
+  cudaStream_t caller_ = nullptr;  // legacy default stream until fsdp_set_stream
+  cudaEvent_t caller_done_ = nullptr, library_done_ = nullptr;
+  double* norm_partials_ = nullptr;  // device, blocks_ doubles
+  double* norm_result_ = nullptr;    // device
+  unsigned* flag_ = nullptr;         // device
+  void* readback_ = nullptr;         // pinned host: results read by the CPU
+};
+
+}  // namespace fsdp::cuda

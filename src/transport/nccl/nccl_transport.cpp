@@ -1,0 +1,117 @@
+#include "transport/nccl/nccl_transport.hpp"
+
+#include <string>
+
+#include "core/error.hpp"
+#include "core/mpi_check.hpp"
+#include "memory/cuda/cuda_check.hpp"
+
+namespace fsdp::cuda {
+namespace {
+
+void nccl_check(ncclResult_t r, const char* what) {
+  if (r == ncclSuccess) return;
+  std::string text = std::string(what) + ": " + ncclGetErrorString(r);
+  if (const char* last = ncclGetLastError(nullptr); last && *last) text += " (" + std::string(last) + ")";
+  fail(Errc::Nccl, text);
+}
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::Float32: return ncclFloat32;
+    case DType::Float64: return ncclFloat64;
+    case DType::BFloat16: return ncclBfloat16;
+    case DType::Float16: return ncclFloat16;
+  }
+  fail(Errc::Internal, "NCCL transport: unknown dtype");
+}
+
+char* at(void* base, std::size_t bytes) {
+  return static_cast<char*>(base) + bytes;
+}
+
+ncclComm_t create_comm(const Group& g) {
+  ncclUniqueId id;
+  if (g.rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  mpi_check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, g.comm), "MPI_Bcast (NCCL unique id)");
+  ncclComm_t comm = nullptr;
+  nccl_check(ncclCommInitRank(&comm, g.size, id, g.rank), "ncclCommInitRank");
+  return comm;
+}
+
+}  // namespace
+
+NcclTransport::NcclTransport(CudaMemorySpace& memory, const ProcessGroups& groups)
+    : memory_(memory) {
+  check(cudaSetDevice(memory_.device()), "cudaSetDevice");
+  try {
+    for (const Group* g : {&groups.shard(), &groups.replicate()})
+      if (g->size > 1 && !comms_.count(g->comm)) comms_[g->comm] = create_comm(*g);
+  } catch (...) {
+    for (auto& [mpi, comm] : comms_) ncclCommDestroy(comm);
+    throw;
+  }
+}
+
+NcclTransport::~NcclTransport() {
+  if (aborted_) return;  // ncclCommAbort already freed them
+  cudaSetDevice(memory_.device());
+  cudaStreamSynchronize(memory_.stream());
+  for (auto& [mpi, comm] : comms_) ncclCommDestroy(comm);
+}
+
+void NcclTransport::abort() {
+  if (aborted_) return;
+  aborted_ = true;
+  for (auto& [mpi, comm] : comms_) ncclCommAbort(comm);
+}
+
+ncclComm_t NcclTransport::comm_for(const Group& g) {
+  if (aborted_) fail(Errc::Aborted, "NCCL communicators were aborted (fsdp_abort)");
+  auto it = comms_.find(g.comm);
+  if (it == comms_.end()) fail(Errc::Internal, "NCCL transport: no communicator for the group");
+  ncclResult_t async = ncclSuccess;
+  nccl_check(ncclCommGetAsyncError(it->second, &async), "ncclCommGetAsyncError");
+  nccl_check(async, "NCCL asynchronous error (an earlier collective failed)");
+  return it->second;
+}
+
+void NcclTransport::all_gather(const void* shard, void* full, std::size_t count, DType t,
+                               const Group& g) {
+  const std::size_t block = count * dtype_size(t);
+  void* own = at(full, block * static_cast<std::size_t>(g.rank));
+  if (g.size == 1) {
+    if (shard) memory_.copy(own, shard, block);
+    return;
+  }
+  ncclComm_t comm = comm_for(g);
+  check(cudaSetDevice(memory_.device()), "cudaSetDevice");
+  // In place when shard == nullptr: NCCL's in-place all-gather is sendbuff == recvbuff + rank*n.
+  nccl_check(ncclAllGather(shard ? shard : own, full, count, nccl_type(t), comm, memory_.stream()),
+             "ncclAllGather");
+}
+
+void NcclTransport::reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
+                                   const ReduceEpilogue& epilogue) {
+  void* own = at(full, block_count * dtype_size(t) * static_cast<std::size_t>(g.rank));
+  if (g.size > 1) {
+    ncclComm_t comm = comm_for(g);
+    check(cudaSetDevice(memory_.device()), "cudaSetDevice");
+    // In place: recvbuff == sendbuff + rank * recvcount.
+    nccl_check(ncclReduceScatter(full, own, block_count, nccl_type(t), ncclSum, comm,
+                                 memory_.stream()),
+               "ncclReduceScatter");
+  }
+  memory_.scaled(epilogue.out, epilogue.out_dtype, own, t, block_count, epilogue.divisor,
+                 epilogue.store);
+}
+
+void NcclTransport::all_reduce(void* buf, std::size_t count, DType t, const Group& g) {
+  if (g.size == 1) return;
+  ncclComm_t comm = comm_for(g);
+  check(cudaSetDevice(memory_.device()), "cudaSetDevice");
+  nccl_check(ncclAllReduce(buf, buf, count, nccl_type(t), ncclSum, comm, memory_.stream()),
+             "ncclAllReduce");
+}
+
+}  // namespace fsdp::cuda

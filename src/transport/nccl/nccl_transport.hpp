@@ -1,0 +1,50 @@
+// Collectives over NCCL on device memory, queued on the device memory space's stream: the CPU
+// does not wait for them. One communicator per MPI group (shard, replicate), made from the MPI
+// split: rank 0 of the group creates the unique id and broadcasts it over the group's MPI
+// communicator.
+//
+// All-gather runs in place when this rank's block is already in the unsharded buffer, else
+// straight from the shard into the flat buffer; reduce-scatter runs in place in the flat gradient
+// buffer and its epilogue (divide, convert, add into the gradient shard) is one kernel.
+//
+// Determinism: NCCL picks an algorithm by size, rank count and topology; for the same inputs and
+// machine it picks the same one, so sums come out the same run after run (NCCL_ALGO=Ring pins it).
+#pragma once
+
+#include <nccl.h>
+
+#include <map>
+
+#include "core/process_groups.hpp"
+#include "memory/cuda/cuda_memory_space.hpp"
+#include "transport/transport.hpp"
+
+namespace fsdp::cuda {
+
+class NcclTransport final : public Transport {
+ public:
+  // Collective over the shard group, then the replicate group.
+  NcclTransport(CudaMemorySpace& memory, const ProcessGroups& groups);
+  ~NcclTransport() override;
+  NcclTransport(const NcclTransport&) = delete;
+  NcclTransport& operator=(const NcclTransport&) = delete;
+
+  const char* name() const override { return "nccl"; }
+  void all_gather(const void* shard, void* full, std::size_t count, DType t,
+                  const Group& g) override;
+  void reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
+                      const ReduceEpilogue& epilogue) override;
+  void all_reduce(void* buf, std::size_t count, DType t, const Group& g) override;
+  void abort() override;
+
+ private:
+  // The group's communicator; throws Errc::Nccl when NCCL reported an asynchronous error on it,
+  // and Errc::Aborted after abort().
+  ncclComm_t comm_for(const Group& g);
+
+  CudaMemorySpace& memory_;
+  std::map<MPI_Comm, ncclComm_t> comms_;
+  bool aborted_ = false;
+};
+
+}  // namespace fsdp::cuda
