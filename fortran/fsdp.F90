@@ -30,7 +30,10 @@ module fsdp
             FSDP_ERR_DESTROYED_HANDLE, FSDP_ERR_FINALIZED, FSDP_ERR_OUT_OF_RANGE, &
             FSDP_ERR_STATE, FSDP_ERR_MISMATCH, FSDP_ERR_VERSION, FSDP_ERR_UNSUPPORTED, &
             FSDP_ERR_OUT_OF_MEMORY, FSDP_ERR_MPI, FSDP_ERR_INTERNAL, FSDP_ERR_CALLBACK, &
-            FSDP_ERR_IO, FSDP_ERR_FORMAT, FSDP_ERR_CORRUPT
+            FSDP_ERR_IO, FSDP_ERR_FORMAT, FSDP_ERR_CORRUPT, FSDP_ERR_CUDA, FSDP_ERR_NCCL, &
+            FSDP_ERR_ABORTED
+  public :: FSDP_MEMORY_HOST, FSDP_MEMORY_CUDA, FSDP_TRANSPORT_AUTO, FSDP_TRANSPORT_MPI, &
+            FSDP_TRANSPORT_NCCL
   public :: FSDP_DTYPE_AUTO, FSDP_FLOAT32, FSDP_FLOAT64, FSDP_BFLOAT16, FSDP_FLOAT16
   public :: FSDP_FULL_SHARD, FSDP_HYBRID_SHARD, FSDP_NO_SHARD, FSDP_REDUCE_MEAN, FSDP_REDUCE_SUM
   public :: FSDP_GROUP_WORLD, FSDP_GROUP_SHARD, FSDP_GROUP_REPLICATE
@@ -41,7 +44,8 @@ module fsdp
   public :: fsdp_config_t, fsdp_memory_stats_t, fsdp_hyperparams_t, fsdp_checkpoint_report_t
   public :: fsdp_get_version, fsdp_check_version, fsdp_convert, fsdp_config_defaults
   public :: fsdp_finalize, fsdp_group_info, fsdp_context_config, fsdp_memory_stats, &
-            fsdp_trim_pool, fsdp_reset_peak_memory, fsdp_set_grad_sync
+            fsdp_trim_pool, fsdp_reset_peak_memory, fsdp_set_grad_sync, &
+            fsdp_context_placement, fsdp_cuda_device_count, fsdp_set_stream, fsdp_abort
   public :: fsdp_unit_destroy, fsdp_unshard, fsdp_reshard, fsdp_reduce_grads, fsdp_zero_grads, &
             fsdp_param_shard_range, fsdp_unit_numel, fsdp_unit_info, fsdp_unit_precision, &
             fsdp_param_numel

@@ -10,7 +10,7 @@ module fsdp_c
   implicit none
 
   ! ---- Versions (the header's; module fsdp checks them against the library's at fsdp_init)
-  integer(c_int), parameter :: FSDP_VERSION_MAJOR = 0, FSDP_VERSION_MINOR = 4, &
+  integer(c_int), parameter :: FSDP_VERSION_MAJOR = 0, FSDP_VERSION_MINOR = 5, &
                                FSDP_VERSION_PATCH = 0
   integer(c_int32_t), parameter :: FSDP_VERSION = FSDP_VERSION_MAJOR * 10000 &
                                                   + FSDP_VERSION_MINOR * 100 + FSDP_VERSION_PATCH
@@ -21,7 +21,12 @@ module fsdp_c
     FSDP_ERR_OUT_OF_RANGE = 5, FSDP_ERR_STATE = 6, FSDP_ERR_MISMATCH = 7, &
     FSDP_ERR_VERSION = 8, FSDP_ERR_UNSUPPORTED = 9, FSDP_ERR_OUT_OF_MEMORY = 10, &
     FSDP_ERR_MPI = 11, FSDP_ERR_INTERNAL = 12, FSDP_ERR_CALLBACK = 13, FSDP_ERR_IO = 14, &
-    FSDP_ERR_FORMAT = 15, FSDP_ERR_CORRUPT = 16
+    FSDP_ERR_FORMAT = 15, FSDP_ERR_CORRUPT = 16, FSDP_ERR_CUDA = 17, FSDP_ERR_NCCL = 18, &
+    FSDP_ERR_ABORTED = 19
+  ! ---- fsdp_memory_space_t, fsdp_transport_t
+  integer(c_int), parameter :: FSDP_MEMORY_HOST = 0, FSDP_MEMORY_CUDA = 1
+  integer(c_int), parameter :: FSDP_TRANSPORT_AUTO = 0, FSDP_TRANSPORT_MPI = 1, &
+                               FSDP_TRANSPORT_NCCL = 2
   ! ---- fsdp_dtype_t
   integer(c_int), parameter :: FSDP_DTYPE_AUTO = -1, FSDP_FLOAT32 = 0, FSDP_FLOAT64 = 1, &
                                FSDP_BFLOAT16 = 2, FSDP_FLOAT16 = 3
@@ -58,7 +63,7 @@ module fsdp_c
   ! ---- Structs that grow at their end: `size` starts as the size of this definition (checked
   ! against c_sizeof by the Fortran tests), the other fields as the C initializers.
   type, bind(C) :: fsdp_config_t
-    integer(c_size_t) :: size = 40
+    integer(c_size_t) :: size = 56
     integer(c_int32_t) :: magic = FSDP_CONFIG_MAGIC
     integer(c_int32_t) :: version = FSDP_VERSION
     integer(c_int) :: strategy = FSDP_FULL_SHARD
@@ -67,6 +72,10 @@ module fsdp_c
     integer(c_int) :: param_dtype = FSDP_DTYPE_AUTO
     integer(c_int) :: reduce_dtype = FSDP_DTYPE_AUTO
     integer(c_int) :: max_unsharded = 0
+    integer(c_int) :: memory_space = FSDP_MEMORY_HOST
+    integer(c_int) :: device = -1
+    integer(c_int) :: cpu_offload = 0
+    integer(c_int) :: transport = FSDP_TRANSPORT_AUTO
   end type
 
   type, bind(C) :: fsdp_param_desc_t
@@ -88,13 +97,14 @@ module fsdp_c
   end type
 
   type, bind(C) :: fsdp_memory_stats_t
-    integer(c_size_t) :: size = 128
+    integer(c_size_t) :: size = 136
     integer(c_size_t) :: shard_bytes = 0, grad_shard_bytes = 0, unsharded_bytes = 0, &
                          pool_cached_bytes = 0, peak_bytes = 0, unsharded_model_bytes = 0, &
                          scratch_bytes = 0, full_grad_bytes = 0, optimizer_state_bytes = 0, &
                          peak_parameter_bytes = 0, peak_shard_bytes = 0, &
                          peak_grad_shard_bytes = 0, peak_unsharded_bytes = 0, &
-                         peak_full_grad_bytes = 0, peak_optimizer_state_bytes = 0
+                         peak_full_grad_bytes = 0, peak_optimizer_state_bytes = 0, &
+                         allocation_calls = 0
   end type
 
   ! PyTorch's SGD defaults; fsdp_adamw_defaults() in module fsdp gives AdamW's.
@@ -202,6 +212,30 @@ module fsdp_c
       import :: c_int, fsdp_context_t, fsdp_memory_stats_t
       type(fsdp_context_t), value :: ctx
       type(fsdp_memory_stats_t), intent(inout) :: stats
+      integer(c_int) :: st
+    end function
+    function fsdp_context_placement(ctx, memory_space, device, cpu_offload, transport) &
+        result(st) bind(C, name='fsdp_context_placement')
+      import :: c_int, fsdp_context_t
+      type(fsdp_context_t), value :: ctx
+      integer(c_int), intent(out) :: memory_space, device, cpu_offload, transport
+      integer(c_int) :: st
+    end function
+    function fsdp_cuda_device_count(count) result(st) bind(C, name='fsdp_cuda_device_count')
+      import :: c_int
+      integer(c_int), intent(out) :: count
+      integer(c_int) :: st
+    end function
+    ! stream: a cudaStream_t as a C pointer (c_null_ptr: the default stream).
+    function fsdp_set_stream(ctx, stream) result(st) bind(C, name='fsdp_set_stream')
+      import :: c_int, c_ptr, fsdp_context_t
+      type(fsdp_context_t), value :: ctx
+      type(c_ptr), value :: stream
+      integer(c_int) :: st
+    end function
+    function fsdp_abort(ctx) result(st) bind(C, name='fsdp_abort')
+      import :: c_int, fsdp_context_t
+      type(fsdp_context_t), value :: ctx
       integer(c_int) :: st
     end function
     function fsdp_trim_pool(ctx) result(st) bind(C, name='fsdp_trim_pool')
