@@ -20,13 +20,13 @@
 
 enum { WARMUP = 3, REPS = 10 };
 
-#define CUDA_TRY(call)                                                  \
-  do {                                                                  \
-    cudaError_t e_ = (call);                                            \
-    if (e_ != cudaSuccess) {                                            \
-      fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));       \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                     \
-    }                                                                   \
+#define CUDA_TRY(call)                                            \
+  do {                                                            \
+    cudaError_t e_ = (call);                                      \
+    if (e_ != cudaSuccess) {                                      \
+      fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_)); \
+      MPI_Abort(MPI_COMM_WORLD, 1);                               \
+    }                                                             \
   } while (0)
 
 static int rank_, size_;
@@ -149,9 +149,10 @@ int main(int argc, char** argv) {
     const double lib_ag = time_median(lib_unshard, &o), raw_ag = time_median(raw_all_gather, &o);
     const double lib_rs = time_median(lib_reduce, &o), raw_rs = time_median(raw_reduce_scatter, &o);
     if (rank_ == 0)
-      printf("{\"MiB\": %zu, \"unshard_s\": %.6g, \"ncclAllGather_s\": %.6g, \"ratio\": %.3f, "
-             "\"reduce_grads_s\": %.6g, \"ncclReduceScatter_s\": %.6g, \"ratio_rs\": %.3f}\n",
-             mib, lib_ag, raw_ag, lib_ag / raw_ag, lib_rs, raw_rs, lib_rs / raw_rs);
+      printf(
+          "{\"MiB\": %zu, \"unshard_s\": %.6g, \"ncclAllGather_s\": %.6g, \"ratio\": %.3f, "
+          "\"reduce_grads_s\": %.6g, \"ncclReduceScatter_s\": %.6g, \"ratio_rs\": %.3f}\n",
+          mib, lib_ag, raw_ag, lib_ag / raw_ag, lib_rs, raw_rs, lib_rs / raw_rs);
     TRY(fsdp_unit_destroy(&o.unit));
     cudaFree(o.full);
     cudaFree(o.shard);
@@ -211,9 +212,10 @@ int main(int argc, char** argv) {
     MPI_Comm_free(&self_comm);
   }
   if (rank_ == 0)
-    printf("{\"copy_GBps\": %.1f, \"cast_fraction_of_copy_bw\": %.3f, "
-           "\"adamw_fraction_of_copy_bw\": %.3f, \"elements\": %zu}\n",
-           copy_bw / 1e9, cast_fraction, adam_fraction, numel);
+    printf(
+        "{\"copy_GBps\": %.1f, \"cast_fraction_of_copy_bw\": %.3f, "
+        "\"adamw_fraction_of_copy_bw\": %.3f, \"elements\": %zu}\n",
+        copy_bw / 1e9, cast_fraction, adam_fraction, numel);
   TRY(fsdp_unit_destroy(&o.unit));
   cudaFree(o.src);
   cudaFree(o.dst);

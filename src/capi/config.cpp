@@ -66,8 +66,8 @@ ContextOptions options_from_config(const fsdp_config_t* cfg) {
                                     ": must be >= 1, or 0 for the default (2)");
   o.max_unsharded = c.max_unsharded == 0 ? 2 : c.max_unsharded;
   if (c.memory_space < 0 || c.memory_space >= FSDP_MEMORY_SPACE_COUNT)
-    fail(Errc::InvalidArgument, "cfg->memory_space = " + std::to_string(c.memory_space) +
-                                    ": not an fsdp_memory_space_t");
+    fail(Errc::InvalidArgument,
+         "cfg->memory_space = " + std::to_string(c.memory_space) + ": not an fsdp_memory_space_t");
   if (c.transport < 0 || c.transport >= FSDP_TRANSPORT_COUNT)
     fail(Errc::InvalidArgument,
          "cfg->transport = " + std::to_string(c.transport) + ": not an fsdp_transport_t");

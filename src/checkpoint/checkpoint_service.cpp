@@ -158,8 +158,8 @@ void add_unit_datasets(SaveJob& job, Unit& u, const std::string& group, const vo
   const char* src = static_cast<const char*>(base);
   if (writer && spares)
     src = copy_into_job(
-        job, u.context().memory(), base, (trainable_only ? u.layout().grad_shard_numel() : u.layout().shard_numel()) * es,
-        *spares);
+        job, u.context().memory(), base,
+        (trainable_only ? u.layout().grad_shard_numel() : u.layout().shard_numel()) * es, *spares);
   for (std::size_t i = 0; i < u.layout().num_params(); ++i) {
     const ParamSpec& p = u.layout().param(i);
     if (trainable_only && !p.requires_grad) continue;

@@ -43,13 +43,15 @@ Backend::Backend(const PlacementRequest& request, const MpiTransportOptions& mpi
   std::optional<Error> local;
   try {
     if (!cuda::built_with_cuda())
-      fail(Errc::Unsupported, "cfg->memory_space = FSDP_MEMORY_CUDA: this libfsdp was built "
-                              "without CUDA (configure with FSDP_ENABLE_CUDA=ON and a toolkit)");
+      fail(Errc::Unsupported,
+           "cfg->memory_space = FSDP_MEMORY_CUDA: this libfsdp was built "
+           "without CUDA (configure with FSDP_ENABLE_CUDA=ON and a toolkit)");
     const int count = cuda::device_count();
     if (count == 0)
-      fail(Errc::Unsupported, "cfg->memory_space = FSDP_MEMORY_CUDA: no CUDA device is visible to "
-                              "world rank " + std::to_string(world.rank) +
-                                  " (check CUDA_VISIBLE_DEVICES and the driver)");
+      fail(Errc::Unsupported,
+           "cfg->memory_space = FSDP_MEMORY_CUDA: no CUDA device is visible to "
+           "world rank " +
+               std::to_string(world.rank) + " (check CUDA_VISIBLE_DEVICES and the driver)");
     if (request.device >= count)
       fail(Errc::InvalidArgument, "cfg->device = " + std::to_string(request.device) +
                                       ": world rank " + std::to_string(world.rank) + " sees " +
@@ -75,7 +77,8 @@ Backend::Backend(const PlacementRequest& request, const MpiTransportOptions& mpi
       if (shared.first >= 0)
         fail(Errc::Unsupported,
              "cfg->transport = FSDP_TRANSPORT_NCCL: world ranks " + std::to_string(shared.first) +
-                 " and " + std::to_string(shared.second) + " use the same GPU, which NCCL "
+                 " and " + std::to_string(shared.second) +
+                 " use the same GPU, which NCCL "
                  "refuses; give each rank its own GPU or use FSDP_TRANSPORT_MPI");
       nccl = true;
     } else if (request.transport == TransportKind::Auto) {
@@ -100,9 +103,8 @@ Backend::Backend(const PlacementRequest& request, const MpiTransportOptions& mpi
   } else {
     transport_scratch_ = std::make_unique<Scratch>(*staging_, accounting);
     host_transport_ = std::make_unique<MpiTransport>(*transport_scratch_, mpi);
-    device_transport_ = std::make_unique<StagedTransport>(*buffers_, *staging_, accounting,
-                                                          *host_transport_,
-                                                          cuda::mpi_supports_cuda());
+    device_transport_ = std::make_unique<StagedTransport>(
+        *buffers_, *staging_, accounting, *host_transport_, cuda::mpi_supports_cuda());
     placement_.transport = TransportKind::Mpi;
   }
 }

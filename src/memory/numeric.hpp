@@ -138,10 +138,14 @@ struct SgdCoefficients {
 
 template <class T>
 SgdCoefficients<T> sgd_coefficients(const SgdArgs& a) {
-  return {static_cast<T>(a.lr),       static_cast<T>(a.weight_decay),
-          static_cast<T>(a.momentum), static_cast<T>(1.0 - a.dampening),
-          a.weight_decay != 0.0,      a.momentum != 0.0,
-          a.nesterov,                 a.first_step};
+  return {static_cast<T>(a.lr),
+          static_cast<T>(a.weight_decay),
+          static_cast<T>(a.momentum),
+          static_cast<T>(1.0 - a.dampening),
+          a.weight_decay != 0.0,
+          a.momentum != 0.0,
+          a.nesterov,
+          a.first_step};
 }
 
 // PyTorch: grad += wd * p; buf = momentum * buf + (1 - dampening) * grad (buf = grad at the first
@@ -164,9 +168,12 @@ struct AdamWCoefficients {
 
 template <class T>
 AdamWCoefficients<T> adamw_coefficients(const AdamWArgs& a) {
-  return {static_cast<T>(1.0 - a.lr * a.weight_decay), static_cast<T>(1.0 - a.beta1),
-          static_cast<T>(a.beta2),                      static_cast<T>(1.0 - a.beta2),
-          static_cast<T>(a.eps),                        static_cast<T>(-(a.lr / a.bias_correction1)),
+  return {static_cast<T>(1.0 - a.lr * a.weight_decay),
+          static_cast<T>(1.0 - a.beta1),
+          static_cast<T>(a.beta2),
+          static_cast<T>(1.0 - a.beta2),
+          static_cast<T>(a.eps),
+          static_cast<T>(-(a.lr / a.bias_correction1)),
           static_cast<T>(a.bias_correction2_sqrt)};
 }
 

@@ -92,8 +92,8 @@ int main(int argc, char** argv) {
   if (!strcmp(mode, "nccl")) gpu.transport = FSDP_TRANSPORT_NCCL;
   if (!strcmp(mode, "offload")) gpu.cpu_offload = 1;
   if (!strcmp(mode, "nccl") && count < th_size()) { /* NCCL needs a GPU per rank */
-    if (th_rank() == 0) printf("skipped: %d ranks, %d GPU(s): NCCL needs one per rank\n",
-                               th_size(), count);
+    if (th_rank() == 0)
+      printf("skipped: %d ranks, %d GPU(s): NCCL needs one per rank\n", th_size(), count);
     MPI_Finalize();
     return 77;
   }
@@ -136,14 +136,12 @@ int main(int argc, char** argv) {
       CHECK_OK(fsdp_grad_data(dev.u[k], 0, &dg));
       if (k == 0) {
         memcpy(hg, g, (size_t)n * 4);
-        CHECK(cudaMemcpyAsync(dg, g, (size_t)n * 4, cudaMemcpyHostToDevice, stream) ==
-              cudaSuccess);
+        CHECK(cudaMemcpyAsync(dg, g, (size_t)n * 4, cudaMemcpyHostToDevice, stream) == cudaSuccess);
       } else { /* bfloat16 gradients: the host's conversion, written on both */
         uint16_t* b = malloc((size_t)n * 2);
         CHECK_OK(fsdp_convert(b, FSDP_BFLOAT16, g, FSDP_FLOAT32, (size_t)n));
         memcpy(hg, b, (size_t)n * 2);
-        CHECK(cudaMemcpyAsync(dg, b, (size_t)n * 2, cudaMemcpyHostToDevice, stream) ==
-              cudaSuccess);
+        CHECK(cudaMemcpyAsync(dg, b, (size_t)n * 2, cudaMemcpyHostToDevice, stream) == cudaSuccess);
         CHECK(cudaStreamSynchronize(stream) == cudaSuccess); /* before b is freed */
         free(b);
       }
@@ -159,7 +157,8 @@ int main(int argc, char** argv) {
       float* shard = malloc(sn * sizeof(float) + 1);
       CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
       fetch(shard, ds, sn * sizeof(float));
-      CHECK_MSG(same_or_close(hs, shard, sn, exact_grads), "gradient shards differ from the host's");
+      CHECK_MSG(same_or_close(hs, shard, sn, exact_grads),
+                "gradient shards differ from the host's");
       free(shard);
     }
     double hn = 0, dn = 0;

@@ -24,14 +24,16 @@ int grid_for(const Launch& l, std::size_t n) {
                                                                       : l.blocks);
 }
 
-#define FSDP_GRID_STRIDE(i, n)                                                            \
+#define FSDP_GRID_STRIDE(i, n)                                                                   \
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
 
 template <class Dst, class Src>
 __global__ void convert_kernel(Dst* __restrict__ dst, const Src* __restrict__ src, std::size_t n) {
   using C = Compute<Dst, Src>;
-  FSDP_GRID_STRIDE(i, n) { dst[i] = narrow<Dst>(C(widen(src[i]))); }
+  FSDP_GRID_STRIDE(i, n) {
+    dst[i] = narrow<Dst>(C(widen(src[i])));
+  }
 }
 
 // The host's single_scaled (memory/host/host_kernels.cpp), element by element: division, not
@@ -60,12 +62,16 @@ __global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __rest
 template <class T>
 __global__ void adamw_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
                              T* __restrict__ v, std::size_t n, numeric::AdamWCoefficients<T> c) {
-  FSDP_GRID_STRIDE(i, n) { numeric::adamw_update(p[i], g[i], m[i], v[i], c); }
+  FSDP_GRID_STRIDE(i, n) {
+    numeric::adamw_update(p[i], g[i], m[i], v[i], c);
+  }
 }
 
 template <class T>
 __global__ void scale_kernel(T* __restrict__ x, std::size_t n, T f) {
-  FSDP_GRID_STRIDE(i, n) { x[i] = x[i] * f; }
+  FSDP_GRID_STRIDE(i, n) {
+    x[i] = x[i] * f;
+  }
 }
 
 __device__ double combine(double a, double b, bool max) {
@@ -79,7 +85,8 @@ __device__ double block_reduce(double v, bool max) {
   lane[threadIdx.x] = v;
   __syncthreads();
   for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) lane[threadIdx.x] = combine(lane[threadIdx.x], lane[threadIdx.x + half], max);
+    if (threadIdx.x < half)
+      lane[threadIdx.x] = combine(lane[threadIdx.x], lane[threadIdx.x + half], max);
     __syncthreads();
   }
   return lane[0];
@@ -146,8 +153,8 @@ void convert(const Launch& l, void* dst, DType dst_t, const void* src, DType src
     with_type(src_t, [&](auto* s) {
       using Dst = std::remove_pointer_t<decltype(d)>;
       using Src = std::remove_pointer_t<decltype(s)>;
-      convert_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(
-          static_cast<Dst*>(dst), static_cast<const Src*>(src), n);
+      convert_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(static_cast<Dst*>(dst),
+                                                                static_cast<const Src*>(src), n);
     });
   });
   launched("convert kernel");
@@ -160,9 +167,9 @@ void scaled(const Launch& l, void* out, DType out_t, const void* x, DType x_t, s
     with_type(x_t, [&](auto* i) {
       using Out = std::remove_pointer_t<decltype(o)>;
       using In = std::remove_pointer_t<decltype(i)>;
-      scaled_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(
-          static_cast<Out*>(out), static_cast<const In*>(x), n, divisor,
-          store == Store::Accumulate);
+      scaled_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(static_cast<Out*>(out),
+                                                               static_cast<const In*>(x), n,
+                                                               divisor, store == Store::Accumulate);
     });
   });
   launched("scaled kernel");
@@ -197,7 +204,7 @@ void scale(const Launch& l, void* x, std::size_t n, DType t, double factor) {
   with_storage_type(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     scale_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(static_cast<T*>(x), n,
-                                                             static_cast<T>(factor));
+                                                            static_cast<T>(factor));
   });
   launched("scale kernel");
 }

@@ -9,7 +9,9 @@ namespace {
 
 class EventMark final : public StreamMark {
  public:
-  EventMark() { check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate"); }
+  EventMark() {
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+  }
   ~EventMark() override { cudaEventDestroy(event); }
   cudaEvent_t event = nullptr;
   bool recorded = false;
@@ -155,7 +157,8 @@ void CudaMemorySpace::take_from_caller() {
 void CudaMemorySpace::handover_to_caller() {
   launch();
   check(cudaEventRecord(library_done_, stream_), "cudaEventRecord");
-  check(cudaStreamWaitEvent(caller_, library_done_, 0), "cudaStreamWaitEvent (the caller's stream)");
+  check(cudaStreamWaitEvent(caller_, library_done_, 0),
+        "cudaStreamWaitEvent (the caller's stream)");
 }
 
 std::unique_ptr<StreamMark> CudaMemorySpace::new_mark() {

@@ -12,7 +12,8 @@ namespace {
 void nccl_check(ncclResult_t r, const char* what) {
   if (r == ncclSuccess) return;
   std::string text = std::string(what) + ": " + ncclGetErrorString(r);
-  if (const char* last = ncclGetLastError(nullptr); last && *last) text += " (" + std::string(last) + ")";
+  if (const char* last = ncclGetLastError(nullptr); last && *last)
+    text += " (" + std::string(last) + ")";
   fail(Errc::Nccl, text);
 }
 
@@ -98,9 +99,9 @@ void NcclTransport::reduce_scatter(void* full, std::size_t block_count, DType t,
     ncclComm_t comm = comm_for(g);
     check(cudaSetDevice(memory_.device()), "cudaSetDevice");
     // In place: recvbuff == sendbuff + rank * recvcount.
-    nccl_check(ncclReduceScatter(full, own, block_count, nccl_type(t), ncclSum, comm,
-                                 memory_.stream()),
-               "ncclReduceScatter");
+    nccl_check(
+        ncclReduceScatter(full, own, block_count, nccl_type(t), ncclSum, comm, memory_.stream()),
+        "ncclReduceScatter");
   }
   memory_.scaled(epilogue.out, epilogue.out_dtype, own, t, block_count, epilogue.divisor,
                  epilogue.store);
