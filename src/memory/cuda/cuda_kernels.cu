@@ -4,14 +4,13 @@
 #include "core/error.hpp"
 #include "memory/cuda/cuda_check.hpp"
 #include "memory/cuda/cuda_kernels.hpp"
+#include "memory/dtype_dispatch.hpp"
 #include "memory/numeric.hpp"
 
 namespace fsdp::cuda {
 namespace {
 
-using numeric::BFloat16;
 using numeric::Compute;
-using numeric::Float16;
 using numeric::narrow;
 using numeric::widen;
 
@@ -121,26 +120,6 @@ __global__ void nonfinite_kernel(const T* __restrict__ x, std::size_t n, unsigne
   }
 }
 
-template <class F>
-void with_type(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32: return f(static_cast<float*>(nullptr));
-    case DType::Float64: return f(static_cast<double*>(nullptr));
-    case DType::BFloat16: return f(static_cast<BFloat16*>(nullptr));
-    case DType::Float16: return f(static_cast<Float16*>(nullptr));
-  }
-  fail(Errc::Internal, "CUDA kernel on an unknown dtype");
-}
-
-template <class F>
-void with_storage_type(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32: return f(static_cast<float*>(nullptr));
-    case DType::Float64: return f(static_cast<double*>(nullptr));
-    default: fail(Errc::Internal, std::string("CUDA optimizer kernel on ") + dtype_name(t));
-  }
-}
-
 void launched(const char* what) {
   check(cudaGetLastError(), what);
 }
@@ -149,8 +128,8 @@ void launched(const char* what) {
 
 void convert(const Launch& l, void* dst, DType dst_t, const void* src, DType src_t, std::size_t n) {
   if (n == 0) return;
-  with_type(dst_t, [&](auto* d) {
-    with_type(src_t, [&](auto* s) {
+  with_element_type(dst_t, [&](auto* d) {
+    with_element_type(src_t, [&](auto* s) {
       using Dst = std::remove_pointer_t<decltype(d)>;
       using Src = std::remove_pointer_t<decltype(s)>;
       convert_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(static_cast<Dst*>(dst),
@@ -163,8 +142,8 @@ void convert(const Launch& l, void* dst, DType dst_t, const void* src, DType src
 void scaled(const Launch& l, void* out, DType out_t, const void* x, DType x_t, std::size_t n,
             double divisor, Store store) {
   if (n == 0) return;
-  with_type(out_t, [&](auto* o) {
-    with_type(x_t, [&](auto* i) {
+  with_element_type(out_t, [&](auto* o) {
+    with_element_type(x_t, [&](auto* i) {
       using Out = std::remove_pointer_t<decltype(o)>;
       using In = std::remove_pointer_t<decltype(i)>;
       scaled_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(static_cast<Out*>(out),
@@ -178,7 +157,7 @@ void scaled(const Launch& l, void* out, DType out_t, const void* x, DType x_t, s
 void sgd_step(const Launch& l, void* param, const void* grad, void* momentum, std::size_t n,
               DType t, const SgdArgs& args) {
   if (n == 0) return;
-  with_storage_type(t, [&](auto* tag) {
+  with_storage_type(t, "CUDA kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     sgd_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(
         static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(momentum), n,
@@ -190,7 +169,7 @@ void sgd_step(const Launch& l, void* param, const void* grad, void* momentum, st
 void adamw_step(const Launch& l, void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
                 std::size_t n, DType t, const AdamWArgs& args) {
   if (n == 0) return;
-  with_storage_type(t, [&](auto* tag) {
+  with_storage_type(t, "CUDA kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     adamw_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(
         static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
@@ -201,7 +180,7 @@ void adamw_step(const Launch& l, void* param, const void* grad, void* exp_avg, v
 
 void scale(const Launch& l, void* x, std::size_t n, DType t, double factor) {
   if (n == 0) return;
-  with_storage_type(t, [&](auto* tag) {
+  with_storage_type(t, "CUDA kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     scale_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(static_cast<T*>(x), n,
                                                             static_cast<T>(factor));
@@ -213,7 +192,7 @@ void norm_partial(const Launch& l, const void* x, std::size_t n, DType t, double
                   double* block_partials, double* result) {
   const bool max = std::isinf(p);
   // Always l.blocks blocks (empty ones contribute 0): the partition depends on n alone.
-  with_storage_type(t, [&](auto* tag) {
+  with_storage_type(t, "CUDA kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     norm_blocks_kernel<<<l.blocks, kThreads, 0, l.stream>>>(static_cast<const T*>(x), n, p, max,
                                                             block_partials);
@@ -224,7 +203,7 @@ void norm_partial(const Launch& l, const void* x, std::size_t n, DType t, double
 
 void find_nonfinite(const Launch& l, const void* x, std::size_t n, DType t, unsigned* flag) {
   if (n == 0) return;
-  with_storage_type(t, [&](auto* tag) {
+  with_storage_type(t, "CUDA kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     nonfinite_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(static_cast<const T*>(x), n, flag);
   });

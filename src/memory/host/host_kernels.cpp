@@ -3,14 +3,13 @@
 #include <type_traits>
 
 #include "core/error.hpp"
+#include "memory/dtype_dispatch.hpp"
 #include "memory/numeric.hpp"
 
 namespace fsdp::host {
 namespace {
 
-using numeric::BFloat16;
 using numeric::Compute;
-using numeric::Float16;
 using numeric::narrow;
 using numeric::widen;
 
@@ -66,18 +65,6 @@ void convert_typed(Dst* __restrict dst, const Src* __restrict src, std::size_t n
   for (std::size_t i = 0; i < n; ++i) dst[i] = narrow<Dst>(C(widen(src[i])));
 }
 
-// Calls f(T*) with `p` cast to the storage type of `t`.
-template <class F>
-void with_type(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32: return f(static_cast<float*>(nullptr));
-    case DType::Float64: return f(static_cast<double*>(nullptr));
-    case DType::BFloat16: return f(static_cast<BFloat16*>(nullptr));
-    case DType::Float16: return f(static_cast<Float16*>(nullptr));
-  }
-  fail(Errc::Internal, "host kernel on an unknown dtype");
-}
-
 template <class T>
 T* as(void* p) {
   return static_cast<T*>(p);
@@ -90,7 +77,7 @@ const T* as(const void* p) {
 }  // namespace
 
 void add_into(void* a, const void* b, std::size_t n, DType t) {
-  with_type(t, [&](auto* tag) {
+  with_element_type(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     add(as<T>(a), as<T>(b), n);
   });
@@ -98,8 +85,8 @@ void add_into(void* a, const void* b, std::size_t n, DType t) {
 
 void add_pair_scaled(void* out, DType out_t, const void* a, const void* b, DType in_t,
                      std::size_t n, double divisor, Store store) {
-  with_type(out_t, [&](auto* out_tag) {
-    with_type(in_t, [&](auto* in_tag) {
+  with_element_type(out_t, [&](auto* out_tag) {
+    with_element_type(in_t, [&](auto* in_tag) {
       using Out = std::remove_pointer_t<decltype(out_tag)>;
       using In = std::remove_pointer_t<decltype(in_tag)>;
       pair_scaled(as<Out>(out), as<In>(a), as<In>(b), n, divisor, store);
@@ -109,8 +96,8 @@ void add_pair_scaled(void* out, DType out_t, const void* a, const void* b, DType
 
 void scaled(void* out, DType out_t, const void* x, DType in_t, std::size_t n, double divisor,
             Store store) {
-  with_type(out_t, [&](auto* out_tag) {
-    with_type(in_t, [&](auto* in_tag) {
+  with_element_type(out_t, [&](auto* out_tag) {
+    with_element_type(in_t, [&](auto* in_tag) {
       using Out = std::remove_pointer_t<decltype(out_tag)>;
       using In = std::remove_pointer_t<decltype(in_tag)>;
       single_scaled(as<Out>(out), as<In>(x), n, divisor, store);
@@ -119,8 +106,8 @@ void scaled(void* out, DType out_t, const void* x, DType in_t, std::size_t n, do
 }
 
 void convert(void* dst, DType dst_t, const void* src, DType src_t, std::size_t n) {
-  with_type(dst_t, [&](auto* dst_tag) {
-    with_type(src_t, [&](auto* src_tag) {
+  with_element_type(dst_t, [&](auto* dst_tag) {
+    with_element_type(src_t, [&](auto* src_tag) {
       using Dst = std::remove_pointer_t<decltype(dst_tag)>;
       using Src = std::remove_pointer_t<decltype(src_tag)>;
       convert_typed(as<Dst>(dst), as<Src>(src), n);

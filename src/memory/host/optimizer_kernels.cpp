@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "memory/dtype_dispatch.hpp"
 #include "memory/numeric.hpp"
 
 namespace fsdp::host {
@@ -40,20 +41,11 @@ double partial_norm(const T* x, std::size_t n, double p) {
   return acc;
 }
 
-template <class F>
-void dispatch(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32: return f(static_cast<float*>(nullptr));
-    case DType::Float64: return f(static_cast<double*>(nullptr));
-    default: fail(Errc::Internal, std::string("optimizer kernel on ") + dtype_name(t));
-  }
-}
-
 }  // namespace
 
 void sgd_step(void* param, const void* grad, void* momentum, std::size_t n, DType t,
               const SgdArgs& args) {
-  dispatch(t, [&](auto* tag) {
+  with_storage_type(t, "host optimizer kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     sgd(static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(momentum), n, args);
   });
@@ -61,7 +53,7 @@ void sgd_step(void* param, const void* grad, void* momentum, std::size_t n, DTyp
 
 void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq, std::size_t n,
                 DType t, const AdamWArgs& args) {
-  dispatch(t, [&](auto* tag) {
+  with_storage_type(t, "host optimizer kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     adamw(static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
           static_cast<T*>(exp_avg_sq), n, args);
@@ -70,7 +62,7 @@ void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq, 
 
 double norm_partial(const void* x, std::size_t n, DType t, double p) {
   double r = 0.0;
-  dispatch(t, [&](auto* tag) {
+  with_storage_type(t, "host optimizer kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     r = partial_norm(static_cast<const T*>(x), n, p);
   });
@@ -78,7 +70,7 @@ double norm_partial(const void* x, std::size_t n, DType t, double p) {
 }
 
 void scale(void* x, std::size_t n, DType t, double factor) {
-  dispatch(t, [&](auto* tag) {
+  with_storage_type(t, "host optimizer kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     T* a = static_cast<T*>(x);
     const T f = static_cast<T>(factor);
@@ -88,7 +80,7 @@ void scale(void* x, std::size_t n, DType t, double factor) {
 
 bool all_finite(const void* x, std::size_t n, DType t) {
   bool ok = true;
-  dispatch(t, [&](auto* tag) {
+  with_storage_type(t, "host optimizer kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const T* a = static_cast<const T*>(x);
     for (std::size_t i = 0; i < n; ++i) ok &= std::isfinite(a[i]);
