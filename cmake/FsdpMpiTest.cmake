@@ -35,6 +35,29 @@ function(fsdp_add_mpi_test name)
     if(T_REQUIRES)
       set_tests_properties(${test_name} PROPERTIES FIXTURES_REQUIRED "${T_REQUIRES}")
     endif()
+    # Host tests on several ranks run once per host transport, since auto picks the node
+    # shared-memory one here: again over plain MPI, and at 4 ranks as two 2-rank "nodes" (the
+    # hierarchical shared-memory path). Same files, so never at the same time.
+    if(n GREATER 1 AND NOT "gpu" IN_LIST T_LABELS AND NOT T_ENV MATCHES "FSDP_TRANSPORT")
+      set(variants "mpi_transport\;FSDP_TRANSPORT=mpi")
+      if(n EQUAL 4)
+        list(APPEND variants "shm_2nodes\;FSDP_TRANSPORT=shm\;FSDP_RANKS_PER_NODE=2")
+      endif()
+      set_tests_properties(${test_name} PROPERTIES RESOURCE_LOCK ${test_name})
+      foreach(variant IN LISTS variants)
+        list(POP_FRONT variant tag)
+        set(variant_name ${name}${T_SUFFIX}.${tag}.np${n})
+        add_test(NAME ${variant_name}
+          COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${FSDP_MPIEXEC_OVERSUBSCRIBE}
+                  ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
+        set_tests_properties(${variant_name} PROPERTIES PROCESSORS ${n} TIMEOUT 300
+          LABELS "mpi;np${n};${tag};${T_LABELS}" ENVIRONMENT "${T_ENV};${variant}"
+          SKIP_RETURN_CODE 77 RESOURCE_LOCK ${test_name})
+        if(T_REQUIRES)
+          set_tests_properties(${variant_name} PROPERTIES FIXTURES_REQUIRED "${T_REQUIRES}")
+        endif()
+      endforeach()
+    endif()
   endforeach()
 endfunction()
 

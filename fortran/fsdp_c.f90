@@ -10,7 +10,7 @@ module fsdp_c
   implicit none
 
   ! ---- Versions (the header's; module fsdp checks them against the library's at fsdp_init)
-  integer(c_int), parameter :: FSDP_VERSION_MAJOR = 0, FSDP_VERSION_MINOR = 5, &
+  integer(c_int), parameter :: FSDP_VERSION_MAJOR = 0, FSDP_VERSION_MINOR = 6, &
                                FSDP_VERSION_PATCH = 0
   integer(c_int32_t), parameter :: FSDP_VERSION = FSDP_VERSION_MAJOR * 10000 &
                                                   + FSDP_VERSION_MINOR * 100 + FSDP_VERSION_PATCH
@@ -26,7 +26,7 @@ module fsdp_c
   ! ---- fsdp_memory_space_t, fsdp_transport_t
   integer(c_int), parameter :: FSDP_MEMORY_HOST = 0, FSDP_MEMORY_CUDA = 1
   integer(c_int), parameter :: FSDP_TRANSPORT_AUTO = 0, FSDP_TRANSPORT_MPI = 1, &
-                               FSDP_TRANSPORT_NCCL = 2
+                               FSDP_TRANSPORT_NCCL = 2, FSDP_TRANSPORT_SHM = 3
   ! ---- fsdp_dtype_t
   integer(c_int), parameter :: FSDP_DTYPE_AUTO = -1, FSDP_FLOAT32 = 0, FSDP_FLOAT64 = 1, &
                                FSDP_BFLOAT16 = 2, FSDP_FLOAT16 = 3

@@ -41,7 +41,7 @@ extern "C" {
 /** Major version: changes only with incompatible ABI changes. */
 #define FSDP_VERSION_MAJOR 0
 /** Minor version: additions (a program runs with any library of its major and a minor >= its). */
-#define FSDP_VERSION_MINOR 5
+#define FSDP_VERSION_MINOR 6
 /** Patch version: fixes. */
 #define FSDP_VERSION_PATCH 0
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */
@@ -132,13 +132,18 @@ typedef enum fsdp_memory_space {
 
 /** What moves the data between ranks (fsdp_config_t.transport, since 0.5). */
 typedef enum fsdp_transport {
-  /** Host memory: MPI. CUDA memory: NCCL when the library was built with it and no two ranks of
-   *  the context share a GPU (NCCL refuses that), else MPI. */
+  /** Host memory: SHM when ranks of a shard group share a node, else MPI. CUDA memory: NCCL
+   *  when the library was built with it and no two ranks of the context share a GPU (NCCL
+   *  refuses that), else MPI. */
   FSDP_TRANSPORT_AUTO = 0,
   /** MPI. With CUDA memory: through pinned host staging buffers, or straight from device memory
    *  for all-gathers when the MPI reports CUDA support. */
   FSDP_TRANSPORT_MPI = 1,
   FSDP_TRANSPORT_NCCL = 2, /**< NCCL, on CUDA memory only; one GPU per rank */
+  /** Node shared memory (host memory only, since 0.6): a node holds one unsharded copy of a unit
+   *  in an MPI-3 shared window, which its ranks see read-only; gradients are summed straight out
+   *  of each other's buffers. The inter-node and replicate parts go over MPI. */
+  FSDP_TRANSPORT_SHM = 3,
   FSDP_TRANSPORT_COUNT
 } fsdp_transport_t;
 
@@ -399,7 +404,7 @@ FSDP_EXPORT fsdp_status_t fsdp_context_config(fsdp_context_t ctx, int* sharding_
  *  @param[out] memory_space may be NULL; FSDP_MEMORY_HOST or FSDP_MEMORY_CUDA
  *  @param[out] device may be NULL; the CUDA device ordinal, -1 for host memory
  *  @param[out] cpu_offload may be NULL; 1 when shards and optimizer state are offloaded to the host
- *  @param[out] transport may be NULL; FSDP_TRANSPORT_MPI or FSDP_TRANSPORT_NCCL
+ *  @param[out] transport may be NULL; FSDP_TRANSPORT_MPI, FSDP_TRANSPORT_NCCL or FSDP_TRANSPORT_SHM
  *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE, FSDP_ERR_FINALIZED or
  * FSDP_ERR_ABORTED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_context_placement(fsdp_context_t ctx,

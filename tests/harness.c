@@ -87,3 +87,31 @@ void th_run_full_and_hybrid(void (*run)(fsdp_context_t ctx)) {
   run(ctx);
   CHECK_OK(fsdp_finalize(&ctx));
 }
+
+int th_ranks_per_node(void) {
+  MPI_Comm node = MPI_COMM_NULL;
+  int on_node = 1;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &on_node);
+  MPI_Comm_free(&node);
+  const char* k = getenv("FSDP_RANKS_PER_NODE");
+  if (k && atoi(k) > 0 && atoi(k) < on_node) on_node = atoi(k);
+  return on_node;
+}
+
+size_t th_unsharded_sharers(fsdp_context_t ctx) {
+  fsdp_transport_t t = FSDP_TRANSPORT_AUTO;
+  int F = 1;
+  CHECK_OK(fsdp_context_placement(ctx, NULL, NULL, NULL, &t));
+  CHECK_OK(fsdp_context_config(ctx, &F, NULL, NULL));
+  const int on_node = th_ranks_per_node();
+  if (t != FSDP_TRANSPORT_SHM) return 1;
+  /* Shard groups are F consecutive ranks in node order, so F and the node size nest. */
+  return (size_t)(F < on_node ? F : on_node);
+}
+
+int th_unsharded_pooled(fsdp_context_t ctx) {
+  fsdp_transport_t t = FSDP_TRANSPORT_AUTO;
+  CHECK_OK(fsdp_context_placement(ctx, NULL, NULL, NULL, &t));
+  return t != FSDP_TRANSPORT_SHM;
+}

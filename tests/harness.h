@@ -28,6 +28,16 @@ void th_expect_failure(fsdp_status_t got, fsdp_status_t want, const char* needle
  * each context initialized and finalized around it. */
 void th_run_full_and_hybrid(void (*run)(fsdp_context_t ctx));
 
+/* Ranks per node as the library sees them: this machine's, or FSDP_RANKS_PER_NODE (which cuts
+ * nodes into smaller ones for testing) when smaller. Collective. */
+int th_ranks_per_node(void);
+/* How many ranks share one unsharded buffer and are each charged 1/n of it in fsdp_memory_stats:
+ * with the shared-memory transport, the shard group's ranks on this node; else 1. Found here from
+ * MPI and the environment, independently of the library's own team. Collective. */
+size_t th_unsharded_sharers(fsdp_context_t ctx);
+/* Whether the context's unsharded buffers come from the buffer pool (not node-shared slots). */
+int th_unsharded_pooled(fsdp_context_t ctx);
+
 /* Deterministic pseudo-random numbers in [-1, 1), independent of libfsdp. */
 double th_uniform(uint64_t* state);
 

@@ -117,7 +117,7 @@ static void check_requests(fsdp_context_t ctx, fsdp_unit_t* u) {
 static void check_prefetch(fsdp_context_t ctx, fsdp_unit_t* u) {
   size_t padded = 0;
   CHECK_OK(fsdp_unit_numel(u[0], NULL, &padded, NULL));
-  const size_t unit_bytes = padded * sizeof(float);
+  const size_t unit_bytes = padded * sizeof(float) / th_unsharded_sharers(ctx);
   CHECK_OK(fsdp_set_prefetch(ctx, 1, 1));
   fsdp_memory_stats_t m;
   m.size = sizeof m;

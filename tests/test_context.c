@@ -33,14 +33,18 @@ static void check_memory_accounting(fsdp_context_t ctx) {
   CHECK(m.shard_bytes == shard_b && m.grad_shard_bytes == 0 && m.unsharded_bytes == 0);
   CHECK(m.unsharded_model_bytes == numel * sizeof(float));
 
+  /* With the shared-memory transport the node's ranks share one buffer, each charged its part,
+   * and it stays in the node's slots rather than in the pool. */
+  const size_t sharers = th_unsharded_sharers(ctx);
+  const size_t cached_b = th_unsharded_pooled(ctx) ? padded_b : 0;
   CHECK_OK(fsdp_unshard(u));
   CHECK_OK(fsdp_memory_stats(ctx, &m));
-  CHECK(m.unsharded_bytes == padded_b);
+  CHECK(m.unsharded_bytes == padded_b / sharers);
   CHECK_OK(fsdp_reshard(u));
   CHECK_OK(fsdp_memory_stats(ctx, &m));
-  CHECK(m.unsharded_bytes == 0 && m.pool_cached_bytes == padded_b);
+  CHECK(m.unsharded_bytes == 0 && m.pool_cached_bytes == cached_b);
   const size_t peak = m.peak_bytes;
-  CHECK(peak == shard_b + padded_b);
+  CHECK(peak == shard_b + padded_b / sharers);
 
   /* Steady state allocates nothing new: the pool hands the same buffer back. */
   for (int i = 0; i < 5; ++i) {
@@ -48,15 +52,18 @@ static void check_memory_accounting(fsdp_context_t ctx) {
     CHECK_OK(fsdp_reshard(u));
   }
   CHECK_OK(fsdp_memory_stats(ctx, &m));
-  CHECK(m.peak_bytes == peak && m.pool_cached_bytes == padded_b);
+  CHECK(m.peak_bytes == peak && m.pool_cached_bytes == cached_b);
 
   void* g = NULL;
   CHECK_OK(fsdp_grad_data(u, 0, &g));
   CHECK_OK(fsdp_reduce_grads(u));
   CHECK_OK(fsdp_memory_stats(ctx, &m));
   CHECK(m.grad_shard_bytes == shard_b && m.unsharded_bytes == 0);
-  /* Scratch for the reduction: at most one shard (it is 0 with one rank: nothing moves). */
-  CHECK(m.scratch_bytes <= shard_b);
+  /* Scratch for the reduction: at most one shard (it is 0 with one rank: nothing moves); with a
+   * shard group over several nodes (shared memory), also the node's partial sums of one block per
+   * node. */
+  const size_t nodes_spanned = (size_t)F / sharers;
+  CHECK(m.scratch_bytes <= shard_b * (nodes_spanned > 1 ? 1 + nodes_spanned : 1));
 
   CHECK_OK(fsdp_trim_pool(ctx));
   CHECK_OK(fsdp_memory_stats(ctx, &m));

@@ -142,7 +142,9 @@ static void check_formula(fsdp_context_t ctx, fsdp_dtype_t param, const int* ord
     CHECK_OK(fsdp_unit_create_ex(ctx, 1, &d, NULL, &o, &u[i]));
     const size_t shard = ceil_div((size_t)psi[i], (size_t)F);
     k_full_sum += 4 * shard;
-    if (k_low * shard * (size_t)F > k_low_max) k_low_max = k_low * shard * (size_t)F;
+    /* An unsharded buffer is charged 1/sharers to each rank sharing it (shared memory). */
+    const size_t unsharded = k_low * shard * (size_t)F / th_unsharded_sharers(ctx);
+    if (unsharded > k_low_max) k_low_max = unsharded;
   }
   CHECK_OK(fsdp_trim_pool(ctx));
   CHECK_OK(fsdp_reset_peak_memory(ctx));

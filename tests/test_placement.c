@@ -40,6 +40,13 @@ static void bad_configs(void) {
   c = (fsdp_config_t)FSDP_CONFIG_INIT;
   c.transport = FSDP_TRANSPORT_NCCL; /* NCCL on host memory */
   check_refused(c, FSDP_ERR_INVALID_ARGUMENT, "cfg->transport");
+  c = (fsdp_config_t)FSDP_CONFIG_INIT;
+  c.memory_space = FSDP_MEMORY_CUDA;
+  c.transport = FSDP_TRANSPORT_SHM; /* node shared memory for device memory */
+  check_refused(c, FSDP_ERR_INVALID_ARGUMENT, "cfg->transport");
+  c = (fsdp_config_t)FSDP_CONFIG_INIT;
+  c.transport = FSDP_TRANSPORT_COUNT;
+  check_refused(c, FSDP_ERR_INVALID_ARGUMENT, "cfg->transport");
 
   setenv("FSDP_TRANSPORT", "carrier-pigeon", 1);
   check_refused((fsdp_config_t)FSDP_CONFIG_INIT, FSDP_ERR_INVALID_ARGUMENT, "FSDP_TRANSPORT");
@@ -91,8 +98,13 @@ static void host_context(void) {
   int device = 5, offload = 5;
   fsdp_transport_t transport = FSDP_TRANSPORT_AUTO;
   CHECK_OK(fsdp_context_placement(ctx, &space, &device, &offload, &transport));
-  CHECK(space == FSDP_MEMORY_HOST && device == -1 && offload == 0 &&
-        transport == FSDP_TRANSPORT_MPI);
+  /* Auto: the node shared-memory transport once a shard group has two ranks on a node (one
+   * machine here), unless FSDP_TRANSPORT says otherwise. */
+  const char* env = getenv("FSDP_TRANSPORT");
+  fsdp_transport_t want = th_size() > 1 ? FSDP_TRANSPORT_SHM : FSDP_TRANSPORT_MPI;
+  if (env && strcmp(env, "mpi") == 0) want = FSDP_TRANSPORT_MPI;
+  if (env && strcmp(env, "shm") == 0) want = FSDP_TRANSPORT_SHM;
+  CHECK(space == FSDP_MEMORY_HOST && device == -1 && offload == 0 && transport == want);
   CHECK_FAILS(fsdp_set_stream(ctx, NULL), FSDP_ERR_UNSUPPORTED, "ctx");
 
   float values[37 * 11];

@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
   const int W = th_size();
   check_strategy(FSDP_FULL_SHARD, 0, W, "full shard, default F = W");
   check_strategy(FSDP_NO_SHARD, 0, 1, "no shard, F = 1");
-  check_strategy(FSDP_HYBRID_SHARD, 0, W, "hybrid, default F = ranks per node (one node)");
+  check_strategy(FSDP_HYBRID_SHARD, 0, th_ranks_per_node(),
+                 "hybrid, default F = ranks per node (one node, or FSDP_RANKS_PER_NODE)");
   if (W % 2 == 0) check_strategy(FSDP_HYBRID_SHARD, 2, 2, "hybrid, F = 2");
   check_strategy(FSDP_HYBRID_SHARD, 1, 1, "hybrid, F = 1");
   return th_finish();

@@ -14,6 +14,7 @@ static_assert(static_cast<int>(fsdp::MemoryPlace::Cuda) == FSDP_MEMORY_CUDA, "")
 static_assert(static_cast<int>(fsdp::TransportKind::Auto) == FSDP_TRANSPORT_AUTO, "");
 static_assert(static_cast<int>(fsdp::TransportKind::Mpi) == FSDP_TRANSPORT_MPI, "");
 static_assert(static_cast<int>(fsdp::TransportKind::Nccl) == FSDP_TRANSPORT_NCCL, "");
+static_assert(static_cast<int>(fsdp::TransportKind::Shm) == FSDP_TRANSPORT_SHM, "");
 
 extern "C" {
 

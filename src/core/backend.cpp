@@ -1,5 +1,6 @@
 #include "core/backend.hpp"
 
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "core/mpi_check.hpp"
 #include "memory/cuda/cuda_api.hpp"
 #include "memory/host/host_memory_space.hpp"
+#include "transport/shm/shm_transport.hpp"
 #include "transport/staged/staged_transport.hpp"
 
 namespace fsdp {
@@ -24,7 +26,46 @@ std::pair<int, int> ranks_sharing_a_gpu(const Group& world, const Topology& topo
   return {-1, -1};
 }
 
+// Debug mode makes node-shared parameters read-only to the caller (a write faults where it
+// happens): on in builds without NDEBUG, and with FSDP_DEBUG set to anything but 0.
+bool protect_shared_parameters() {
+#ifndef NDEBUG
+  return true;
+#else
+  const char* v = std::getenv("FSDP_DEBUG");
+  return v && *v && std::string(v) != "0";
+#endif
+}
+
 }  // namespace
+
+// Host memory: the shared-memory transport when the shard group has ranks on a common node (or
+// when asked for), MPI otherwise. Every rank ends with the same choice. (FSDP_TRANSPORT=nccl in
+// the environment reaches here for host contexts, and means what auto means for them.)
+void Backend::choose_host_transport(const PlacementRequest& request, const ProcessGroups& groups,
+                                    const Topology& topo, MemoryAccounting& accounting) {
+  const Group& world = groups.world();
+  std::optional<Error> local;
+  if (request.transport == TransportKind::Mpi) return;
+  const bool forced = request.transport == TransportKind::Shm;
+  try {
+    shm_ = std::make_unique<shm::ShmTransport>(groups.shard(), topo.node_leader, *host_transport_,
+                                               accounting, protect_shared_parameters());
+  } catch (const Error& e) {
+    if (forced) local = e;
+  }
+  if (forced) {
+    agree(world, "shared-memory transport setup (cfg->transport = FSDP_TRANSPORT_SHM)", 0, local);
+  } else {
+    // Worth it with a node peer in the shard group; used only when every group can.
+    int usable = shm_ && shm_->team().size() > 1 ? 1 : 0;
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, &usable, 1, MPI_INT, MPI_MIN, world.comm),
+              "MPI_Allreduce");
+    if (!usable) shm_.reset();  // collective over the shard group, whose members all built it
+  }
+  if (shm_) placement_.transport = TransportKind::Shm;
+}
+
 
 Backend::Backend(const PlacementRequest& request, const MpiTransportOptions& mpi,
                  const ProcessGroups& groups, const Topology& topo, MemoryAccounting& accounting) {
@@ -37,6 +78,7 @@ Backend::Backend(const PlacementRequest& request, const MpiTransportOptions& mpi
     transport_scratch_ = std::make_unique<Scratch>(*buffers_, accounting);
     host_transport_ = std::make_unique<MpiTransport>(*transport_scratch_, mpi);
     placement_.transport = TransportKind::Mpi;
+    choose_host_transport(request, groups, topo, accounting);
     return;
   }
 
@@ -81,7 +123,8 @@ Backend::Backend(const PlacementRequest& request, const MpiTransportOptions& mpi
                  " use the same GPU, which NCCL "
                  "refuses; give each rank its own GPU or use FSDP_TRANSPORT_MPI");
       nccl = true;
-    } else if (request.transport == TransportKind::Auto) {
+    } else if (request.transport == TransportKind::Auto ||
+               request.transport == TransportKind::Shm) {  // shm: FSDP_TRANSPORT, for host contexts
       nccl = cuda::built_with_nccl() && shared.first < 0;
     }
     if (!nccl) staging_ = cuda::make_pinned_memory(placement_.device);
@@ -117,6 +160,7 @@ Backend::~Backend() {
     }
   }
   device_transport_.reset();
+  shm_.reset();
   host_transport_.reset();
   transport_scratch_.reset();
 }

@@ -2,6 +2,8 @@
 // memory_space, device, cpu_offload, transport):
 //
 //   host memory           buffers = shards = host,        transport = MPI
+//   host memory, shm      unsharded buffers in node slots, gradients in the node-shared arena,
+//                         shards = host,                  transport = shared memory + MPI
 //   CUDA, NCCL            buffers = shards = device,      transport = NCCL on the device stream
 //   CUDA, MPI             buffers = shards = device,      transport = MPI through pinned staging
 //   CUDA + CPU offload    buffers = device, shards = pinned host (optimizer on the CPU)
@@ -15,6 +17,7 @@
 #include "core/scratch.hpp"
 #include "memory/memory_space.hpp"
 #include "transport/mpi/mpi_transport.hpp"
+#include "transport/shm/shm_transport.hpp"
 
 namespace fsdp {
 
@@ -30,13 +33,23 @@ class Backend {
 
   const Placement& placement() const { return placement_; }
   // Unsharded parameters, full gradients, partial sums.
-  MemorySpace& buffers() { return *buffers_; }
+  MemorySpace& buffers() { return shm_ ? shm_->arena_memory() : *buffers_; }
   // Parameter shards, gradient shards, optimizer state.
   MemorySpace& shards() { return shards_ ? *shards_ : *buffers_; }
   // Plain host memory, for what the CPU fills before it goes to the shards (initialization).
   MemorySpace& host() { return *host_; }
-  Transport& transport() { return device_transport_ ? *device_transport_ : *host_transport_; }
-  Scratch& transport_scratch() { return *transport_scratch_; }
+  Transport& transport() {
+    if (device_transport_) return *device_transport_;
+    if (shm_) return *shm_;
+    return *host_transport_;
+  }
+  // The node's shared unsharded buffers (shared-memory transport), or nullptr.
+  shm::NodeSlots* node_slots() { return shm_ ? &shm_->slots() : nullptr; }
+  // Frees communication scratch (fsdp_trim_pool).
+  void release_scratch() {
+    transport_scratch_->release();
+    if (shm_) shm_->release_scratch();
+  }
   // CPU offload: the CPU is about to read or write shards the device may still be writing (the
   // reduce epilogue) or reading (an unshard).
   void before_cpu_touches_shards() {
@@ -46,14 +59,20 @@ class Backend {
     uint64_t n = 0;
     for (const auto* m : {host_.get(), buffers_.get(), shards_.get(), staging_.get()})
       if (m) n += m->allocation_calls();
+    if (shm_) n += shm_->allocation_calls() + shm_->arena_memory().allocation_calls();
     return n;
   }
 
  private:
+  void choose_host_transport(const PlacementRequest& request, const ProcessGroups& groups,
+                             const Topology& topo, MemoryAccounting& accounting);
+
   Placement placement_;
   std::unique_ptr<MemorySpace> host_, buffers_, shards_, staging_;
   std::unique_ptr<Scratch> transport_scratch_;
-  std::unique_ptr<Transport> host_transport_, device_transport_;
+  std::unique_ptr<MpiTransport> host_transport_;
+  std::unique_ptr<Transport> device_transport_;
+  std::unique_ptr<shm::ShmTransport> shm_;
 };
 
 }  // namespace fsdp

@@ -52,6 +52,10 @@ BufferPool::Lease BufferPool::acquire(std::size_t bytes, MemoryKind kind) {
 
 void BufferPool::give_back(void* data, std::size_t capacity, MemoryKind kind) {
   accounting_.sub(kind, capacity);
+  if (!memory_.keep_in_pool(data)) {
+    memory_.deallocate(data, capacity);
+    return;
+  }
   try {
     free_.emplace(capacity, data);
   } catch (...) {  // no memory to remember it: free it instead (called from destructors)

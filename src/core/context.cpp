@@ -94,9 +94,11 @@ void apply_environment(ContextOptions& options) {
       options.placement.transport = TransportKind::Mpi;
     else if (!std::strcmp(v, "nccl"))
       options.placement.transport = TransportKind::Nccl;
+    else if (!std::strcmp(v, "shm"))
+      options.placement.transport = TransportKind::Shm;
     else
       fail(Errc::InvalidArgument,
-           std::string("environment FSDP_TRANSPORT=") + v + ": expected auto, mpi or nccl");
+           std::string("environment FSDP_TRANSPORT=") + v + ": expected auto, mpi, shm or nccl");
   }
   read_byte_count("FSDP_RING_MIN_BLOCK_BYTES", options.transport.ring_min_block_bytes);
   read_byte_count("FSDP_RING_PIECE_BYTES", options.transport.ring_piece_bytes);
@@ -407,7 +409,7 @@ void Context::prefetch_after(Unit& u) {
 void Context::trim() {
   quiesce();
   pool_->trim();
-  backend_->transport_scratch().release();
+  backend_->release_scratch();
   partial_sums_->release();
 }
 

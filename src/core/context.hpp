@@ -132,6 +132,8 @@ class Context {
     before_cpu_touches_shards();
   }
   Transport& transport() { return backend_->transport(); }
+  // The shared-memory transport's node slots for unsharded parameters, or nullptr.
+  shm::NodeSlots* node_slots() { return backend_->node_slots(); }
   // fsdp_abort: the transport is torn down and every later call but fsdp_finalize is refused.
   void abort();
   bool aborted() const { return aborted_; }

@@ -1,6 +1,7 @@
 #include "core/process_groups.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,18 @@ void free_group(Group& g) {
   g.comm = MPI_COMM_NULL;
 }
 
+// FSDP_RANKS_PER_NODE, or 0.
+int ranks_per_node_override() {
+  const char* v = std::getenv("FSDP_RANKS_PER_NODE");
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const long k = std::strtol(v, &end, 10);
+  if (*end != '\0' || k < 1 || k > 1 << 20)
+    fail(Errc::InvalidArgument,
+         std::string("environment FSDP_RANKS_PER_NODE=") + v + ": expected a positive integer");
+  return static_cast<int>(k);
+}
+
 }  // namespace
 
 Topology discover_topology(MPI_Comm comm) {
@@ -38,11 +51,20 @@ Topology discover_topology(MPI_Comm comm) {
   MPI_Comm node = MPI_COMM_NULL;
   mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
             "MPI_Comm_split_type");
-  int node_rank = 0, leader = rank;
+  int node_rank = 0, members = 1, leader = rank;
   int rc = MPI_Comm_rank(node, &node_rank);
-  if (rc == MPI_SUCCESS) rc = MPI_Bcast(&leader, 1, MPI_INT, 0, node);  // lowest world rank
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_size(node, &members);
+  std::vector<int> node_ranks(static_cast<std::size_t>(members));
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Allgather(&rank, 1, MPI_INT, node_ranks.data(), 1, MPI_INT, node);
   MPI_Comm_free(&node);
-  mpi_check(rc, "MPI_Bcast");
+  mpi_check(rc, "MPI_Allgather");
+  leader = node_ranks[0];  // the lowest world rank (the split is keyed by it)
+  // Testing aid: nodes cut into "nodes" of k ranks, to exercise multi-node code on one machine.
+  if (const int k = ranks_per_node_override(); k > 0) {
+    leader = node_ranks[static_cast<std::size_t>(node_rank / k * k)];
+    node_rank %= k;
+  }
 
   // Every rank learns every rank's (node leader, rank in node) and orders ranks by them.
   const int mine[2] = {leader, node_rank};

@@ -28,7 +28,7 @@ Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precis
 }
 
 Unit::~Unit() {
-  unsharded_.reset();
+  release_unsharded();
   full_grad_.reset();
   ctx_.shard_memory().deallocate(shard_, shard_bytes());
   ctx_.accounting().sub(MemoryKind::Shard, shard_bytes());
@@ -63,6 +63,20 @@ void Unit::gather_sections(void* full) {
   ctx_.memory().record(gathered_.get());
 }
 
+void Unit::copy_own_blocks(void* full) {
+  const DType p = precision_.param, st = precision_.storage;
+  for (const Section& s : layout_.sections())
+    if (s.numel)
+      ctx_.memory().convert(
+          element(full, s.flat_base + static_cast<std::size_t>(shard_rank_) * s.shard_numel, p), p,
+          element(shard_, s.shard_base, st), st, s.shard_numel);
+}
+
+void Unit::release_unsharded() {
+  unsharded_.reset();
+  slot_.reset();
+}
+
 bool Unit::own_block_copied() const {
   return precision_.param != precision_.storage || ctx_.placement().cpu_offload;
 }
@@ -84,7 +98,7 @@ void Unit::complete_pending() {
     TraceSpan span(ctx_.trace(), "wait", trace_name(), 0);
     task->wait();
   } catch (...) {
-    if (kind == Pending::Unshard) unsharded_.reset();  // a failed all-gather leaves it sharded
+    if (kind == Pending::Unshard) release_unsharded();  // a failed all-gather leaves it sharded
     reduce_copy_.reset();
     throw;
   }
@@ -96,7 +110,7 @@ void Unit::complete_pending() {
 }
 
 std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
-  if (unsharded_)
+  if (is_unsharded())
     fail(Errc::State,
          label() + " is already unsharded" +
              (pending_ == Pending::Unshard ? " or gathering (a prefetch): fsdp_unshard waits for it"
@@ -104,23 +118,29 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
   complete_pending();  // a reduce in flight
   ctx_.make_room();    // the caller blocks rather than allocating more
   TraceSpan span(ctx_.trace(), "unshard", trace_name(), unsharded_bytes());
+  CommWorker& w = ctx_.worker();
+  if (shm::NodeSlots* slots = ctx_.node_slots()) {
+    // The slot is chosen with the node's other ranks, so in collective order: on the progress
+    // thread, which also writes this rank's blocks into it.
+    slots->claim(slot_, unsharded_bytes());
+    auto body = [this, slots, now] {
+      TraceSpan s(ctx_.trace(), "all_gather", trace_name(), unsharded_bytes(), now ? 0 : 1);
+      slots->acquire(unsharded_bytes(), slot_);
+      if (own_block_copied()) copy_own_blocks(slot_.data());
+      gather_sections(slot_.data());
+      slots->seal(slot_);
+    };
+    return track(Pending::Unshard, now ? w.run_inline(body) : w.submit(body));
+  }
   BufferPool::Lease full = ctx_.pool().acquire(unsharded_bytes(), MemoryKind::Unsharded);
   ctx_.memory().take_from_caller();  // the caller may have written the shard on its stream
-  const DType p = precision_.param, st = precision_.storage;
-  if (own_block_copied())
-    for (const Section& s : layout_.sections())
-      if (s.numel)
-        ctx_.memory().convert(
-            element(full.data(),
-                    s.flat_base + static_cast<std::size_t>(shard_rank_) * s.shard_numel, p),
-            p, element(shard_, s.shard_base, st), st, s.shard_numel);
+  if (own_block_copied()) copy_own_blocks(full.data());
   void* out = full.data();
   unsharded_ = std::move(full);
   auto body = [this, out, now] {
     TraceSpan s(ctx_.trace(), "all_gather", trace_name(), unsharded_bytes(), now ? 0 : 1);
     gather_sections(out);
   };
-  CommWorker& w = ctx_.worker();
   return track(Pending::Unshard, now ? w.run_inline(body) : w.submit(body));
 }
 
@@ -146,23 +166,23 @@ void Unit::check_tied_users_done(const char* doing) const {
 }
 
 void Unit::reshard() {
-  if (!unsharded_) fail(Errc::State, label() + " is not unsharded (call fsdp_unshard first)");
+  if (!is_unsharded()) fail(Errc::State, label() + " is not unsharded (call fsdp_unshard first)");
   check_tied_users_done("reshard");
   if (pending_ == Pending::Unshard) complete_pending();
   TraceSpan span(ctx_.trace(), "reshard", trace_name(), unsharded_bytes());
   // The buffer goes back to the pool: whatever reuses it queues after the caller's last use.
   ctx_.memory().take_from_caller();
-  unsharded_.reset();
+  release_unsharded();
 }
 
 void* Unit::param_data(std::size_t i) {
   if (pending_ == Pending::Unshard) complete_pending();
-  if (!unsharded_)
+  if (!is_unsharded())
     fail(Errc::State, label() +
                           " is sharded: parameters are readable only between fsdp_unshard "
                           "and fsdp_reshard");
   ctx_.memory().caller_waits(gathered_.get());
-  return element(unsharded_.data(), layout_.flat_offset(i), precision_.param);
+  return element(unsharded_data(), layout_.flat_offset(i), precision_.param);
 }
 
 void* Unit::grad_data(std::size_t i) {

@@ -15,6 +15,7 @@
 #include "core/flat_layout.hpp"
 #include "core/precision.hpp"
 #include "core/store.hpp"
+#include "transport/shm/node_slots.hpp"
 
 namespace fsdp {
 
@@ -47,7 +48,7 @@ class Unit {
   const Precision& precision() const { return precision_; }
   Context& context() const { return ctx_; }
   int shard_rank() const { return shard_rank_; }
-  bool is_unsharded() const { return static_cast<bool>(unsharded_); }
+  bool is_unsharded() const { return unsharded_ || slot_.claimed(); }
   bool has_pending_grad() const { return static_cast<bool>(full_grad_); }
   // Ties this unit uses (alias index = num_params() + position), and units tied to this one.
   const std::vector<Tie>& ties() const { return ties_; }
@@ -114,6 +115,12 @@ class Unit {
   void check_tied_users_done(const char* doing) const;
   // Run on the progress thread: the collectives only (buffers are prepared by the caller).
   void gather_sections(void* full);
+  // This rank's block of each section, rounded to param_dtype, into `full` (mixed precision, and
+  // CPU offload where the shard is in host memory the transport does not take).
+  void copy_own_blocks(void* full);
+  // The unsharded buffer: a node slot with the shared-memory transport, else a pool buffer.
+  void* unsharded_data() const { return slot_.claimed() ? slot_.data() : unsharded_.data(); }
+  void release_unsharded();
   // Whether unshard_async writes this rank's block of the unsharded buffer itself (a conversion,
   // or a copy out of offloaded host memory) so the all-gather runs in place.
   bool own_block_copied() const;
@@ -137,6 +144,9 @@ class Unit {
   std::vector<Tie> ties_;
   std::vector<uint64_t> tied_users_;
   BufferPool::Lease unsharded_;    // the all-gather's output while unsharded (or gathering)
+  // With the shared-memory transport instead: the node's copy, claimed when the unshard starts and
+  // filled in by the all-gather, which picks the slot together with the node's other ranks.
+  shm::NodeSlots::Lease slot_;
   BufferPool::Lease full_grad_;    // the caller's full gradient while one is being written
   BufferPool::Lease reduce_copy_;  // the full gradient in reduce_dtype while it is reduced
   // Device memory: recorded after the all-gather and after a fresh gradient buffer is zeroed, so

@@ -36,6 +36,9 @@ class MemorySpace {
   }
   virtual void deallocate(void* p, std::size_t bytes) = 0;
   uint64_t allocation_calls() const { return allocation_calls_.load(std::memory_order_relaxed); }
+  // Whether a buffer pool may cache this allocation for reuse (not a stopgap the space would
+  // rather see freed: the shared-memory transport's private fallback, see shm/shared_arena.hpp).
+  virtual bool keep_in_pool(const void*) const { return true; }
 
   // The operations below may run asynchronously (queued in order on the space's stream); the CPU
   // sees their results after synchronize(). Pointers of another space the device can address

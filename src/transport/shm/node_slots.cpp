@@ -1,0 +1,126 @@
+#include "transport/shm/node_slots.hpp"
+
+#include <sys/mman.h>
+
+#include <new>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace fsdp::shm {
+
+void NodeSlots::Lease::reset() {
+  if (owner_) owner_->release(*this);
+  if (accounting_) accounting_->sub(MemoryKind::Unsharded, charged_);
+  accounting_ = nullptr;
+  owner_ = nullptr;
+  data_ = nullptr;
+  capacity_ = charged_ = 0;
+  holders_ = nullptr;
+  claimed_ = sealed_ = false;
+}
+
+NodeSlots::NodeSlots(NodeTeam& team, MemoryAccounting& accounting, bool protect)
+    : team_(team), accounting_(accounting), protect_(protect) {}
+
+NodeSlots::~NodeSlots() {
+  const bool abandon = team_.aborted();
+  for (Slot& s : slots_)  // in index order on every team rank: MPI_Win_free is collective
+    if (s.window && abandon) s.window->abandon();
+  slots_.clear();
+}
+
+int NodeSlots::create(std::size_t bytes) {
+  std::size_t index = 0;
+  while (index < slots_.size() && slots_[index].window) ++index;
+  Slot s;
+  s.window = std::make_unique<SharedWindow>(team_.comm(),
+                                            team_.rank() == 0 ? page_bytes() + bytes : 0);
+  s.capacity = bytes;
+  allocation_calls_.fetch_add(1, std::memory_order_relaxed);
+  if (team_.rank() == 0) new (s.window->segment(0)) std::atomic<int32_t>(team_.size());
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (index == slots_.size())
+    slots_.push_back(std::move(s));
+  else
+    slots_[index] = std::move(s);
+  return static_cast<int>(index);
+}
+
+void NodeSlots::acquire(std::size_t bytes, Lease& lease) {
+  SlotDecision& d = team_.decision();
+  if (team_.rank() == 0) {
+    int best = -1;
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      const Slot& s = slots_[i];
+      if (!s.window || s.capacity < bytes ||
+          s.holders()->load(std::memory_order_acquire) != 0)
+        continue;
+      if (best < 0 || s.capacity < slots_[static_cast<std::size_t>(best)].capacity)
+        best = static_cast<int>(i);
+    }
+    d.slot = best;
+    d.freed = 0;
+    d.create_bytes = round_to_pages(bytes);
+    if (best >= 0) {
+      slots_[static_cast<std::size_t>(best)].holders()->store(team_.size(),
+                                                              std::memory_order_relaxed);
+    } else {
+      for (std::size_t i = 0; i < slots_.size() && d.freed < SlotDecision::kMaxFreed; ++i)
+        if (slots_[i].window && slots_[i].holders()->load(std::memory_order_acquire) == 0)
+          d.freed_ids[d.freed++] = static_cast<int32_t>(i);
+    }
+  }
+  team_.barrier();
+  const SlotDecision mine = d;  // read before the gather's barrier, rewritten only after it
+  int index = mine.slot;
+  if (index < 0) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (int k = 0; k < mine.freed; ++k)
+        slots_[static_cast<std::size_t>(mine.freed_ids[k])] = Slot();  // collective free
+    }
+    index = create(mine.create_bytes);  // throws on every team rank alike
+  }
+  const Slot& s = slots_[static_cast<std::size_t>(index)];
+  lease.owner_ = this;
+  lease.data_ = s.data();
+  lease.capacity_ = s.capacity;
+  lease.holders_ = s.holders();
+}
+
+void NodeSlots::claim(Lease& lease, std::size_t bytes) {
+  // Each rank is charged its share, so memory stats summed over a node give the node's memory.
+  lease.claimed_ = true;
+  lease.charged_ = bytes / static_cast<std::size_t>(team_.size());
+  lease.accounting_ = &accounting_;
+  accounting_.add(MemoryKind::Unsharded, lease.charged_);
+}
+
+void NodeSlots::seal(Lease& lease) {
+  if (!protect_ || lease.sealed_) return;
+  if (mprotect(lease.data_, lease.capacity_, PROT_READ) == 0) lease.sealed_ = true;
+}
+
+void NodeSlots::release(Lease& lease) {
+  if (lease.sealed_) mprotect(lease.data_, lease.capacity_, PROT_READ | PROT_WRITE);
+  lease.holders_->fetch_sub(1, std::memory_order_release);
+}
+
+bool NodeSlots::contains(const void* p) const {
+  const char* c = static_cast<const char*>(p);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Slot& s : slots_)
+    if (s.window && c >= s.data() && c < s.data() + s.capacity) return true;
+  return false;
+}
+
+std::size_t NodeSlots::node_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::size_t n = 0;
+  for (const Slot& s : slots_)
+    if (s.window) n += s.capacity;
+  return n;
+}
+
+}  // namespace fsdp::shm

@@ -1,0 +1,93 @@
+// The node's unsharded parameter buffers ("slots") for the shared-memory transport: one copy of
+// an unsharded unit per node, in an MPI-3 shared window, instead of one per rank.
+//
+// A slot is chosen inside the unshard, which every team rank runs in the same collective order:
+// the team leader picks the smallest free slot that fits (free = no team rank holds it, counted
+// by an atomic in the slot's first page) and announces it; when none fits, the free slots are all
+// smaller than the request and of no use to it, so they are freed and one slot of the requested
+// size is created (the BufferPool's rule). A rank holds its slot until its reshard; the rate
+// limiter (max_unsharded) thus bounds the slots a rank holds, and the node's slots are those
+// held by some rank plus at most the free ones not yet reused.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/memory_accounting.hpp"
+#include "transport/shm/node_team.hpp"
+#include "transport/shm/shared_window.hpp"
+
+namespace fsdp::shm {
+
+class NodeSlots {
+ public:
+  // A rank's hold on a slot, from the unshard's start (claimed, not yet filled in when the
+  // all-gather is queued) to its reshard.
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { reset(); }
+    bool claimed() const { return claimed_; }
+    void* data() const { return data_; }
+    // Lets the slot go (it is free once every team rank let it go). Local.
+    void reset();
+
+   private:
+    friend class NodeSlots;
+    NodeSlots* owner_ = nullptr;  // set once filled in
+    MemoryAccounting* accounting_ = nullptr;
+    char* data_ = nullptr;
+    std::size_t capacity_ = 0;
+    std::size_t charged_ = 0;  // this rank's share of the bytes asked for, in memory stats
+    std::atomic<int32_t>* holders_ = nullptr;
+    bool claimed_ = false;
+    bool sealed_ = false;
+  };
+
+  // `protect`: a sealed slot is read-only in this process (debug mode: a caller writing into
+  // parameters every rank of the node reads faults at the write).
+  NodeSlots(NodeTeam& team, MemoryAccounting& accounting, bool protect);
+  ~NodeSlots();
+  NodeSlots(const NodeSlots&) = delete;
+  NodeSlots& operator=(const NodeSlots&) = delete;
+
+  // Local, on the caller's thread when the unshard starts: the lease is charged from here on.
+  void claim(Lease& lease, std::size_t bytes);
+  // Collective over the team. Fills `lease` (claimed) with a slot of at least `bytes` that every
+  // team rank now holds. Throws Errc::OutOfMemory (on every team rank) when a slot cannot be made.
+  void acquire(std::size_t bytes, Lease& lease);
+  // After every team rank wrote its blocks.
+  void seal(Lease& lease);
+  // Whether `p` points into a slot.
+  bool contains(const void* p) const;
+  // Bytes of the node's slots (the same on every team rank), and windows created so far.
+  std::size_t node_bytes() const;
+  uint64_t allocation_calls() const { return allocation_calls_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Slot {
+    std::unique_ptr<SharedWindow> window;
+    std::size_t capacity = 0;
+    std::atomic<int32_t>* holders() const {
+      return reinterpret_cast<std::atomic<int32_t>*>(window->segment(0));
+    }
+    char* data() const { return window->segment(0) + page_bytes(); }
+  };
+  void release(Lease& lease);
+  int create(std::size_t bytes);  // collective; the new slot's index
+
+  NodeTeam& team_;
+  MemoryAccounting& accounting_;
+  const bool protect_;
+  mutable std::mutex mutex_;  // slots_: the progress thread changes it, stats read it
+  std::vector<Slot> slots_;   // by index, identical on every team rank; window == null: unused
+  std::atomic<uint64_t> allocation_calls_{0};
+};
+
+}  // namespace fsdp::shm

@@ -1,0 +1,75 @@
+// The ranks of one process group that share a node's memory (a "team"), in group-rank order, and
+// what they coordinate through: a control block in a shared window holding a barrier, one mailbox
+// per rank and the leader's announcements. For a group spanning nodes, `cross` links the ranks
+// holding the same team index on every node (the inter-node part of each collective goes there,
+// over MPI).
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/group.hpp"
+#include "transport/shm/shared_window.hpp"
+
+namespace fsdp::shm {
+
+// What one rank tells the others during a collective. Written before a barrier, read after it,
+// and not rewritten before the next barrier every rank passes after reading.
+struct alignas(64) Mailbox {
+  uint64_t segment = 0;     // where this rank's operand is: window index in its arena...
+  uint64_t offset = 0;      // ...and byte offset in its segment
+  uint64_t grow_bytes = 0;  // arena growth this rank needs before the operand can be shared
+};
+
+// The leader's choice of a slot for an unshard (NodeSlots).
+struct SlotDecision {
+  static constexpr int kMaxFreed = 32;
+  int32_t slot = -1;     // the slot to gather into; -1: create one of `create_bytes`
+  int32_t freed = 0;     // free slots to release first (none of them fits)
+  uint64_t create_bytes = 0;
+  int32_t freed_ids[kMaxFreed] = {};
+};
+
+class NodeTeam {
+ public:
+  // Collective over `group`: ranks with the same `node_key` (Topology::node_leader) form a team.
+  // Throws Errc::Unsupported when the teams of the group differ in size (the hierarchical
+  // collectives need one team index per rank on every node).
+  NodeTeam(const Group& group, int node_key);
+  ~NodeTeam();
+  NodeTeam(const NodeTeam&) = delete;
+  NodeTeam& operator=(const NodeTeam&) = delete;
+
+  const Group& group() const { return group_; }  // the process group this team is part of
+  MPI_Comm comm() const { return team_.comm; }
+  int rank() const { return team_.rank; }
+  int size() const { return team_.size; }
+  // Ranks with this rank's team index, one per node, in group-rank order.
+  const Group& cross() const { return cross_; }
+  // Group rank of each cross member, by cross rank (where their blocks sit in a full buffer).
+  const std::vector<int>& cross_group_ranks() const { return cross_group_ranks_; }
+
+  // Every team rank has arrived. Spins briefly, then yields the core (ranks are often
+  // oversubscribed). Throws Errc::Aborted once abort() was called.
+  void barrier();
+  Mailbox& mailbox(int team_rank);
+  SlotDecision& decision();
+  // fsdp_abort: barriers in progress or to come throw; windows are leaked, not freed.
+  void abort();
+  bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
+
+ struct Control;
+
+ private:
+  Group group_, team_, cross_;
+  std::vector<int> cross_group_ranks_;
+  std::unique_ptr<SharedWindow> window_;
+  Control* control_ = nullptr;
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace fsdp::shm

@@ -1,0 +1,120 @@
+#include "transport/shm/shared_arena.hpp"
+
+namespace fsdp::shm {
+namespace {
+
+constexpr std::size_t kAlign = 4096;  // page: buffers never share a page with another's
+constexpr std::size_t kMinSegment = std::size_t(1) << 20;
+
+std::size_t aligned(std::size_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
+
+}  // namespace
+
+SharedArena::~SharedArena() {
+  if (team_.aborted())
+    for (Segment& s : segments_) s.window->abandon();
+  segments_.clear();  // in window order on every team rank: MPI_Win_free is collective
+}
+
+void* SharedArena::allocate(std::size_t bytes) {
+  const std::size_t want = aligned(bytes == 0 ? 1 : bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int me = team_.rank();
+  for (Segment& s : segments_) {
+    for (auto it = s.free.begin(); it != s.free.end(); ++it) {
+      if (it->second < want) continue;
+      const std::size_t offset = it->first, left = it->second - want;
+      s.free.erase(it);
+      if (left) s.free.emplace(offset + want, left);
+      return s.window->segment(me) + offset;
+    }
+  }
+  refused_ += want;
+  return nullptr;
+}
+
+bool SharedArena::deallocate(void* p, std::size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  const std::size_t size = aligned(bytes == 0 ? 1 : bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int me = team_.rank();
+  for (Segment& s : segments_) {
+    const char* base = s.window->segment(me);
+    if (c < base || c >= base + s.window->segment_bytes(me)) continue;
+    std::size_t offset = static_cast<std::size_t>(c - base), length = size;
+    auto next = s.free.lower_bound(offset);
+    if (next != s.free.end() && next->first == offset + length) {  // merge with the block after
+      length += next->second;
+      next = s.free.erase(next);
+    }
+    if (next != s.free.begin()) {  // and with the block before
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == offset) {
+        offset = prev->first;
+        length += prev->second;
+        s.free.erase(prev);
+      }
+    }
+    s.free.emplace(offset, length);
+    return true;
+  }
+  return false;
+}
+
+bool SharedArena::locate(const void* p, uint64_t* window, uint64_t* offset) const {
+  const char* c = static_cast<const char*>(p);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int me = team_.rank();
+  for (std::size_t i = 0; i < segments_.size(); ++i) {
+    const char* base = segments_[i].window->segment(me);
+    if (c >= base && c < base + segments_[i].window->segment_bytes(me)) {
+      *window = i;
+      *offset = static_cast<uint64_t>(c - base);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* SharedArena::peer(int team_rank, uint64_t window, uint64_t offset) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return segments_[static_cast<std::size_t>(window)].window->segment(team_rank) + offset;
+}
+
+std::size_t SharedArena::wanted() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return refused_;
+}
+
+void SharedArena::grow(std::size_t bytes) {
+  const std::size_t size = bytes ? std::max(aligned(bytes), kMinSegment) : 0;
+  Segment s;
+  s.window = std::make_unique<SharedWindow>(team_.comm(), size);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (size) s.free.emplace(0, s.window->segment_bytes(team_.rank()));
+  segments_.push_back(std::move(s));
+  refused_ = 0;
+}
+
+uint64_t SharedArena::windows() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return segments_.size();
+}
+
+void* ArenaMemorySpace::allocate_bytes(std::size_t bytes) {
+  if (void* p = arena_.allocate(bytes)) return p;
+  return HostMemorySpace::allocate_bytes(bytes);
+}
+
+void ArenaMemorySpace::deallocate(void* p, std::size_t bytes) {
+  if (!arena_.deallocate(p, bytes)) HostMemorySpace::deallocate(p, bytes);
+}
+
+bool ArenaMemorySpace::keep_in_pool(const void* p) const {
+  uint64_t w = 0, o = 0;
+  return arena_.locate(p, &w, &o);
+}
+
+}  // namespace fsdp::shm

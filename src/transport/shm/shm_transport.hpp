@@ -1,0 +1,71 @@
+// Collectives of one shard group through the node's shared memory (fsdp_transport_t
+// FSDP_TRANSPORT_SHM), with MPI for the inter-node part and for other groups.
+//
+// All-gather: the output is a node slot (NodeSlots), so each rank writes only its own block and
+// the team synchronizes once; a node holds one unsharded copy and moves 1/F of the bytes an
+// MPI_Allgather moves. Across nodes, each team rank then all-gathers the blocks of its team index
+// from the other nodes (MPI_Allgatherv in place).
+//
+// Reduce-scatter: every rank's full gradient is in its shared arena, so each rank sums its own
+// block across the team straight out of the others' buffers, in the order the MPI ring adds them
+// (start after this rank, end with it): on one node the result is bitwise the MPI transport's
+// ring. Across nodes, each team rank sums the blocks of its team index on every node into scratch,
+// then reduce-scatters them over MPI with the others of its team index.
+#pragma once
+
+#include <memory>
+
+#include "core/memory_accounting.hpp"
+#include "core/scratch.hpp"
+#include "transport/mpi/mpi_transport.hpp"
+#include "transport/shm/node_slots.hpp"
+#include "transport/shm/node_team.hpp"
+#include "transport/shm/shared_arena.hpp"
+
+namespace fsdp::shm {
+
+class ShmTransport final : public Transport {
+ public:
+  // Collective over `shard`. `mpi` carries every other group and the inter-node parts.
+  // `protect_slots`: debug mode, see NodeSlots.
+  ShmTransport(const Group& shard, int node_key, MpiTransport& mpi, MemoryAccounting& accounting,
+               bool protect_slots);
+  ~ShmTransport() override;
+  const char* name() const override { return "shm"; }
+  void all_gather(const void* shard, void* full, std::size_t count, DType t,
+                  const Group& g) override;
+  void reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
+                      const ReduceEpilogue& epilogue) override;
+  void all_reduce(void* buf, std::size_t count, DType t, const Group& g) override {
+    mpi_.all_reduce(buf, count, t, g);
+  }
+  void abort() override;
+
+  NodeTeam& team() { return *team_; }
+  NodeSlots& slots() { return *slots_; }
+  SharedArena& arena() { return *arena_; }
+  HostMemorySpace& arena_memory() { return *arena_memory_; }
+  uint64_t allocation_calls() const;
+  void release_scratch() {
+    sums_->release();
+    chunk_->release();
+  }
+
+ private:
+  bool carries(const Group& g) const { return g.comm == team_->group().comm; }
+  // Block `offset` (bytes into every rank's buffer) summed over the team in ring order, through
+  // the epilogue.
+  void team_sum(const std::vector<const char*>& x, std::size_t offset, std::size_t count, DType t,
+                const ReduceEpilogue& e);
+
+  MpiTransport& mpi_;
+  MemoryAccounting& accounting_;
+  std::unique_ptr<NodeTeam> team_;
+  std::unique_ptr<NodeSlots> slots_;
+  std::unique_ptr<SharedArena> arena_;
+  std::unique_ptr<ArenaMemorySpace> arena_memory_;
+  HostMemorySpace scratch_memory_;
+  std::unique_ptr<Scratch> sums_, chunk_;  // inter-node partial sums; ring-order accumulator
+};
+
+}  // namespace fsdp::shm
