@@ -1,0 +1,273 @@
+/* The node shared-memory transport against plain MPI, in one program: the same units trained
+ * with AdamW on an MPI context (ring reduce-scatter) and on a shared-memory context give
+ * bitwise-identical unsharded parameters, gradient shards and updated shards at every step, in
+ * float32, bfloat16 and float16, full and hybrid sharding, units from one element to 1 MiB.
+ * Integer-valued gradients are also checked against the exact mean computed here. Then: the
+ * steady state allocates nothing (the gradient arena grew in the first steps), every rank of a
+ * node sees one buffer, and in debug mode (FSDP_DEBUG=1) a write into node-shared parameters
+ * faults. With emulated nodes (FSDP_RANKS_PER_NODE) the shared-memory side is hierarchical and is
+ * checked against the exact mean and for run-to-run determinism instead of against MPI's ring. */
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+enum { UNITS = 4, STEPS = 3 };
+static const int64_t kNumel[UNITS] = {1, 1001, 65537, 262144}; /* the last is 1 MiB in float32 */
+
+typedef struct {
+  fsdp_context_t ctx;
+  fsdp_unit_t u[UNITS];
+  fsdp_optimizer_t opt;
+} model_t;
+
+static size_t dtype_bytes(fsdp_dtype_t t) {
+  return t == FSDP_FLOAT64 ? 8 : t == FSDP_FLOAT32 ? 4 : 2;
+}
+
+static void make_model(model_t* m, fsdp_transport_t transport, fsdp_sharding_strategy_t strategy,
+                       fsdp_dtype_t param, fsdp_dtype_t reduce) {
+  fsdp_config_t cfg = FSDP_CONFIG_INIT;
+  cfg.transport = transport;
+  cfg.strategy = strategy;
+  if (strategy == FSDP_HYBRID_SHARD) cfg.sharding_factor = 2;
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &m->ctx));
+  fsdp_unit_options_t o = FSDP_UNIT_OPTIONS_INIT;
+  o.param_dtype = param;
+  o.reduce_dtype = reduce;
+  for (int k = 0; k < UNITS; ++k) {
+    float* v = malloc((size_t)kNumel[k] * sizeof(float));
+    uint64_t state = 1000 + (uint64_t)k; /* the same initial values on every rank */
+    for (int64_t i = 0; i < kNumel[k]; ++i) v[i] = (float)th_uniform(&state);
+    const void* values[1] = {v};
+    fsdp_param_desc_t d = {"w", 1, &kNumel[k], FSDP_FLOAT32, 1};
+    CHECK_OK(fsdp_unit_create_ex(m->ctx, 1, &d, values, &o, &m->u[k]));
+    free(v);
+  }
+  CHECK_OK(fsdp_optimizer_create(m->ctx, FSDP_OPTIMIZER_ADAMW, NULL, UNITS, m->u, &m->opt));
+}
+
+static void free_model(model_t* m) {
+  CHECK_OK(fsdp_optimizer_destroy(&m->opt));
+  for (int k = 0; k < UNITS; ++k) CHECK_OK(fsdp_unit_destroy(&m->u[k]));
+  CHECK_OK(fsdp_finalize(&m->ctx));
+}
+
+/* Gradient element i of unit k on `rank` at `step`: random, or a small integer (exact sums). */
+static float grad_value(int k, int64_t i, int rank, int step, int integer) {
+  if (integer) return (float)((i * 7 + k * 3 + rank * 5 + step) % 11) - 5.0f;
+  uint64_t state = ((uint64_t)k << 40) ^ ((uint64_t)i << 8) ^ ((uint64_t)rank << 4) ^ (uint64_t)step;
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)th_uniform(&state) * (1.0f + (float)rank);
+}
+
+/* Writes this rank's gradient of unit k (in the unit's param dtype) and reduces it. */
+static void backward(model_t* m, int k, int step, fsdp_dtype_t param, int integer) {
+  void* g = NULL;
+  CHECK_OK(fsdp_grad_data(m->u[k], 0, &g));
+  float* x = malloc((size_t)kNumel[k] * sizeof(float));
+  for (int64_t i = 0; i < kNumel[k]; ++i) x[i] = grad_value(k, i, th_rank(), step, integer);
+  CHECK_OK(fsdp_convert(g, param, x, FSDP_FLOAT32, (size_t)kNumel[k]));
+  free(x);
+  CHECK_OK(fsdp_reduce_grads(m->u[k]));
+}
+
+static int same_bytes(const void* a, const void* b, size_t n) {
+  return memcmp(a, b, n) == 0;
+}
+
+/* The exact mean of the integer gradients over the world, for this rank's shard. */
+static int grads_exact(model_t* m, int k, int step) {
+  int W = th_size(), srank = 0, F = 0;
+  CHECK_OK(fsdp_group_info(m->ctx, FSDP_GROUP_SHARD, &srank, &F));
+  float* gs = NULL;
+  size_t n = 0;
+  CHECK_OK(fsdp_shard_grad(m->u[k], (void**)&gs, &n));
+  int bad = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const int64_t e = (int64_t)((size_t)srank * n + j);
+    int sum = 0;
+    if (e < kNumel[k])
+      for (int r = 0; r < W; ++r) sum += (int)grad_value(k, e, r, step, 1);
+    bad += gs[j] != (float)sum / (float)W;
+  }
+  return bad == 0;
+}
+
+static void compare(fsdp_sharding_strategy_t strategy, fsdp_dtype_t param, const char* label) {
+  model_t mpi, shm;
+  make_model(&mpi, FSDP_TRANSPORT_MPI, strategy, param, param);
+  make_model(&shm, FSDP_TRANSPORT_SHM, strategy, param, param);
+  fsdp_transport_t t = FSDP_TRANSPORT_AUTO;
+  CHECK_OK(fsdp_context_placement(shm.ctx, NULL, NULL, NULL, &t));
+  CHECK_MSG(t == FSDP_TRANSPORT_SHM, label);
+  int F = 0;
+  CHECK_OK(fsdp_context_config(shm.ctx, &F, NULL, NULL));
+  /* Bitwise against MPI's ring when the shard group is one node's team; hierarchical otherwise. */
+  const int one_team = th_unsharded_sharers(shm.ctx) == (size_t)F;
+  char msg[160];
+  int params_equal = 1, grads_equal = 1, shards_equal = 1, exact = 1;
+  for (int step = 0; step < STEPS; ++step) {
+    const int integer = step == 0 && param == FSDP_FLOAT32;
+    for (int k = 0; k < UNITS; ++k) {
+      CHECK_OK(fsdp_unshard(mpi.u[k]));
+      CHECK_OK(fsdp_unshard(shm.u[k]));
+      void *a = NULL, *b = NULL;
+      CHECK_OK(fsdp_param_data(mpi.u[k], 0, &a));
+      CHECK_OK(fsdp_param_data(shm.u[k], 0, &b));
+      if (one_team || step == 0)  /* hierarchical sums differ from the ring in the last bits */
+        params_equal &= same_bytes(a, b, (size_t)kNumel[k] * dtype_bytes(param));
+      backward(&mpi, k, step, param, integer);
+      backward(&shm, k, step, param, integer);
+      CHECK_OK(fsdp_reshard(mpi.u[k]));
+      CHECK_OK(fsdp_reshard(shm.u[k]));
+      float *ga = NULL, *gb = NULL;
+      size_t na = 0, nb = 0;
+      CHECK_OK(fsdp_shard_grad(mpi.u[k], (void**)&ga, &na));
+      CHECK_OK(fsdp_shard_grad(shm.u[k], (void**)&gb, &nb));
+      if (one_team) grads_equal &= na == nb && same_bytes(ga, gb, na * sizeof(float));
+      if (integer) exact &= grads_exact(&shm, k, step) && grads_exact(&mpi, k, step);
+    }
+    CHECK_OK(fsdp_optimizer_step(mpi.opt));
+    CHECK_OK(fsdp_optimizer_step(shm.opt));
+    CHECK_OK(fsdp_optimizer_zero_grad(mpi.opt));
+    CHECK_OK(fsdp_optimizer_zero_grad(shm.opt));
+    for (int k = 0; k < UNITS && one_team; ++k) {
+      float *sa = NULL, *sb = NULL;
+      size_t na = 0, nb = 0;
+      CHECK_OK(fsdp_shard_data(mpi.u[k], (void**)&sa, &na));
+      CHECK_OK(fsdp_shard_data(shm.u[k], (void**)&sb, &nb));
+      shards_equal &= na == nb && same_bytes(sa, sb, na * sizeof(float));
+    }
+  }
+  snprintf(msg, sizeof msg, "%s: unsharded parameters bitwise equal", label);
+  CHECK_MSG(params_equal, msg);
+  snprintf(msg, sizeof msg, "%s: gradient shards bitwise equal to MPI's ring", label);
+  CHECK_MSG(grads_equal, msg);
+  snprintf(msg, sizeof msg, "%s: AdamW shards bitwise equal", label);
+  CHECK_MSG(shards_equal, msg);
+  snprintf(msg, sizeof msg, "%s: integer gradients reduce to the exact mean", label);
+  CHECK_MSG(exact, msg);
+  free_model(&mpi);
+  free_model(&shm);
+}
+
+/* Two runs of the same training on the shared-memory transport end in the same bits. */
+static void check_determinism(void) {
+  float* first[UNITS] = {NULL};
+  for (int run = 0; run < 2; ++run) {
+    model_t m;
+    make_model(&m, FSDP_TRANSPORT_SHM, FSDP_FULL_SHARD, FSDP_BFLOAT16, FSDP_BFLOAT16);
+    for (int step = 0; step < STEPS; ++step) {
+      for (int k = 0; k < UNITS; ++k) {
+        CHECK_OK(fsdp_unshard(m.u[k]));
+        backward(&m, k, step, FSDP_BFLOAT16, 0);
+        CHECK_OK(fsdp_reshard(m.u[k]));
+      }
+      CHECK_OK(fsdp_optimizer_step(m.opt));
+      CHECK_OK(fsdp_optimizer_zero_grad(m.opt));
+    }
+    int same = 1;
+    for (int k = 0; k < UNITS; ++k) {
+      float* s = NULL;
+      size_t n = 0;
+      CHECK_OK(fsdp_shard_data(m.u[k], (void**)&s, &n));
+      if (run == 0) {
+        first[k] = malloc(n * sizeof(float));
+        memcpy(first[k], s, n * sizeof(float));
+      } else {
+        same &= same_bytes(first[k], s, n * sizeof(float));
+        free(first[k]);
+      }
+    }
+    if (run == 1) CHECK_MSG(same, "shared memory, bfloat16: two runs give the same bits");
+    free_model(&m);
+  }
+}
+
+/* After the first steps (the gradient arena grows inside reduces), training allocates nothing. */
+static void check_steady_state(void) {
+  model_t m;
+  make_model(&m, FSDP_TRANSPORT_SHM, FSDP_FULL_SHARD, FSDP_FLOAT32, FSDP_FLOAT32);
+  fsdp_memory_stats_t s;
+  memset(&s, 0, sizeof s);
+  s.size = sizeof s;
+  uint64_t calls[6] = {0};
+  for (int step = 0; step < 6; ++step) {
+    for (int k = 0; k < UNITS; ++k) {
+      CHECK_OK(fsdp_unshard(m.u[k]));
+      backward(&m, k, step, FSDP_FLOAT32, 0);
+      CHECK_OK(fsdp_reshard(m.u[k]));
+    }
+    CHECK_OK(fsdp_optimizer_step(m.opt));
+    CHECK_OK(fsdp_optimizer_zero_grad(m.opt));
+    CHECK_OK(fsdp_memory_stats(m.ctx, &s));
+    calls[step] = s.allocation_calls;
+  }
+  CHECK_MSG(calls[5] == calls[2], "shared memory: no allocation from the third step on");
+  free_model(&m);
+}
+
+static sigjmp_buf fault_jump;
+static void on_fault(int sig) {
+  (void)sig;
+  siglongjmp(fault_jump, 1);
+}
+
+/* Debug mode: node-shared parameters are read-only to the caller; after reshard the library
+ * reuses the buffer normally. */
+static void check_read_only(void) {
+  setenv("FSDP_DEBUG", "1", 1);
+  model_t m;
+  make_model(&m, FSDP_TRANSPORT_SHM, FSDP_FULL_SHARD, FSDP_FLOAT32, FSDP_FLOAT32);
+  unsetenv("FSDP_DEBUG");
+  const int shared = th_unsharded_sharers(m.ctx) > 1;
+  CHECK_OK(fsdp_unshard(m.u[3]));
+  float* p = NULL;
+  CHECK_OK(fsdp_param_data(m.u[3], 0, (void**)&p));
+  const float before = p[5];
+  struct sigaction act, old_segv, old_bus;
+  memset(&act, 0, sizeof act);
+  act.sa_handler = on_fault;
+  sigemptyset(&act.sa_mask);
+  sigaction(SIGSEGV, &act, &old_segv);
+  sigaction(SIGBUS, &act, &old_bus);
+  volatile int faulted = 0;
+  if (sigsetjmp(fault_jump, 1) == 0)
+    ((volatile float*)p)[5] = before + 1.0f;
+  else
+    faulted = 1;
+  sigaction(SIGSEGV, &old_segv, NULL);
+  sigaction(SIGBUS, &old_bus, NULL);
+  if (shared) {
+    CHECK_MSG(faulted && p[5] == before, "debug mode: a write into node-shared parameters faults");
+  } else {
+    CHECK_MSG(!faulted, "a rank alone on its node writes its own buffer");
+  }
+  CHECK_OK(fsdp_reshard(m.u[3]));
+  for (int round = 0; round < 2; ++round) { /* the slot is writable to the library again */
+    CHECK_OK(fsdp_unshard(m.u[3]));
+    CHECK_OK(fsdp_reshard(m.u[3]));
+  }
+  free_model(&m);
+}
+
+int main(int argc, char** argv) {
+  th_init(&argc, &argv, "test_shm_transport");
+  /* This program picks its transports itself; MPI's ring is the order shared memory reproduces. */
+  unsetenv("FSDP_TRANSPORT");
+  setenv("FSDP_REDUCE_SCATTER_ALGORITHM", "ring", 1);
+  compare(FSDP_FULL_SHARD, FSDP_FLOAT32, "full, float32");
+  compare(FSDP_FULL_SHARD, FSDP_BFLOAT16, "full, bfloat16");
+  compare(FSDP_FULL_SHARD, FSDP_FLOAT16, "full, float16");
+  if (th_size() == 4) compare(FSDP_HYBRID_SHARD, FSDP_BFLOAT16, "hybrid F=2, bfloat16");
+  check_determinism();
+  check_steady_state();
+  check_read_only();
+  return th_finish();
+}
