@@ -32,6 +32,9 @@ demo: build
 check: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+# Every benchmark (collectives, memory, overlap, overhead, checkpoints, end to end against PyTorch
+# FSDP2 and DDP), then build/bench/summary.md and PNG plots. Sets up a PyTorch >= 2.6 virtual
+# environment on first use (bench/setup-python.sh).
 bench: build
 	bash bench/run.sh $(BUILD_DIR) "$(MPIEXEC)"
 

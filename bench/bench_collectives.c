@@ -1,12 +1,16 @@
-/* fsdp_unshard and fsdp_reduce_grads against raw MPI_Allgather and MPI_Reduce_scatter_block of
- * the same bytes, in the same run: sizes 4 KiB to 256 MiB (the unsharded unit, float32), warm
- * buffers, library and raw interleaved (alternating which goes first), each iteration's time the
- * slowest rank's, medians reported. Bus bandwidth follows nccl-tests: size / time * (n-1)/n.
- * reduce_grads is timed as a training step uses it: after fsdp_zero_grads (which only marks the
- * gradient shard zero) and the gradient written, so it stores the reduced shard, as
- * MPI_Reduce_scatter_block does, rather than adding to it.
+/* fsdp_unshard and fsdp_reduce_grads on each host transport (node shared memory, plain MPI)
+ * against raw MPI_Allgather and MPI_Reduce_scatter_block of the same bytes and against the
+ * physical limit (one memcpy of the unsharded bytes per rank), in the same run: sizes 4 KiB to
+ * 256 MiB (the unsharded unit, float32), warm buffers, the operations interleaved in an order
+ * that rotates every iteration, each iteration's time the slowest rank's, medians reported. Bus
+ * bandwidth follows nccl-tests: size / time * (n-1)/n. reduce_grads is timed as a training step
+ * uses it: after fsdp_zero_grads (which only marks the gradient shard zero) and the gradient
+ * written, so it stores the reduced shard, as MPI_Reduce_scatter_block does.
+ * Then the node memory that unsharded buffers take, measured: the growth of the node's
+ * proportional set size (Pss, /proc/self/smaps_rollup, summed over the node's ranks; shared pages
+ * count once) while 4 units of --node-mib MiB are unsharded, for each transport.
  *
- * usage: bench_collectives [--out FILE.json] [--min BYTES] [--max BYTES] */
+ * usage: bench_collectives [--out FILE.json] [--min BYTES] [--max BYTES] [--node-mib N] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +20,19 @@
 #include "bench_util.h"
 #include "fsdp.h"
 
-enum { OP_UNSHARD, OP_ALLGATHER, OP_REDUCE, OP_REDUCE_SCATTER, NUM_OPS };
+enum {
+  OP_UNSHARD_SHM,
+  OP_UNSHARD_MPI,
+  OP_ALLGATHER,
+  OP_MEMCPY,
+  OP_REDUCE_SHM,
+  OP_REDUCE_MPI,
+  OP_REDUCE_SCATTER,
+  NUM_OPS
+};
+static const char* const kOpNames[NUM_OPS] = {
+    "unshard_shm",      "unshard_mpi",      "allgather",     "memcpy",
+    "reduce_grads_shm", "reduce_grads_mpi", "reduce_scatter"};
 
 static float* filled(size_t n, float value) {
   float* p = malloc(n * sizeof(float));
@@ -29,54 +45,124 @@ static float* filled(size_t n, float value) {
 }
 
 typedef struct {
-  fsdp_unit_t unit;
-  float *shard, *full, *grad_in, *grad_out;
+  fsdp_unit_t shm, mpi; /* the same unit on a context of each transport */
+  float *shard, *full, *grad_in, *grad_out, *copy;
   size_t shard_n, numel;
 } bench_t;
 
-/* One timed run of `op`; returns the slowest rank's seconds. */
-static double time_op(bench_t* b, int op) {
+static double reduce_unit(fsdp_unit_t u, const float* grad, size_t numel) {
   void* g = NULL;
-  if (op == OP_REDUCE) { /* untimed: a training step's start, and its backward pass */
-    TRY(fsdp_zero_grads(b->unit));
-    TRY(fsdp_grad_data(b->unit, 0, &g));
-    memcpy(g, b->grad_in, b->numel * sizeof(float));
-  }
+  TRY(fsdp_zero_grads(u)); /* untimed: a training step's start, and its backward pass */
+  TRY(fsdp_grad_data(u, 0, &g));
+  memcpy(g, grad, numel * sizeof(float));
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = MPI_Wtime();
+  TRY(fsdp_reduce_grads(u));
+  return MPI_Wtime() - t0;
+}
+
+static double unshard_unit(fsdp_unit_t u) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  TRY(fsdp_unshard(u));
+  const double dt = MPI_Wtime() - t0;
+  TRY(fsdp_reshard(u));
+  return dt;
+}
+
+/* One timed run of `op`; returns the slowest rank's seconds. */
+static double time_op(bench_t* b, int op) {
+  double dt = 0.0, t0 = 0.0;
   switch (op) {
-    case OP_UNSHARD: TRY(fsdp_unshard(b->unit)); break;
+    case OP_UNSHARD_SHM: dt = unshard_unit(b->shm); break;
+    case OP_UNSHARD_MPI: dt = unshard_unit(b->mpi); break;
+    case OP_REDUCE_SHM: dt = reduce_unit(b->shm, b->grad_in, b->numel); break;
+    case OP_REDUCE_MPI: dt = reduce_unit(b->mpi, b->grad_in, b->numel); break;
     case OP_ALLGATHER:
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = MPI_Wtime();
       MPI_Allgather(b->shard, (int)b->shard_n, MPI_FLOAT, b->full, (int)b->shard_n, MPI_FLOAT,
                     MPI_COMM_WORLD);
+      dt = MPI_Wtime() - t0;
       break;
-    case OP_REDUCE: TRY(fsdp_reduce_grads(b->unit)); break;
+    case OP_MEMCPY: /* the limit: every rank copies the unsharded bytes once */
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = MPI_Wtime();
+      memcpy(b->copy, b->grad_in, b->numel * sizeof(float));
+      dt = MPI_Wtime() - t0;
+      break;
     case OP_REDUCE_SCATTER:
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = MPI_Wtime();
       MPI_Reduce_scatter_block(b->grad_in, b->grad_out, (int)b->shard_n, MPI_FLOAT, MPI_SUM,
                                MPI_COMM_WORLD);
+      dt = MPI_Wtime() - t0;
       break;
   }
-  double dt = MPI_Wtime() - t0, slowest = 0.0;
-  if (op == OP_UNSHARD) TRY(fsdp_reshard(b->unit));
+  double slowest = 0.0;
   MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return slowest;
 }
 
+static fsdp_context_t make_context(fsdp_transport_t t) {
+  fsdp_config_t cfg = FSDP_CONFIG_INIT;
+  cfg.transport = t;
+  cfg.max_unsharded = 8;
+  fsdp_context_t ctx = NULL;
+  TRY(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx));
+  return ctx;
+}
+
+/* This process's proportional set size in bytes (shared pages divided among their mappers). */
+static double pss_bytes(void) {
+  FILE* f = fopen("/proc/self/smaps_rollup", "r");
+  if (!f) return -1.0;
+  char line[256];
+  double kb = -1.0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "Pss: %lf kB", &kb) == 1) break;
+  fclose(f);
+  return kb * 1024.0;
+}
+
+/* Node memory taken by 4 unsharded units of `mib` MiB on a fresh context of transport `t` (no
+ * buffer cached from earlier): Pss growth summed over the node's ranks. */
+static double node_unsharded_bytes(fsdp_transport_t t, size_t mib, MPI_Comm node) {
+  fsdp_context_t ctx = make_context(t);
+  enum { N = 4 };
+  const int64_t shape[1] = {(int64_t)(mib << 20) / 4};
+  fsdp_param_desc_t d = {"w", 1, shape, FSDP_FLOAT32, 1};
+  fsdp_unit_t u[N];
+  for (int k = 0; k < N; ++k) TRY(fsdp_unit_create(ctx, 1, &d, NULL, &u[k]));
+  TRY(fsdp_trim_pool(ctx));
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double before = pss_bytes();
+  for (int k = 0; k < N; ++k) TRY(fsdp_unshard(u[k]));
+  MPI_Barrier(MPI_COMM_WORLD);
+  double grown = pss_bytes() - before, node_total = 0.0;
+  MPI_Allreduce(&grown, &node_total, 1, MPI_DOUBLE, MPI_SUM, node);
+  for (int k = 0; k < N; ++k) TRY(fsdp_reshard(u[k]));
+  for (int k = 0; k < N; ++k) TRY(fsdp_unit_destroy(&u[k]));
+  TRY(fsdp_finalize(&ctx));
+  return node_total;
+}
+
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const char* out_path = NULL;
-  size_t min_bytes = 4096, max_bytes = (size_t)256 << 20;
+  size_t min_bytes = 4096, max_bytes = (size_t)256 << 20, node_mib = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--out")) out_path = argv[i + 1];
     if (!strcmp(argv[i], "--min")) min_bytes = (size_t)strtoull(argv[i + 1], NULL, 10);
     if (!strcmp(argv[i], "--max")) max_bytes = (size_t)strtoull(argv[i + 1], NULL, 10);
+    if (!strcmp(argv[i], "--node-mib")) node_mib = (size_t)strtoull(argv[i + 1], NULL, 10);
   }
 
-  fsdp_context_t ctx = NULL;
-  TRY(fsdp_init(MPI_COMM_WORLD, NULL, &ctx));
+  fsdp_context_t shm = make_context(FSDP_TRANSPORT_SHM), mpi = make_context(FSDP_TRANSPORT_MPI);
   FILE* json = NULL;
   if (rank == 0) {
     char host[256] = "", mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = "";
@@ -100,10 +186,12 @@ int main(int argc, char** argv) {
               date, host, sysconf(_SC_NPROCESSORS_ONLN), mpi_version, world);
     printf("# libfsdp collectives, %d ranks, %s (%ld CPUs), %s\n\n", world, host,
            sysconf(_SC_NPROCESSORS_ONLN), mpi_version);
+    printf("Seconds (median, slowest rank); speedup = raw MPI time / shm time.\n\n");
     printf(
-        "| size | unshard s | MPI_Allgather s | ratio | reduce_grads s | "
-        "MPI_Reduce_scatter_block s | ratio | busbw lib/raw GB/s (ag; rs) |\n");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---|\n");
+        "| size | unshard shm | unshard mpi | MPI_Allgather | memcpy | speedup | "
+        "reduce shm | reduce mpi | MPI_Reduce_scatter_block | speedup | "
+        "busbw GB/s shm/mpi/raw (ag; rs) |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   }
 
   int first_row = 1;
@@ -121,61 +209,80 @@ int main(int argc, char** argv) {
     b.full = filled(padded, 0.0f);
     b.grad_in = filled(padded, 0.5f);
     b.grad_out = filled(b.shard_n, 0.0f);
+    b.copy = filled(padded, 0.0f);
     const void* values[1] = {b.grad_in};
-    TRY(fsdp_unit_create(ctx, 1, &d, values, &b.unit));
-    size_t lib_shard_n = 0;
-    TRY(fsdp_unit_numel(b.unit, NULL, NULL, &lib_shard_n));
-    if (lib_shard_n != b.shard_n) {
-      fprintf(stderr, "shard of %zu elements, expected %zu\n", lib_shard_n, b.shard_n);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    TRY(fsdp_unit_create(shm, 1, &d, values, &b.shm));
+    TRY(fsdp_unit_create(mpi, 1, &d, values, &b.mpi));
     const int warmup = 3;
     int iters = (int)(((size_t)1 << 30) / bytes);
     iters = iters < 9 ? 9 : iters > 51 ? 51 : iters;
     double* t[NUM_OPS];
     for (int op = 0; op < NUM_OPS; ++op) t[op] = malloc(sizeof(double) * (size_t)iters);
-    for (int it = -warmup; it < iters; ++it) {
-      for (int k = 0; k < NUM_OPS; ++k) {
-        /* Alternate which of each (library, raw) pair runs first. */
-        const int op = (it & 1) ? (k ^ 1) : k;
-        const double s = time_op(&b, op);
-        if (it >= 0) t[op][it] = s;
+    for (int it = -warmup; it < iters; ++it)
+      for (int k = 0; k < NUM_OPS; ++k) { /* the order rotates: no operation always goes first */
+        const int op = (k + it + warmup) % NUM_OPS;
+        const double sec = time_op(&b, op);
+        if (it >= 0) t[op][it] = sec;
       }
-    }
     double med[NUM_OPS];
     for (int op = 0; op < NUM_OPS; ++op) med[op] = median(t[op], iters), free(t[op]);
     const double factor = (double)(world - 1) / world, sz = (double)padded * sizeof(float);
+    double busbw[NUM_OPS];
+    for (int op = 0; op < NUM_OPS; ++op) busbw[op] = sz / med[op] * factor / 1e9;
     if (rank == 0) {
-      const double ag_ratio = med[OP_UNSHARD] / med[OP_ALLGATHER];
-      const double rs_ratio = med[OP_REDUCE] / med[OP_REDUCE_SCATTER];
-      printf("| %zu KiB | %.6f | %.6f | %.3f | %.6f | %.6f | %.3f | %.2f/%.2f; %.2f/%.2f |\n",
-             bytes >> 10, med[OP_UNSHARD], med[OP_ALLGATHER], ag_ratio, med[OP_REDUCE],
-             med[OP_REDUCE_SCATTER], rs_ratio, sz / med[OP_UNSHARD] * factor / 1e9,
-             sz / med[OP_ALLGATHER] * factor / 1e9, sz / med[OP_REDUCE] * factor / 1e9,
-             sz / med[OP_REDUCE_SCATTER] * factor / 1e9);
+      const double ag_speedup = med[OP_ALLGATHER] / med[OP_UNSHARD_SHM];
+      const double rs_speedup = med[OP_REDUCE_SCATTER] / med[OP_REDUCE_SHM];
+      printf(
+          "| %zu KiB | %.6f | %.6f | %.6f | %.6f | %.2fx | %.6f | %.6f | %.6f | %.2fx | "
+          "%.2f/%.2f/%.2f; %.2f/%.2f/%.2f |\n",
+          bytes >> 10, med[OP_UNSHARD_SHM], med[OP_UNSHARD_MPI], med[OP_ALLGATHER], med[OP_MEMCPY],
+          ag_speedup, med[OP_REDUCE_SHM], med[OP_REDUCE_MPI], med[OP_REDUCE_SCATTER], rs_speedup,
+          busbw[OP_UNSHARD_SHM], busbw[OP_UNSHARD_MPI], busbw[OP_ALLGATHER], busbw[OP_REDUCE_SHM],
+          busbw[OP_REDUCE_MPI], busbw[OP_REDUCE_SCATTER]);
       fflush(stdout);
-      if (json)
+      if (json) {
+        fprintf(json, "%s    {\"bytes\": %zu, \"iterations\": %d", first_row ? "" : ",\n", bytes,
+                iters);
+        for (int op = 0; op < NUM_OPS; ++op)
+          fprintf(json, ", \"%s_s\": %.9f, \"%s_busbw_GBps\": %.4f", kOpNames[op], med[op],
+                  kOpNames[op], busbw[op]);
         fprintf(json,
-                "%s    {\"bytes\": %zu, \"iterations\": %d, \"unshard_s\": %.9f, "
-                "\"allgather_s\": %.9f, \"unshard_ratio\": %.4f, \"reduce_grads_s\": %.9f, "
-                "\"reduce_scatter_s\": %.9f, \"reduce_grads_ratio\": %.4f, "
-                "\"unshard_busbw_GBps\": %.4f, \"allgather_busbw_GBps\": %.4f, "
-                "\"reduce_grads_busbw_GBps\": %.4f, \"reduce_scatter_busbw_GBps\": %.4f}",
-                first_row ? "" : ",\n", bytes, iters, med[OP_UNSHARD], med[OP_ALLGATHER], ag_ratio,
-                med[OP_REDUCE], med[OP_REDUCE_SCATTER], rs_ratio,
-                sz / med[OP_UNSHARD] * factor / 1e9, sz / med[OP_ALLGATHER] * factor / 1e9,
-                sz / med[OP_REDUCE] * factor / 1e9, sz / med[OP_REDUCE_SCATTER] * factor / 1e9);
+                ", \"unshard_speedup_vs_allgather\": %.4f, "
+                "\"reduce_speedup_vs_reduce_scatter\": %.4f}",
+                ag_speedup, rs_speedup);
+      }
     }
     first_row = 0;
-    TRY(fsdp_unit_destroy(&b.unit));
-    TRY(fsdp_trim_pool(ctx));
-    free(b.shard), free(b.full), free(b.grad_in), free(b.grad_out);
+    TRY(fsdp_unit_destroy(&b.shm));
+    TRY(fsdp_unit_destroy(&b.mpi));
+    TRY(fsdp_trim_pool(shm));
+    TRY(fsdp_trim_pool(mpi));
+    free(b.shard), free(b.full), free(b.grad_in), free(b.grad_out), free(b.copy);
   }
-  if (json) {
-    fprintf(json, "\n  ]\n}\n");
-    fclose(json);
+
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int node_ranks = 1;
+  MPI_Comm_size(node, &node_ranks);
+  TRY(fsdp_finalize(&shm));
+  TRY(fsdp_finalize(&mpi));
+  const double node_shm = node_unsharded_bytes(FSDP_TRANSPORT_SHM, node_mib, node);
+  const double node_mpi = node_unsharded_bytes(FSDP_TRANSPORT_MPI, node_mib, node);
+  MPI_Comm_free(&node);
+  if (rank == 0) {
+    printf(
+        "\n## Node memory of 4 unsharded %zu MiB units (Pss growth summed over the node's %d "
+        "ranks)\n\n| shm | mpi | mpi / shm |\n|---:|---:|---:|\n| %.1f MiB | %.1f MiB | "
+        "%.2f |\n\n",
+        node_mib, node_ranks, node_shm / 1048576.0, node_mpi / 1048576.0, node_mpi / node_shm);
+    if (json) {
+      fprintf(json,
+              "\n  ],\n  \"node_memory\": {\"units\": 4, \"unit_bytes\": %zu, \"node_ranks\": %d, "
+              "\"shm_bytes\": %.0f, \"mpi_bytes\": %.0f, \"reduction\": %.4f}\n}\n",
+              node_mib << 20, node_ranks, node_shm, node_mpi, node_mpi / node_shm);
+      fclose(json);
+    }
   }
-  TRY(fsdp_finalize(&ctx));
   MPI_Finalize();
   return 0;
 }

@@ -50,8 +50,9 @@ static fsdp_unit_t make_unit(fsdp_context_t ctx, size_t floats, fsdp_dtype_t par
 static void bench_memory(fsdp_context_t ctx, FILE* json, int rank, int F) {
   const size_t psi[4] = {1 << 20, 3 << 20, 1 << 18, (2 << 20) + 7};
   fsdp_unit_t u[4];
-  size_t full = 0, low_max = 0;
+  size_t full = 0, low_max = 0, replicated = 0;
   for (int k = 0; k < 4; ++k) {
+    replicated += 4 * psi[k]; /* DDP: every rank holds the whole float32 model */
     u[k] = make_unit(ctx, psi[k], FSDP_BFLOAT16);
     const size_t shard = (psi[k] + (size_t)F - 1) / (size_t)F;
     full += 4 * shard;
@@ -69,15 +70,18 @@ static void bench_memory(fsdp_context_t ctx, FILE* json, int rank, int F) {
   TRY(fsdp_memory_stats(ctx, &m));
   if (rank == 0) {
     printf("## Peak parameter memory (bfloat16 compute, float32 master, F = %d)\n\n", F);
-    printf("| formula bytes | measured peak_parameter_bytes | ratio | peak of everything held |\n");
-    printf("|---:|---:|---:|---:|\n| %zu | %zu | %.4f | %zu |\n\n", full + low_max,
-           m.peak_parameter_bytes, (double)m.peak_parameter_bytes / (double)(full + low_max),
-           m.peak_bytes);
+    printf(
+        "| formula bytes | measured peak_parameter_bytes | ratio | peak of everything held | "
+        "replicated (DDP) bytes | DDP / measured |\n");
+    printf("|---:|---:|---:|---:|---:|---:|\n| %zu | %zu | %.4f | %zu | %zu | %.2f |\n\n",
+           full + low_max, m.peak_parameter_bytes,
+           (double)m.peak_parameter_bytes / (double)(full + low_max), m.peak_bytes, replicated,
+           (double)replicated / (double)m.peak_parameter_bytes);
     if (json)
       fprintf(json,
               "  \"memory\": {\"formula_bytes\": %zu, \"peak_parameter_bytes\": %zu, "
-              "\"peak_bytes\": %zu},\n",
-              full + low_max, m.peak_parameter_bytes, m.peak_bytes);
+              "\"peak_bytes\": %zu, \"replicated_bytes\": %zu},\n",
+              full + low_max, m.peak_parameter_bytes, m.peak_bytes, replicated);
   }
   for (int k = 0; k < 4; ++k) TRY(fsdp_unit_destroy(&u[k]));
 }
@@ -241,8 +245,13 @@ int main(int argc, char** argv) {
   int F = 0;
   TRY(fsdp_context_config(ctx, &F, NULL, NULL));
   FILE* json = rank == 0 && out ? fopen(out, "w") : NULL;
-  if (json) fprintf(json, "{\n  \"benchmark\": \"training\",\n  \"ranks\": %d,\n", world);
-  if (rank == 0) printf("# libfsdp training benchmark, %d ranks\n\n", world);
+  fsdp_transport_t transport = FSDP_TRANSPORT_AUTO;
+  TRY(fsdp_context_placement(ctx, NULL, NULL, NULL, &transport));
+  const char* tname = transport == FSDP_TRANSPORT_SHM ? "shm" : "mpi";
+  if (json)
+    fprintf(json, "{\n  \"benchmark\": \"training\",\n  \"ranks\": %d,\n  \"transport\": \"%s\",\n",
+            world, tname);
+  if (rank == 0) printf("# libfsdp training benchmark, %d ranks, %s transport\n\n", world, tname);
   bench_memory(ctx, json, rank, F);
   bench_step(ctx, json, rank, world, floats, passes);
   bench_overhead(ctx, json, rank, world);

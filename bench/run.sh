@@ -1,49 +1,72 @@
 #!/usr/bin/env bash
-# `make bench`: the collectives and training benchmarks at 2 and 4 ranks, and the checkpoint
-# matrix. Writes JSON and a markdown summary to <build>/bench/. Timings on a shared 2-core machine
-# are noisy: compare ratios within one run.
-# Usage: run.sh [build dir] [mpiexec] [collectives] [training] [checkpoint]  (default: all three)
+# `make bench`: every benchmark, then a summary. Writes JSON, markdown and PNG plots to
+# <build>/bench/, and the summary (with the machine it ran on) to <build>/bench/summary.md.
+# Timings on a shared machine are noisy: every comparison is a ratio measured in the same run.
+# Usage: run.sh [build dir] [mpiexec] [parts...]
+#   parts: collectives training checkpoint e2e (default: all)
 set -euo pipefail
 build=${1:-build}
 mpiexec=${2:-$(command -v mpiexec.mpich || command -v mpiexec)}
 parts=${*:3}
-parts=${parts:-collectives training checkpoint}
+parts=${parts:-collectives training checkpoint e2e}
 want() { [[ " $parts " == *" $1 "* ]]; }
+here=$(cd "$(dirname "$0")" && pwd)
 out="$build/bench"
 mkdir -p "$out"
+python=$(bash "$here/setup-python.sh")
+# The machine, stated once for every result.
+{
+  echo "{\"host\": \"$(hostname)\", \"cpus\": $(nproc), \"cpu\": \"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')\","
+  echo " \"memory_gib\": $(awk '/MemTotal/ {printf "%.1f", $2 / 1048576}' /proc/meminfo),"
+  echo " \"kernel\": \"$(uname -r)\", \"mpi\": \"$("$mpiexec" --version 2>&1 | grep -m1 -i version | tr -d '"' | xargs)\","
+  echo " \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\"}"
+} > "$out/machine.json"
+
+# Collectives: library (shm and mpi transports) vs raw MPI vs memcpy, 4 KiB to 256 MiB, and the
+# node memory of unsharded buffers per transport.
 if want collectives; then
-: > "$out/collectives.md"
-for n in 2 4; do
-  "$mpiexec" -n "$n" "$build/bench/bench_collectives" --out "$out/collectives-np$n.json" |
-    tee -a "$out/collectives.md"
-  echo | tee -a "$out/collectives.md"
-done
+  : > "$out/collectives.md"
+  for n in 2 4; do
+    "$mpiexec" -n "$n" "$build/bench/bench_collectives" --out "$out/collectives-np$n.json" |
+      tee -a "$out/collectives.md"
+    echo | tee -a "$out/collectives.md"
+  done
 fi
+# Memory against FSDP's formula and a replicated model, overlap with and without prefetch, and
+# per-call CPU overhead: once per host transport.
 if want training; then
-: > "$out/training.md"
-for n in 2 4; do
-  "$mpiexec" -n "$n" "$build/bench/bench_training" --out "$out/training-np$n.json" |
-    tee -a "$out/training.md"
-done
+  : > "$out/training.md"
+  for n in 2 4; do
+    for t in shm mpi; do
+      FSDP_TRANSPORT=$t "$mpiexec" -n "$n" "$build/bench/bench_training" \
+        --out "$out/training-np$n-$t.json" | tee -a "$out/training.md"
+    done
+  done
 fi
 # Checkpoints: save/load against raw POSIX I/O, 1, 2 and 4 ranks, 64 MiB to 2 GiB, and a model
 # of 2,000 parameters (with the parallel-HDF5 pitfalls measured). Scratch files in $out/ckpt.
 if want checkpoint; then
-mkdir -p "$out/ckpt"
-{
-  echo "| model | params | ranks | raw write GiB/s | save GiB/s | save/raw | raw read GiB/s |" \
-       "load GiB/s | load/raw | resharded load GiB/s | resharded/same | async blocks | pitfalls |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-} > "$out/checkpoint.md"
-: > "$out/checkpoint.json"
-for n in 1 2 4; do
-  for mib in 64 512 2048; do
-    "$mpiexec" -n "$n" "$build/bench/bench_checkpoint" "$out/ckpt" "$mib" 8 3 \
+  mkdir -p "$out/ckpt"
+  {
+    echo "| model | params | ranks | raw write GiB/s | save GiB/s | save/raw | raw read GiB/s |" \
+         "load GiB/s | load/raw | resharded load GiB/s | resharded/same | async blocks | pitfalls |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  } > "$out/checkpoint.md"
+  : > "$out/checkpoint.json"
+  for n in 1 2 4; do
+    for mib in 64 512 2048; do
+      "$mpiexec" -n "$n" "$build/bench/bench_checkpoint" "$out/ckpt" "$mib" 8 3 \
+        2>> "$out/checkpoint.json" | tee -a "$out/checkpoint.md"
+    done
+    "$mpiexec" -n "$n" "$build/bench/bench_checkpoint" "$out/ckpt" 256 2000 3 --pitfalls \
       2>> "$out/checkpoint.json" | tee -a "$out/checkpoint.md"
   done
-  "$mpiexec" -n "$n" "$build/bench/bench_checkpoint" "$out/ckpt" 256 2000 3 --pitfalls \
-    2>> "$out/checkpoint.json" | tee -a "$out/checkpoint.md"
-done
+  rm -rf "$out/ckpt"
 fi
-echo "results: $out/collectives-np{2,4}.json $out/collectives.md $out/training-np{2,4}.json" \
-  "$out/training.md" "$out/checkpoint.md" "$out/checkpoint.json"
+# End to end: the GPT example with libfsdp, PyTorch FSDP2 and PyTorch DDP.
+if want e2e; then
+  "$python" "$here/e2e_gpt.py" --build "$build" --mpiexec "$mpiexec" --python "$python" \
+    --nproc 2 --reps 5 --out "$out/e2e-np2.json" | tee "$out/e2e.log"
+fi
+"$python" "$here/summarize.py" "$out"
+echo "results: $out/summary.md, $out/*.json, $out/*.png"

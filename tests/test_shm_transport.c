@@ -61,7 +61,8 @@ static void free_model(model_t* m) {
 /* Gradient element i of unit k on `rank` at `step`: random, or a small integer (exact sums). */
 static float grad_value(int k, int64_t i, int rank, int step, int integer) {
   if (integer) return (float)((i * 7 + k * 3 + rank * 5 + step) % 11) - 5.0f;
-  uint64_t state = ((uint64_t)k << 40) ^ ((uint64_t)i << 8) ^ ((uint64_t)rank << 4) ^ (uint64_t)step;
+  uint64_t state =
+      ((uint64_t)k << 40) ^ ((uint64_t)i << 8) ^ ((uint64_t)rank << 4) ^ (uint64_t)step;
   state = state * 6364136223846793005ull + 1442695040888963407ull;
   return (float)th_uniform(&state) * (1.0f + (float)rank);
 }
@@ -120,7 +121,7 @@ static void compare(fsdp_sharding_strategy_t strategy, fsdp_dtype_t param, const
       void *a = NULL, *b = NULL;
       CHECK_OK(fsdp_param_data(mpi.u[k], 0, &a));
       CHECK_OK(fsdp_param_data(shm.u[k], 0, &b));
-      if (one_team || step == 0)  /* hierarchical sums differ from the ring in the last bits */
+      if (one_team || step == 0) /* hierarchical sums differ from the ring in the last bits */
         params_equal &= same_bytes(a, b, (size_t)kNumel[k] * dtype_bytes(param));
       backward(&mpi, k, step, param, integer);
       backward(&shm, k, step, param, integer);

@@ -66,7 +66,6 @@ void Backend::choose_host_transport(const PlacementRequest& request, const Proce
   if (shm_) placement_.transport = TransportKind::Shm;
 }
 
-
 Backend::Backend(const PlacementRequest& request, const MpiTransportOptions& mpi,
                  const ProcessGroups& groups, const Topology& topo, MemoryAccounting& accounting) {
   host_ = std::make_unique<HostMemorySpace>();

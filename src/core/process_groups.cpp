@@ -55,8 +55,7 @@ Topology discover_topology(MPI_Comm comm) {
   int rc = MPI_Comm_rank(node, &node_rank);
   if (rc == MPI_SUCCESS) rc = MPI_Comm_size(node, &members);
   std::vector<int> node_ranks(static_cast<std::size_t>(members));
-  if (rc == MPI_SUCCESS)
-    rc = MPI_Allgather(&rank, 1, MPI_INT, node_ranks.data(), 1, MPI_INT, node);
+  if (rc == MPI_SUCCESS) rc = MPI_Allgather(&rank, 1, MPI_INT, node_ranks.data(), 1, MPI_INT, node);
   MPI_Comm_free(&node);
   mpi_check(rc, "MPI_Allgather");
   leader = node_ranks[0];  // the lowest world rank (the split is keyed by it)

@@ -143,7 +143,7 @@ class Unit {
   int users_ = 0;
   std::vector<Tie> ties_;
   std::vector<uint64_t> tied_users_;
-  BufferPool::Lease unsharded_;    // the all-gather's output while unsharded (or gathering)
+  BufferPool::Lease unsharded_;  // the all-gather's output while unsharded (or gathering)
   // With the shared-memory transport instead: the node's copy, claimed when the unshard starts and
   // filled in by the all-gather, which picks the slot together with the node's other ranks.
   shm::NodeSlots::Lease slot_;

@@ -1,5 +1,6 @@
 #include "memory/host/host_kernels.hpp"
 
+#include <cmath>
 #include <type_traits>
 
 #include "core/error.hpp"
@@ -14,43 +15,62 @@ using numeric::narrow;
 using numeric::widen;
 
 // Division, not multiplication by 1/W: the mean is the correctly rounded sum / W for every W.
-// One loop per (store, divisor == 1) case so each vectorizes without a branch inside.
+// A power-of-two W is the exception: x * (1/W) is then exact, so it rounds the same real number
+// as x / W and gives the same bits, several times faster (2, 4, 8, ... ranks).
+template <class C>
+struct Scale {
+  C divisor, inverse;
+  bool by_inverse;
+  explicit Scale(double d) : divisor(static_cast<C>(d)), inverse(C(1) / static_cast<C>(d)) {
+    int e = 0;
+    by_inverse = std::frexp(d, &e) == 0.5 && static_cast<double>(inverse) * d == 1.0;
+  }
+};
+
+// One loop per (store, divisor == 1, scaling) case so each vectorizes without a branch inside.
+template <class Out, class In, class C, class F>
+void pair_loop(Out* __restrict out, const In* __restrict a, const In* __restrict b, std::size_t n,
+               Store store, F scale) {
+  if (store == Store::Accumulate)
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = narrow<Out>(widen(out[i]) + scale(C(widen(a[i])) + C(widen(b[i]))));
+  else
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = narrow<Out>(scale(C(widen(a[i])) + C(widen(b[i]))));
+}
+
+template <class Out, class In, class C, class F>
+void single_loop(Out* __restrict out, const In* __restrict x, std::size_t n, Store store, F scale) {
+  if (store == Store::Accumulate)
+    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(widen(out[i]) + scale(C(widen(x[i]))));
+  else
+    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(scale(C(widen(x[i]))));
+}
+
 template <class Out, class In>
 void pair_scaled(Out* __restrict out, const In* __restrict a, const In* __restrict b, std::size_t n,
                  double divisor_d, Store store) {
   using C = Compute<Out, In>;
-  const C divisor = static_cast<C>(divisor_d);
-  const bool divide = divisor != C(1);
-  if (store == Store::Accumulate && divide) {
-    for (std::size_t i = 0; i < n; ++i)
-      out[i] = narrow<Out>(widen(out[i]) + (C(widen(a[i])) + C(widen(b[i]))) / divisor);
-  } else if (store == Store::Accumulate) {
-    for (std::size_t i = 0; i < n; ++i)
-      out[i] = narrow<Out>(widen(out[i]) + (C(widen(a[i])) + C(widen(b[i]))));
-  } else if (divide) {
-    for (std::size_t i = 0; i < n; ++i)
-      out[i] = narrow<Out>((C(widen(a[i])) + C(widen(b[i]))) / divisor);
-  } else {
-    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(C(widen(a[i])) + C(widen(b[i])));
-  }
+  const Scale<C> s(divisor_d);
+  if (s.divisor == C(1))
+    pair_loop<Out, In, C>(out, a, b, n, store, [](C v) { return v; });
+  else if (s.by_inverse)
+    pair_loop<Out, In, C>(out, a, b, n, store, [inv = s.inverse](C v) { return v * inv; });
+  else
+    pair_loop<Out, In, C>(out, a, b, n, store, [d = s.divisor](C v) { return v / d; });
 }
 
 template <class Out, class In>
 void single_scaled(Out* __restrict out, const In* __restrict x, std::size_t n, double divisor_d,
                    Store store) {
   using C = Compute<Out, In>;
-  const C divisor = static_cast<C>(divisor_d);
-  const bool divide = divisor != C(1);
-  if (store == Store::Accumulate && divide) {
-    for (std::size_t i = 0; i < n; ++i)
-      out[i] = narrow<Out>(widen(out[i]) + C(widen(x[i])) / divisor);
-  } else if (store == Store::Accumulate) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(widen(out[i]) + C(widen(x[i])));
-  } else if (divide) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(C(widen(x[i])) / divisor);
-  } else {
-    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(C(widen(x[i])));
-  }
+  const Scale<C> s(divisor_d);
+  if (s.divisor == C(1))
+    single_loop<Out, In, C>(out, x, n, store, [](C v) { return v; });
+  else if (s.by_inverse)
+    single_loop<Out, In, C>(out, x, n, store, [inv = s.inverse](C v) { return v * inv; });
+  else
+    single_loop<Out, In, C>(out, x, n, store, [d = s.divisor](C v) { return v / d; });
 }
 
 template <class T>

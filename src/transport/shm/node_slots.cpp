@@ -2,7 +2,6 @@
 
 #include <sys/mman.h>
 
-#include <new>
 #include <string>
 
 #include "core/error.hpp"
@@ -16,7 +15,7 @@ void NodeSlots::Lease::reset() {
   owner_ = nullptr;
   data_ = nullptr;
   capacity_ = charged_ = 0;
-  holders_ = nullptr;
+  index_ = -1;
   claimed_ = sealed_ = false;
 }
 
@@ -33,12 +32,13 @@ NodeSlots::~NodeSlots() {
 int NodeSlots::create(std::size_t bytes) {
   std::size_t index = 0;
   while (index < slots_.size() && slots_[index].window) ++index;
+  if (index >= static_cast<std::size_t>(kMaxSlots))
+    fail(Errc::OutOfMemory, "node shared memory: more than " + std::to_string(kMaxSlots) +
+                                " unsharded units held at once on one node");
   Slot s;
-  s.window = std::make_unique<SharedWindow>(team_.comm(),
-                                            team_.rank() == 0 ? page_bytes() + bytes : 0);
+  s.window = std::make_unique<SharedWindow>(team_.comm(), team_.rank() == 0 ? bytes : 0);
   s.capacity = bytes;
   allocation_calls_.fetch_add(1, std::memory_order_relaxed);
-  if (team_.rank() == 0) new (s.window->segment(0)) std::atomic<int32_t>(team_.size());
   std::lock_guard<std::mutex> lock(mutex_);
   if (index == slots_.size())
     slots_.push_back(std::move(s));
@@ -48,45 +48,31 @@ int NodeSlots::create(std::size_t bytes) {
 }
 
 void NodeSlots::acquire(std::size_t bytes, Lease& lease) {
-  SlotDecision& d = team_.decision();
-  if (team_.rank() == 0) {
-    int best = -1;
-    for (std::size_t i = 0; i < slots_.size(); ++i) {
-      const Slot& s = slots_[i];
-      if (!s.window || s.capacity < bytes ||
-          s.holders()->load(std::memory_order_acquire) != 0)
-        continue;
-      if (best < 0 || s.capacity < slots_[static_cast<std::size_t>(best)].capacity)
-        best = static_cast<int>(i);
-    }
-    d.slot = best;
-    d.freed = 0;
-    d.create_bytes = round_to_pages(bytes);
-    if (best >= 0) {
-      slots_[static_cast<std::size_t>(best)].holders()->store(team_.size(),
-                                                              std::memory_order_relaxed);
-    } else {
-      for (std::size_t i = 0; i < slots_.size() && d.freed < SlotDecision::kMaxFreed; ++i)
-        if (slots_[i].window && slots_[i].holders()->load(std::memory_order_acquire) == 0)
-          d.freed_ids[d.freed++] = static_cast<int32_t>(i);
-    }
-  }
+  team_.mailbox(team_.rank()).held_slots = held_.load(std::memory_order_acquire);
   team_.barrier();
-  const SlotDecision mine = d;  // read before the gather's barrier, rewritten only after it
-  int index = mine.slot;
+  uint64_t held = 0;  // by any team rank; read before the gather's barrier, rewritten after it
+  for (int r = 0; r < team_.size(); ++r) held |= team_.mailbox(r).held_slots;
+  int index = -1;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    if (!s.window || s.capacity < bytes || (held >> i & 1u)) continue;
+    if (index < 0 || s.capacity < slots_[static_cast<std::size_t>(index)].capacity)
+      index = static_cast<int>(i);
+  }
   if (index < 0) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      for (int k = 0; k < mine.freed; ++k)
-        slots_[static_cast<std::size_t>(mine.freed_ids[k])] = Slot();  // collective free
+      for (std::size_t i = 0; i < slots_.size(); ++i)
+        if (slots_[i].window && !(held >> i & 1u)) slots_[i] = Slot();  // collective free
     }
-    index = create(mine.create_bytes);  // throws on every team rank alike
+    index = create(round_to_pages(bytes));  // throws on every team rank alike
   }
   const Slot& s = slots_[static_cast<std::size_t>(index)];
   lease.owner_ = this;
   lease.data_ = s.data();
   lease.capacity_ = s.capacity;
-  lease.holders_ = s.holders();
+  lease.index_ = index;
+  held_.fetch_or(uint64_t{1} << index, std::memory_order_acq_rel);
 }
 
 void NodeSlots::claim(Lease& lease, std::size_t bytes) {
@@ -104,7 +90,7 @@ void NodeSlots::seal(Lease& lease) {
 
 void NodeSlots::release(Lease& lease) {
   if (lease.sealed_) mprotect(lease.data_, lease.capacity_, PROT_READ | PROT_WRITE);
-  lease.holders_->fetch_sub(1, std::memory_order_release);
+  held_.fetch_and(~(uint64_t{1} << lease.index_), std::memory_order_acq_rel);
 }
 
 bool NodeSlots::contains(const void* p) const {

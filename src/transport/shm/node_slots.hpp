@@ -2,11 +2,13 @@
 // an unsharded unit per node, in an MPI-3 shared window, instead of one per rank.
 //
 // A slot is chosen inside the unshard, which every team rank runs in the same collective order:
-// the team leader picks the smallest free slot that fits (free = no team rank holds it, counted
-// by an atomic in the slot's first page) and announces it; when none fits, the free slots are all
-// smaller than the request and of no use to it, so they are freed and one slot of the requested
-// size is created (the BufferPool's rule). A rank holds its slot until its reshard; the rate
-// limiter (max_unsharded) thus bounds the slots a rank holds, and the node's slots are those
+// each rank posts the slots it holds, and after a barrier every rank computes the same choice from
+// the same posts: the smallest slot no rank holds that fits; when none fits, the free slots are
+// all smaller than the request and of no use to it, so they are freed and one slot of the
+// requested size is created (the BufferPool's rule). What a rank holds when it arrives follows
+// from its program order (a reshard before the next unshard has released), not from how far its
+// peers got, so a steady loop reuses the same slots. A rank holds its slot until its reshard; the
+// rate limiter (max_unsharded) thus bounds the slots a rank holds, and the node's slots are those
 // held by some rank plus at most the free ones not yet reused.
 #pragma once
 
@@ -45,7 +47,7 @@ class NodeSlots {
     char* data_ = nullptr;
     std::size_t capacity_ = 0;
     std::size_t charged_ = 0;  // this rank's share of the bytes asked for, in memory stats
-    std::atomic<int32_t>* holders_ = nullptr;
+    int index_ = -1;
     bool claimed_ = false;
     bool sealed_ = false;
   };
@@ -71,13 +73,11 @@ class NodeSlots {
   uint64_t allocation_calls() const { return allocation_calls_.load(std::memory_order_relaxed); }
 
  private:
+  static constexpr int kMaxSlots = 64;  // a bit each in a mailbox's mask
   struct Slot {
     std::unique_ptr<SharedWindow> window;
     std::size_t capacity = 0;
-    std::atomic<int32_t>* holders() const {
-      return reinterpret_cast<std::atomic<int32_t>*>(window->segment(0));
-    }
-    char* data() const { return window->segment(0) + page_bytes(); }
+    char* data() const { return window->segment(0); }
   };
   void release(Lease& lease);
   int create(std::size_t bytes);  // collective; the new slot's index
@@ -88,6 +88,7 @@ class NodeSlots {
   mutable std::mutex mutex_;  // slots_: the progress thread changes it, stats read it
   std::vector<Slot> slots_;   // by index, identical on every team rank; window == null: unused
   std::atomic<uint64_t> allocation_calls_{0};
+  std::atomic<uint64_t> held_{0};  // bit i: this rank holds slot i
 };
 
 }  // namespace fsdp::shm

@@ -1,7 +1,11 @@
 #include "transport/shm/node_team.hpp"
 
-#include <sched.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <climits>
+#include <ctime>
 #include <new>
 #include <string>
 
@@ -12,8 +16,8 @@ namespace fsdp::shm {
 
 struct NodeTeam::Control {
   alignas(64) std::atomic<uint32_t> arrived{0};
-  alignas(64) std::atomic<uint32_t> generation{0};
-  alignas(64) SlotDecision decision;
+  alignas(64) std::atomic<uint32_t> generation{0};  // also the futex word sleepers wait on
+  std::atomic<uint32_t> sleepers{0};
   // followed by one Mailbox per team rank
 };
 
@@ -21,6 +25,17 @@ namespace {
 
 Mailbox* mailboxes(NodeTeam::Control* c) {
   return reinterpret_cast<Mailbox*>(c + 1);
+}
+
+// A futex on process-shared memory (no FUTEX_PRIVATE_FLAG): wakes sleepers in other processes.
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word");
+  timespec timeout{0, 10 * 1000 * 1000};  // wakes to check for fsdp_abort
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &timeout, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
 inline void cpu_relax() {
@@ -55,17 +70,16 @@ NodeTeam::NodeTeam(const Group& group, int node_key) : group_(group) {
   try {
     cross_ = split(group, team_.rank, group.rank);
     int sizes[2] = {team_.size, -team_.size};
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MIN, group.comm),
-              "MPI_Allreduce");
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MIN, group.comm), "MPI_Allreduce");
     if (sizes[0] != -sizes[1])
-      fail(Errc::Unsupported, "the shared-memory transport needs the same number of ranks of a "
-                              "shard group on each node (found " +
-                                  std::to_string(sizes[0]) + " and " + std::to_string(-sizes[1]) +
-                                  ")");
+      fail(Errc::Unsupported,
+           "the shared-memory transport needs the same number of ranks of a "
+           "shard group on each node (found " +
+               std::to_string(sizes[0]) + " and " + std::to_string(-sizes[1]) + ")");
     cross_group_ranks_.resize(static_cast<std::size_t>(cross_.size));
-    mpi_check(MPI_Allgather(&group.rank, 1, MPI_INT, cross_group_ranks_.data(), 1, MPI_INT,
-                            cross_.comm),
-              "MPI_Allgather");
+    mpi_check(
+        MPI_Allgather(&group.rank, 1, MPI_INT, cross_group_ranks_.data(), 1, MPI_INT, cross_.comm),
+        "MPI_Allgather");
     const std::size_t bytes =
         sizeof(Control) + sizeof(Mailbox) * static_cast<std::size_t>(team_.size);
     window_ = std::make_unique<SharedWindow>(team_.comm, team_.rank == 0 ? bytes : 0);
@@ -92,30 +106,31 @@ NodeTeam::~NodeTeam() {
 
 void NodeTeam::barrier() {
   if (team_.size == 1) return;
-  const uint32_t gen = control_->generation.load(std::memory_order_acquire);
-  if (control_->arrived.fetch_add(1, std::memory_order_acq_rel) ==
-      static_cast<uint32_t>(team_.size - 1)) {
-    control_->arrived.store(0, std::memory_order_relaxed);
-    control_->generation.store(gen + 1, std::memory_order_release);
+  Control& c = *control_;
+  const uint32_t gen = c.generation.load(std::memory_order_acquire);
+  if (c.arrived.fetch_add(1, std::memory_order_acq_rel) == static_cast<uint32_t>(team_.size - 1)) {
+    c.arrived.store(0, std::memory_order_relaxed);
+    c.generation.store(gen + 1, std::memory_order_seq_cst);
+    if (c.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&c.generation);
     return;
   }
-  // Spinning a little catches a partner running on another core; after that the core is given
-  // up each time, since the partner may be waiting for this very core (oversubscription).
-  for (unsigned spins = 0; control_->generation.load(std::memory_order_acquire) == gen; ++spins) {
+  // Spinning briefly catches a partner running on another core. Then the waiter sleeps on the
+  // generation word until the last rank arrives: on an oversubscribed node (more ranks than cores)
+  // the partner may need this very core, and yielding in a loop hands it over far less reliably.
+  for (unsigned spins = 0; c.generation.load(std::memory_order_acquire) == gen; ++spins) {
     if (aborted()) fail(Errc::Aborted, "fsdp_abort was called while waiting for node peers");
-    if (spins < 128)
+    if (spins < 256) {
       cpu_relax();
-    else
-      sched_yield();
+    } else {
+      c.sleepers.fetch_add(1, std::memory_order_seq_cst);
+      if (c.generation.load(std::memory_order_seq_cst) == gen) futex_wait(&c.generation, gen);
+      c.sleepers.fetch_sub(1, std::memory_order_relaxed);
+    }
   }
 }
 
 Mailbox& NodeTeam::mailbox(int team_rank) {
   return mailboxes(control_)[team_rank];
-}
-
-SlotDecision& NodeTeam::decision() {
-  return control_->decision;
 }
 
 void NodeTeam::abort() {

@@ -1,6 +1,6 @@
 // The ranks of one process group that share a node's memory (a "team"), in group-rank order, and
 // what they coordinate through: a control block in a shared window holding a barrier, one mailbox
-// per rank and the leader's announcements. For a group spanning nodes, `cross` links the ranks
+// per rank. For a group spanning nodes, `cross` links the ranks
 // holding the same team index on every node (the inter-node part of each collective goes there,
 // over MPI).
 #pragma once
@@ -23,15 +23,7 @@ struct alignas(64) Mailbox {
   uint64_t segment = 0;     // where this rank's operand is: window index in its arena...
   uint64_t offset = 0;      // ...and byte offset in its segment
   uint64_t grow_bytes = 0;  // arena growth this rank needs before the operand can be shared
-};
-
-// The leader's choice of a slot for an unshard (NodeSlots).
-struct SlotDecision {
-  static constexpr int kMaxFreed = 32;
-  int32_t slot = -1;     // the slot to gather into; -1: create one of `create_bytes`
-  int32_t freed = 0;     // free slots to release first (none of them fits)
-  uint64_t create_bytes = 0;
-  int32_t freed_ids[kMaxFreed] = {};
+  uint64_t held_slots = 0;  // NodeSlots this rank holds, as a bit mask by slot index
 };
 
 class NodeTeam {
@@ -57,12 +49,11 @@ class NodeTeam {
   // oversubscribed). Throws Errc::Aborted once abort() was called.
   void barrier();
   Mailbox& mailbox(int team_rank);
-  SlotDecision& decision();
   // fsdp_abort: barriers in progress or to come throw; windows are leaked, not freed.
   void abort();
   bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
 
- struct Control;
+  struct Control;
 
  private:
   Group group_, team_, cross_;

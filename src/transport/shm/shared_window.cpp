@@ -28,7 +28,8 @@ SharedWindow::SharedWindow(MPI_Comm team, std::size_t my_bytes) {
   MPI_Info_set(info, "alloc_shared_noncontig", "true");
   char* mine = nullptr;
   const std::size_t request = round_to_pages(my_bytes);
-  const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(request), 1, info, team, &mine, &win_);
+  const int rc =
+      MPI_Win_allocate_shared(static_cast<MPI_Aint>(request), 1, info, team, &mine, &win_);
   MPI_Info_free(&info);
   if (rc != MPI_SUCCESS)
     fail(Errc::OutOfMemory, "MPI_Win_allocate_shared of " + std::to_string(request) +

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The Python environment `make bench` needs: a virtual environment with PyTorch >= 2.6 (FSDP2's
+# fully_shard; Debian's python3-torch is older), NumPy and matplotlib (the plots). Idempotent:
+# an environment that already imports them is kept. Prints the interpreter's path.
+# Usage: setup-python.sh [venv dir]   (default: $FSDP_BENCH_VENV or ~/.cache/libfsdp/bench-venv)
+set -euo pipefail
+venv=${1:-${FSDP_BENCH_VENV:-$HOME/.cache/libfsdp/bench-venv}}
+check='import torch, numpy, matplotlib
+major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+assert (major, minor) >= (2, 6), torch.__version__'
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" 2>/dev/null; then
+  echo "$venv/bin/python"
+  exit 0
+fi
+base=$(command -v python3)
+"$base" -m venv "$venv" >&2
+"$venv/bin/pip" install -q --upgrade pip >&2
+# PyPI's Linux wheel of torch (the CPU-only index may be unreachable); several GB with its CUDA
+# libraries, which the CPU runs here never load.
+"$venv/bin/pip" install -q "torch>=2.6" numpy matplotlib >&2
+"$venv/bin/python" -c "$check" >&2
+echo "$venv/bin/python"

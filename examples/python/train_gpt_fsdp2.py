@@ -1,0 +1,52 @@
+"""The same GPT decoder, data, seed and AdamW trained with PyTorch FSDP2 (fully_shard, one unit per
+embedding, block and head as in the libfsdp run, then the root) on a CPU device mesh over gloo:
+the PyTorch sharded baseline of the end-to-end benchmark. Needs PyTorch >= 2.6.
+    python3 train_gpt_fsdp2.py --nproc 2 --steps 200 --out 'fsdp2.{rank}.json'"""
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import gpt_model
+
+
+def train(rank, world, a, port):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    mesh = init_device_mesh("cpu", (world,))
+    model = gpt_model.model(a)
+    for unit in [model.embed, *model.blocks, model.head]:
+        fully_shard(unit, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0)
+    losses, start = [], None
+    for step in range(a.steps):
+        if step == 1:
+            start = time.perf_counter()
+        x, y = gpt_model.batch(a, step, rank)
+        loss = gpt_model.loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        if rank == 0 and (step % 20 == 0 or step == a.steps - 1):
+            print(f"FSDP2   step {step:4d}  loss {losses[-1]:.4f}", flush=True)
+    seconds = time.perf_counter() - start if start else 1.0
+    gpt_model.report(a, "PyTorch FSDP2 (gloo)", rank, world, losses, seconds, a.steps - 1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    nproc = 2
+    if "--nproc" in sys.argv:  # ours, not the model's
+        i = sys.argv.index("--nproc")
+        nproc = int(sys.argv[i + 1])
+        del sys.argv[i:i + 2]
+    args = gpt_model.arguments()
+    mp.spawn(train, args=(nproc, args, 29500 + os.getpid() % 1000), nprocs=nproc, join=True)
