@@ -102,6 +102,27 @@ def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def train_torch(a, model, rank, world, tag, name):
+    """The PyTorch-side loop of the baselines (DDP, FSDP2): AdamW, a.steps steps, step 0 untimed;
+    writes the report."""
+    import time
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0)
+    losses, start = [], None
+    for step in range(a.steps):
+        if step == 1:
+            start = time.perf_counter()
+        x, y = batch(a, step, rank)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        if rank == 0 and (step % 20 == 0 or step == a.steps - 1):
+            print(f"{tag:7s} step {step:4d}  loss {losses[-1]:.4f}", flush=True)
+    seconds = time.perf_counter() - start if start else 1.0
+    report(a, name, rank, world, losses, seconds, a.steps - 1)
+
+
 def report(a, name, rank, world, losses, seconds, timed_steps, extra=None):
     """Writes this rank's loss curve, throughput and peak RSS to a.out ({rank} replaced)."""
     result = {"name": name, "rank": rank, "world": world, "steps": a.steps, "losses": losses,

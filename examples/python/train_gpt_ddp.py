@@ -3,7 +3,6 @@ gloo on CPU: the reference the libfsdp run is compared with.
     python3 train_gpt_ddp.py --nproc 2 --steps 200 --out 'ddp.{rank}.json'"""
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -17,21 +16,7 @@ def train(rank, world, a, port):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     model = torch.nn.parallel.DistributedDataParallel(gpt_model.model(a))
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0)
-    losses, start = [], None
-    for step in range(a.steps):
-        if step == 1:
-            start = time.perf_counter()
-        x, y = gpt_model.batch(a, step, rank)
-        loss = gpt_model.loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-        if rank == 0 and (step % 20 == 0 or step == a.steps - 1):
-            print(f"DDP     step {step:4d}  loss {losses[-1]:.4f}", flush=True)
-    seconds = time.perf_counter() - start if start else 1.0
-    gpt_model.report(a, "DDP (gloo)", rank, world, losses, seconds, a.steps - 1)
+    gpt_model.train_torch(a, model, rank, world, "DDP", "DDP (gloo)")
     dist.destroy_process_group()
 
 

@@ -4,7 +4,6 @@ the PyTorch sharded baseline of the end-to-end benchmark. Needs PyTorch >= 2.6.
     python3 train_gpt_fsdp2.py --nproc 2 --steps 200 --out 'fsdp2.{rank}.json'"""
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -24,21 +23,7 @@ def train(rank, world, a, port):
     for unit in [model.embed, *model.blocks, model.head]:
         fully_shard(unit, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0)
-    losses, start = [], None
-    for step in range(a.steps):
-        if step == 1:
-            start = time.perf_counter()
-        x, y = gpt_model.batch(a, step, rank)
-        loss = gpt_model.loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-        if rank == 0 and (step % 20 == 0 or step == a.steps - 1):
-            print(f"FSDP2   step {step:4d}  loss {losses[-1]:.4f}", flush=True)
-    seconds = time.perf_counter() - start if start else 1.0
-    gpt_model.report(a, "PyTorch FSDP2 (gloo)", rank, world, losses, seconds, a.steps - 1)
+    gpt_model.train_torch(a, model, rank, world, "FSDP2", "PyTorch FSDP2 (gloo)")
     dist.destroy_process_group()
 
 

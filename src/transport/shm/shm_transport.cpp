@@ -20,7 +20,7 @@ constexpr std::size_t kChunkBytes = std::size_t(32) << 10;
 
 ShmTransport::ShmTransport(const Group& shard, int node_key, MpiTransport& mpi,
                            MemoryAccounting& accounting, bool protect_slots)
-    : mpi_(mpi), accounting_(accounting) {
+    : mpi_(mpi) {
   team_ = std::make_unique<NodeTeam>(shard, node_key);
   slots_ = std::make_unique<NodeSlots>(*team_, accounting, protect_slots);
   arena_ = std::make_unique<SharedArena>(*team_);

@@ -59,7 +59,6 @@ class ShmTransport final : public Transport {
                 const ReduceEpilogue& e);
 
   MpiTransport& mpi_;
-  MemoryAccounting& accounting_;
   std::unique_ptr<NodeTeam> team_;
   std::unique_ptr<NodeSlots> slots_;
   std::unique_ptr<SharedArena> arena_;
