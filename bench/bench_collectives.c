@@ -28,11 +28,24 @@ enum {
   OP_REDUCE_SHM,
   OP_REDUCE_MPI,
   OP_REDUCE_SCATTER,
+  OP_COPY_SHARD,
+  OP_SUM_BLOCKS,
   NUM_OPS
 };
 static const char* const kOpNames[NUM_OPS] = {
     "unshard_shm",      "unshard_mpi",      "allgather",     "memcpy",
-    "reduce_grads_shm", "reduce_grads_mpi", "reduce_scatter"};
+    "reduce_grads_shm", "reduce_grads_mpi", "reduce_scatter", "copy_shard_bound",
+    "sum_blocks_bound"};
+
+/* The least memory traffic of a shared-memory reduce-scatter, on this rank's data: out[i] = the
+ * sum over the n blocks of block k's element i (every rank at once, as in the real reduce). */
+static void sum_blocks(float* out, const float* in, size_t block, int n) {
+  for (size_t i = 0; i < block; ++i) out[i] = in[i] + in[block + i];
+  for (int k = 2; k < n; ++k) {
+    const float* b = in + (size_t)k * block;
+    for (size_t i = 0; i < block; ++i) out[i] += b[i];
+  }
+}
 
 static float* filled(size_t n, float value) {
   float* p = malloc(n * sizeof(float));
@@ -48,6 +61,7 @@ typedef struct {
   fsdp_unit_t shm, mpi; /* the same unit on a context of each transport */
   float *shard, *full, *grad_in, *grad_out, *copy;
   size_t shard_n, numel;
+  int rank, world;
 } bench_t;
 
 static double reduce_unit(fsdp_unit_t u, const float* grad, size_t numel) {
@@ -89,6 +103,18 @@ static double time_op(bench_t* b, int op) {
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = MPI_Wtime();
       memcpy(b->copy, b->grad_in, b->numel * sizeof(float));
+      dt = MPI_Wtime() - t0;
+      break;
+    case OP_COPY_SHARD: /* the prescribed unshard's only data movement: each rank writes its block */
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = MPI_Wtime();
+      memcpy(b->copy + (size_t)b->rank * b->shard_n, b->shard, b->shard_n * sizeof(float));
+      dt = MPI_Wtime() - t0;
+      break;
+    case OP_SUM_BLOCKS: /* the prescribed reduce's: each rank reads n blocks and writes one */
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = MPI_Wtime();
+      sum_blocks(b->grad_out, b->grad_in, b->shard_n, b->world);
       dt = MPI_Wtime() - t0;
       break;
     case OP_REDUCE_SCATTER:
@@ -186,12 +212,16 @@ int main(int argc, char** argv) {
               date, host, sysconf(_SC_NPROCESSORS_ONLN), mpi_version, world);
     printf("# libfsdp collectives, %d ranks, %s (%ld CPUs), %s\n\n", world, host,
            sysconf(_SC_NPROCESSORS_ONLN), mpi_version);
-    printf("Seconds (median, slowest rank); speedup = raw MPI time / shm time.\n\n");
     printf(
-        "| size | unshard shm | unshard mpi | MPI_Allgather | memcpy | speedup | "
-        "reduce shm | reduce mpi | MPI_Reduce_scatter_block | speedup | "
+        "Seconds (median, slowest rank); speedup = raw MPI time / shm time; ceiling = raw MPI "
+        "time / the time of the shm algorithm's data movement alone (every rank copying its "
+        "block; every rank summing its slice of the n blocks), the most any implementation of "
+        "it could reach.\n\n");
+    printf(
+        "| size | unshard shm | unshard mpi | MPI_Allgather | memcpy | speedup | ceiling | "
+        "reduce shm | reduce mpi | MPI_Reduce_scatter_block | speedup | ceiling | "
         "busbw GB/s shm/mpi/raw (ag; rs) |\n");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   }
 
   int first_row = 1;
@@ -201,6 +231,8 @@ int main(int argc, char** argv) {
     const int64_t shape[1] = {(int64_t)numel};
     fsdp_param_desc_t d = {"w", 1, shape, FSDP_FLOAT32, 1};
     b.numel = numel;
+    b.rank = rank;
+    b.world = world;
     b.shard_n = (numel + (size_t)world - 1) / (size_t)world;
     const size_t padded = b.shard_n * (size_t)world;
     /* Every buffer written before use: an untouched calloc'd buffer maps the kernel's shared zero
@@ -232,11 +264,14 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       const double ag_speedup = med[OP_ALLGATHER] / med[OP_UNSHARD_SHM];
       const double rs_speedup = med[OP_REDUCE_SCATTER] / med[OP_REDUCE_SHM];
+      const double ag_ceiling = med[OP_ALLGATHER] / med[OP_COPY_SHARD];
+      const double rs_ceiling = med[OP_REDUCE_SCATTER] / med[OP_SUM_BLOCKS];
       printf(
-          "| %zu KiB | %.6f | %.6f | %.6f | %.6f | %.2fx | %.6f | %.6f | %.6f | %.2fx | "
-          "%.2f/%.2f/%.2f; %.2f/%.2f/%.2f |\n",
+          "| %zu KiB | %.6f | %.6f | %.6f | %.6f | %.2fx | %.2fx | %.6f | %.6f | %.6f | %.2fx | "
+          "%.2fx | %.2f/%.2f/%.2f; %.2f/%.2f/%.2f |\n",
           bytes >> 10, med[OP_UNSHARD_SHM], med[OP_UNSHARD_MPI], med[OP_ALLGATHER], med[OP_MEMCPY],
-          ag_speedup, med[OP_REDUCE_SHM], med[OP_REDUCE_MPI], med[OP_REDUCE_SCATTER], rs_speedup,
+          ag_speedup, ag_ceiling, med[OP_REDUCE_SHM], med[OP_REDUCE_MPI], med[OP_REDUCE_SCATTER],
+          rs_speedup, rs_ceiling,
           busbw[OP_UNSHARD_SHM], busbw[OP_UNSHARD_MPI], busbw[OP_ALLGATHER], busbw[OP_REDUCE_SHM],
           busbw[OP_REDUCE_MPI], busbw[OP_REDUCE_SCATTER]);
       fflush(stdout);
@@ -248,8 +283,10 @@ int main(int argc, char** argv) {
                   kOpNames[op], busbw[op]);
         fprintf(json,
                 ", \"unshard_speedup_vs_allgather\": %.4f, "
-                "\"reduce_speedup_vs_reduce_scatter\": %.4f}",
-                ag_speedup, rs_speedup);
+                "\"reduce_speedup_vs_reduce_scatter\": %.4f, "
+                "\"unshard_ceiling_vs_allgather\": %.4f, "
+                "\"reduce_ceiling_vs_reduce_scatter\": %.4f}",
+                ag_speedup, rs_speedup, ag_ceiling, rs_ceiling);
       }
     }
     first_row = 0;

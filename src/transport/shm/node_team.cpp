@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
 #include <ctime>
 #include <new>
@@ -89,6 +90,8 @@ NodeTeam::NodeTeam(const Group& group, int node_key) : group_(group) {
       for (int r = 0; r < team_.size; ++r) new (&mailboxes(control_)[r]) Mailbox();
     }
     mpi_check(MPI_Barrier(team_.comm), "MPI_Barrier");  // the control block is initialized
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    spin_ns_ = cores >= team_.size ? kLongSpinNs : 0;
   } catch (...) {
     window_.reset();
     free_group(cross_);
@@ -114,12 +117,19 @@ void NodeTeam::barrier() {
     if (c.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&c.generation);
     return;
   }
-  // Spinning briefly catches a partner running on another core. Then the waiter sleeps on the
-  // generation word until the last rank arrives: on an oversubscribed node (more ranks than cores)
-  // the partner may need this very core, and yielding in a loop hands it over far less reliably.
+  // Spinning catches a partner running on another core: a futex wake costs tens of microseconds,
+  // a unit's copy at 1 MiB about a hundred. Then the waiter sleeps on the generation word until
+  // the last rank arrives: on an oversubscribed node (more ranks than cores) the partner may need
+  // this very core, so there the spin is short, and yielding in a loop hands it over far less
+  // reliably than sleeping.
+  const auto start = std::chrono::steady_clock::now();
+  bool spinning = true;
   for (unsigned spins = 0; c.generation.load(std::memory_order_acquire) == gen; ++spins) {
     if (aborted()) fail(Errc::Aborted, "fsdp_abort was called while waiting for node peers");
-    if (spins < 256) {
+    if (spinning && spins % 64 == 63)
+      spinning = spins < kShortSpins ||
+                 std::chrono::steady_clock::now() - start < std::chrono::nanoseconds(spin_ns_);
+    if (spinning) {
       cpu_relax();
     } else {
       c.sleepers.fetch_add(1, std::memory_order_seq_cst);

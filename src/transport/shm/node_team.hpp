@@ -45,8 +45,9 @@ class NodeTeam {
   // Group rank of each cross member, by cross rank (where their blocks sit in a full buffer).
   const std::vector<int>& cross_group_ranks() const { return cross_group_ranks_; }
 
-  // Every team rank has arrived. Spins briefly, then yields the core (ranks are often
-  // oversubscribed). Throws Errc::Aborted once abort() was called.
+  // Every team rank has arrived. Spins (up to 50 us when the node has a core per team rank, a
+  // few hundred pauses otherwise), then sleeps on a futex. Throws Errc::Aborted once abort() was
+  // called.
   void barrier();
   Mailbox& mailbox(int team_rank);
   // fsdp_abort: barriers in progress or to come throw; windows are leaked, not freed.
@@ -60,6 +61,9 @@ class NodeTeam {
   std::vector<int> cross_group_ranks_;
   std::unique_ptr<SharedWindow> window_;
   Control* control_ = nullptr;
+  static constexpr unsigned kShortSpins = 256;
+  static constexpr long kLongSpinNs = 50'000;
+  long spin_ns_ = 0;  // how long a waiter spins before sleeping
   std::atomic<bool> aborted_{false};
 };
 
