@@ -33,9 +33,8 @@ enum {
   NUM_OPS
 };
 static const char* const kOpNames[NUM_OPS] = {
-    "unshard_shm",      "unshard_mpi",      "allgather",     "memcpy",
-    "reduce_grads_shm", "reduce_grads_mpi", "reduce_scatter", "copy_shard_bound",
-    "sum_blocks_bound"};
+    "unshard_shm",      "unshard_mpi",    "allgather",        "memcpy",          "reduce_grads_shm",
+    "reduce_grads_mpi", "reduce_scatter", "copy_shard_bound", "sum_blocks_bound"};
 
 /* The least memory traffic of a shared-memory reduce-scatter, on this rank's data: out[i] = the
  * sum over the n blocks of block k's element i (every rank at once, as in the real reduce). */
@@ -105,7 +104,8 @@ static double time_op(bench_t* b, int op) {
       memcpy(b->copy, b->grad_in, b->numel * sizeof(float));
       dt = MPI_Wtime() - t0;
       break;
-    case OP_COPY_SHARD: /* the prescribed unshard's only data movement: each rank writes its block */
+    case OP_COPY_SHARD: /* the prescribed unshard's only data movement: each rank writes its block
+                         */
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = MPI_Wtime();
       memcpy(b->copy + (size_t)b->rank * b->shard_n, b->shard, b->shard_n * sizeof(float));
@@ -271,9 +271,8 @@ int main(int argc, char** argv) {
           "%.2fx | %.2f/%.2f/%.2f; %.2f/%.2f/%.2f |\n",
           bytes >> 10, med[OP_UNSHARD_SHM], med[OP_UNSHARD_MPI], med[OP_ALLGATHER], med[OP_MEMCPY],
           ag_speedup, ag_ceiling, med[OP_REDUCE_SHM], med[OP_REDUCE_MPI], med[OP_REDUCE_SCATTER],
-          rs_speedup, rs_ceiling,
-          busbw[OP_UNSHARD_SHM], busbw[OP_UNSHARD_MPI], busbw[OP_ALLGATHER], busbw[OP_REDUCE_SHM],
-          busbw[OP_REDUCE_MPI], busbw[OP_REDUCE_SCATTER]);
+          rs_speedup, rs_ceiling, busbw[OP_UNSHARD_SHM], busbw[OP_UNSHARD_MPI], busbw[OP_ALLGATHER],
+          busbw[OP_REDUCE_SHM], busbw[OP_REDUCE_MPI], busbw[OP_REDUCE_SCATTER]);
       fflush(stdout);
       if (json) {
         fprintf(json, "%s    {\"bytes\": %zu, \"iterations\": %d", first_row ? "" : ",\n", bytes,

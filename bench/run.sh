@@ -33,7 +33,7 @@ if want collectives; then
   done
 fi
 # Memory against FSDP's formula and a replicated model, overlap with and without prefetch, and
-# per-call CPU overhead: once per host transport.
+# per-call CPU overhead: once per host transport, and once in debug mode (FSDP_DEBUG_COLLECTIVES).
 if want training; then
   : > "$out/training.md"
   for n in 2 4; do
@@ -41,6 +41,9 @@ if want training; then
       FSDP_TRANSPORT=$t "$mpiexec" -n "$n" "$build/bench/bench_training" \
         --out "$out/training-np$n-$t.json" | tee -a "$out/training.md"
     done
+    # Debug mode's cost: the same run with every collective call compared across ranks first.
+    FSDP_TRANSPORT=shm FSDP_DEBUG_COLLECTIVES=1 "$mpiexec" -n "$n" "$build/bench/bench_training" \
+      --out "$out/training-np$n-shm-debug.json" | tee -a "$out/training.md"
   done
 fi
 # Checkpoints: save/load against raw POSIX I/O, 1, 2 and 4 ranks, 64 MiB to 2 GiB, and a model

@@ -102,7 +102,8 @@ def training(d, lines):
         ratio = m.get("peak_parameter_bytes", 0) / max(1, m.get("formula_bytes", 1))
         ddp = m.get("replicated_bytes", 0) / max(1, m.get("peak_parameter_bytes", 1))
         lines.append(
-            f"| {t['ranks']} | {t.get('transport', '?')} | {ratio:.3f} | {ddp:.2f} | "
+            f"| {t['ranks']} | {t.get('transport', '?')}{' + debug mode' if '-debug' in path else ''} "
+            f"| {ratio:.3f} | {ddp:.2f} | "
             f"{step.get('no_prefetch_s', float('nan')):.4f} | "
             f"{step.get('prefetch_async_s', float('nan')):.4f} "
             f"| {step.get('compute_only_s', float('nan')):.4f} | "

@@ -10,7 +10,7 @@ module fsdp_c
   implicit none
 
   ! ---- Versions (the header's; module fsdp checks them against the library's at fsdp_init)
-  integer(c_int), parameter :: FSDP_VERSION_MAJOR = 0, FSDP_VERSION_MINOR = 6, &
+  integer(c_int), parameter :: FSDP_VERSION_MAJOR = 0, FSDP_VERSION_MINOR = 7, &
                                FSDP_VERSION_PATCH = 0
   integer(c_int32_t), parameter :: FSDP_VERSION = FSDP_VERSION_MAJOR * 10000 &
                                                   + FSDP_VERSION_MINOR * 100 + FSDP_VERSION_PATCH
@@ -22,11 +22,12 @@ module fsdp_c
     FSDP_ERR_VERSION = 8, FSDP_ERR_UNSUPPORTED = 9, FSDP_ERR_OUT_OF_MEMORY = 10, &
     FSDP_ERR_MPI = 11, FSDP_ERR_INTERNAL = 12, FSDP_ERR_CALLBACK = 13, FSDP_ERR_IO = 14, &
     FSDP_ERR_FORMAT = 15, FSDP_ERR_CORRUPT = 16, FSDP_ERR_CUDA = 17, FSDP_ERR_NCCL = 18, &
-    FSDP_ERR_ABORTED = 19
+    FSDP_ERR_ABORTED = 19, FSDP_ERR_TIMEOUT = 20
   ! ---- fsdp_memory_space_t, fsdp_transport_t
   integer(c_int), parameter :: FSDP_MEMORY_HOST = 0, FSDP_MEMORY_CUDA = 1
   integer(c_int), parameter :: FSDP_TRANSPORT_AUTO = 0, FSDP_TRANSPORT_MPI = 1, &
                                FSDP_TRANSPORT_NCCL = 2, FSDP_TRANSPORT_SHM = 3
+  integer(c_int), parameter :: FSDP_ON_TIMEOUT_ERROR = 0, FSDP_ON_TIMEOUT_ABORT = 1
   ! ---- fsdp_dtype_t
   integer(c_int), parameter :: FSDP_DTYPE_AUTO = -1, FSDP_FLOAT32 = 0, FSDP_FLOAT64 = 1, &
                                FSDP_BFLOAT16 = 2, FSDP_FLOAT16 = 3
@@ -63,7 +64,7 @@ module fsdp_c
   ! ---- Structs that grow at their end: `size` starts as the size of this definition (checked
   ! against c_sizeof by the Fortran tests), the other fields as the C initializers.
   type, bind(C) :: fsdp_config_t
-    integer(c_size_t) :: size = 56
+    integer(c_size_t) :: size = 72
     integer(c_int32_t) :: magic = FSDP_CONFIG_MAGIC
     integer(c_int32_t) :: version = FSDP_VERSION
     integer(c_int) :: strategy = FSDP_FULL_SHARD
@@ -76,6 +77,9 @@ module fsdp_c
     integer(c_int) :: device = -1
     integer(c_int) :: cpu_offload = 0
     integer(c_int) :: transport = FSDP_TRANSPORT_AUTO
+    integer(c_int) :: debug_collectives = 0
+    integer(c_int) :: on_timeout = FSDP_ON_TIMEOUT_ERROR
+    real(c_double) :: timeout_s = 0
   end type
 
   type, bind(C) :: fsdp_param_desc_t

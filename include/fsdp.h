@@ -41,7 +41,7 @@ extern "C" {
 /** Major version: changes only with incompatible ABI changes. */
 #define FSDP_VERSION_MAJOR 0
 /** Minor version: additions (a program runs with any library of its major and a minor >= its). */
-#define FSDP_VERSION_MINOR 6
+#define FSDP_VERSION_MINOR 7
 /** Patch version: fixes. */
 #define FSDP_VERSION_PATCH 0
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */
@@ -83,7 +83,11 @@ typedef enum fsdp_status {
   FSDP_ERR_CUDA = 17,    /**< a CUDA runtime call failed; the message carries CUDA's error string */
   FSDP_ERR_NCCL = 18,    /**< an NCCL call failed or NCCL reported an asynchronous error */
   FSDP_ERR_ABORTED = 19, /**< the context was aborted (fsdp_abort): only fsdp_finalize is taken */
-  FSDP_STATUS_COUNT      /**< number of status codes, not a status */
+  /** Since 0.7: a collective call or a wait did not complete within fsdp_config_t.timeout_s (the
+   *  watchdog): the message names the call, the unit and, in debug mode, the ranks that did not
+   *  arrive. The context then takes only fsdp_finalize. */
+  FSDP_ERR_TIMEOUT = 20,
+  FSDP_STATUS_COUNT /**< number of status codes, not a status */
 } fsdp_status_t;
 
 /* ------------------------------------------------------------------------------------------------
@@ -151,6 +155,13 @@ typedef enum fsdp_transport {
  * Configuration: a struct that grows at its end. The library reads at most `size` bytes of it and
  * gives every newer field its default, so a program compiled against an older header keeps working.
  * --------------------------------------------------------------------------------------------- */
+/** What the watchdog does when a call exceeds fsdp_config_t.timeout_s (since 0.7). */
+typedef enum fsdp_on_timeout {
+  FSDP_ON_TIMEOUT_ERROR = 0, /**< report; the call returns FSDP_ERR_TIMEOUT (doc/debugging.md) */
+  FSDP_ON_TIMEOUT_ABORT = 1, /**< report, then MPI_Abort on the context's communicator */
+  FSDP_ON_TIMEOUT_COUNT
+} fsdp_on_timeout_t;
+
 /** fsdp_config_t.magic: "FSDP". */
 #define FSDP_CONFIG_MAGIC 0x46534450u
 
@@ -185,13 +196,24 @@ typedef struct fsdp_config {
    *  gradients live on the GPU (an unshard copies host to device asynchronously). */
   int cpu_offload;
   fsdp_transport_t transport; /**< default FSDP_TRANSPORT_AUTO */
+  /** Since 0.7: nonzero turns on debug mode: before every collective call the ranks compare what
+   *  they are about to call (operation, unit, bytes, dtype, other arguments, sequence number) and
+   *  fail alike (FSDP_ERR_MISMATCH naming each rank's call) instead of hanging. Also on with
+   *  FSDP_DEBUG_COLLECTIVES=1. Default 0. */
+  int debug_collectives;
+  /** Since 0.7: see fsdp_on_timeout_t; also FSDP_ON_TIMEOUT=error|abort. */
+  fsdp_on_timeout_t on_timeout;
+  /** Since 0.7: seconds a collective call or a wait may take before the watchdog reports it (and
+   *  acts as on_timeout says); 0: the default, 1800; negative: no watchdog. Also FSDP_TIMEOUT. */
+  double timeout_s;
 } fsdp_config_t;
 
 /** Initializer for a config with every default: fsdp_config_t cfg = FSDP_CONFIG_INIT; */
 #define FSDP_CONFIG_INIT                                                                          \
   {                                                                                               \
     sizeof(fsdp_config_t), FSDP_CONFIG_MAGIC, FSDP_VERSION, FSDP_FULL_SHARD, 0, FSDP_REDUCE_MEAN, \
-        FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, 0, FSDP_MEMORY_HOST, -1, 0, FSDP_TRANSPORT_AUTO         \
+        FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, 0, FSDP_MEMORY_HOST, -1, 0, FSDP_TRANSPORT_AUTO, 0,     \
+        FSDP_ON_TIMEOUT_ERROR, 0.0                                                                \
   }
 
 /* ------------------------------------------------------------------------------------------------

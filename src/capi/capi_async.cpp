@@ -1,6 +1,7 @@
 // C entry points for asynchronous operations, requests and prefetch.
 #include <string>
 
+#include "capi/calls.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 
@@ -26,6 +27,8 @@ extern "C" {
 fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* req) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
+    const fsdp::CallScope call =
+        u.context().begin_call(fsdp::capi::unshard_call("fsdp_unshard_async", u));
     hand_out(u, u.context().caller_unshard(u, /*async=*/true), req);
   });
 }
@@ -33,6 +36,8 @@ fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* req) {
 fsdp_status_t fsdp_reduce_grads_async(fsdp_unit_t unit, fsdp_request_t* req) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
+    const fsdp::CallScope call =
+        u.context().begin_call(fsdp::capi::reduce_call("fsdp_reduce_grads_async", u));
     hand_out(u, u.reduce_grads_async(), req);
   });
 }
@@ -43,12 +48,17 @@ fsdp_status_t fsdp_wait(fsdp_request_t* req) {
     fsdp::Request& r = fsdp::capi::request_from(*req, "*req");
     fsdp::capi::retire(&r, fsdp::capi::Retired::Destroyed);
     *req = nullptr;  // a request is gone once waited on, even when its operation failed
+    const fsdp::CallScope call = r.context->begin_call(fsdp::capi::wait_call("fsdp_wait"));
     r.context->wait(r);
   });
 }
 
 fsdp_status_t fsdp_unit_wait(fsdp_unit_t unit) {
-  return guard(__func__, [&] { unit_from(unit, "unit").complete_pending(); });
+  return guard(__func__, [&] {
+    Unit& u = unit_from(unit, "unit");
+    const fsdp::CallScope call = u.context().begin_call(fsdp::capi::wait_call("fsdp_unit_wait"));
+    u.complete_pending();
+  });
 }
 
 fsdp_status_t fsdp_context_async(fsdp_context_t ctx, int* progress_thread) {
@@ -70,13 +80,19 @@ fsdp_status_t fsdp_set_prefetch(fsdp_context_t ctx, int forward, int backward) {
 }
 
 fsdp_status_t fsdp_begin_forward(fsdp_context_t ctx) {
-  return guard(__func__,
-               [&] { fsdp::capi::context_from(ctx, "ctx").begin_phase(fsdp::Phase::Forward); });
+  return guard(__func__, [&] {
+    fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+    const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_begin_forward"));
+    c.begin_phase(fsdp::Phase::Forward);
+  });
 }
 
 fsdp_status_t fsdp_begin_backward(fsdp_context_t ctx) {
-  return guard(__func__,
-               [&] { fsdp::capi::context_from(ctx, "ctx").begin_phase(fsdp::Phase::Backward); });
+  return guard(__func__, [&] {
+    fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+    const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_begin_backward"));
+    c.begin_phase(fsdp::Phase::Backward);
+  });
 }
 
 }  // extern "C"

@@ -3,6 +3,7 @@
 #include <set>
 #include <string>
 
+#include "capi/calls.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/sized_struct.hpp"
@@ -86,6 +87,7 @@ fsdp_status_t fsdp_checkpoint_save(fsdp_context_t ctx, const char* path,
                                    const fsdp_checkpoint_options_t* options) {
   return guard(__func__, [&] {
     fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+    const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_checkpoint_save"));
     std::optional<Error> local;
     fsdp::ckpt::SaveRequest r;
     try {
@@ -102,6 +104,8 @@ fsdp_status_t fsdp_checkpoint_save_async(fsdp_context_t ctx, const char* path,
                                          fsdp_request_t* req) {
   return guard(__func__, [&] {
     fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+    const fsdp::CallScope call =
+        c.begin_call(fsdp::capi::context_call("fsdp_checkpoint_save_async"));
     std::optional<Error> local;
     fsdp::ckpt::SaveRequest r;
     try {
@@ -130,6 +134,7 @@ fsdp_status_t fsdp_checkpoint_load(fsdp_context_t ctx, const char* path,
                                    fsdp_checkpoint_report_t* report) {
   return guard(__func__, [&] {
     fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+    const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_checkpoint_load"));
     std::optional<Error> local;
     fsdp::ckpt::LoadRequest r;
     try {

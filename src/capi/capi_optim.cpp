@@ -5,6 +5,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "capi/calls.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/sized_struct.hpp"
@@ -180,6 +181,7 @@ fsdp_status_t fsdp_clip_grad_norm(fsdp_context_t ctx, double max_norm, double no
                                   double* total_norm) {
   return guard(__func__, [&] {
     fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+    const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_clip_grad_norm"));
     if (!(max_norm > 0) || std::isinf(max_norm))
       fail(Errc::InvalidArgument,
            "max_norm = " + std::to_string(max_norm) + ": must be finite and > 0");
@@ -252,6 +254,8 @@ fsdp_status_t fsdp_grad_scaler_unscale(fsdp_grad_scaler_t scaler, fsdp_optimizer
   return guard(__func__, [&] {
     GradScaler& s = grad_scaler_from(scaler, "scaler");
     Optimizer& o = scaler_optimizer(s, opt);
+    const fsdp::CallScope call =
+        s.context().begin_call(fsdp::capi::context_call("fsdp_grad_scaler_unscale"));
     s.context().quiesce();
     s.unscale(o);
   });
@@ -261,6 +265,8 @@ fsdp_status_t fsdp_grad_scaler_step(fsdp_grad_scaler_t scaler, fsdp_optimizer_t 
   return guard(__func__, [&] {
     GradScaler& s = grad_scaler_from(scaler, "scaler");
     Optimizer& o = scaler_optimizer(s, opt);
+    const fsdp::CallScope call =
+        s.context().begin_call(fsdp::capi::context_call("fsdp_grad_scaler_step"));
     s.context().quiesce();
     const bool skip = s.step(o);
     if (skipped) *skipped = skip ? 1 : 0;

@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 
+#include "capi/calls.hpp"
 #include "capi/config.hpp"
 #include "capi/descriptors.hpp"
 #include "capi/guard.hpp"
@@ -93,6 +94,7 @@ void create_unit(fsdp_context_t ctx, int nparams, const fsdp_param_desc_t* descs
                  const void* const* initial_values, const fsdp_unit_options_t* options,
                  fsdp_unit_t* unit) {
   fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+  const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_unit_create"));
   // This rank's argument errors join the collective check, so all ranks fail together.
   std::optional<Error> local;
   std::vector<fsdp::ParamSpec> specs;
@@ -185,6 +187,8 @@ fsdp_status_t fsdp_unit_tie(fsdp_unit_t user, const char* alias, fsdp_unit_t own
 fsdp_status_t fsdp_unshard(fsdp_unit_t unit) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
+    const fsdp::CallScope call =
+        u.context().begin_call(fsdp::capi::unshard_call("fsdp_unshard", u));
     u.context().caller_unshard(u, /*async=*/false);
     u.complete_pending();
   });
@@ -222,7 +226,12 @@ fsdp_status_t fsdp_grad_data(fsdp_unit_t unit, int index, void** data) {
 }
 
 fsdp_status_t fsdp_reduce_grads(fsdp_unit_t unit) {
-  return guard(__func__, [&] { unit_from(unit, "unit").reduce_grads(); });
+  return guard(__func__, [&] {
+    Unit& u = unit_from(unit, "unit");
+    const fsdp::CallScope call =
+        u.context().begin_call(fsdp::capi::reduce_call("fsdp_reduce_grads", u));
+    u.reduce_grads();
+  });
 }
 
 fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit) {

@@ -97,6 +97,18 @@ ContextOptions options_from_config(const fsdp_config_t* cfg) {
   o.placement.device = c.device;
   o.placement.cpu_offload = c.cpu_offload != 0;
   o.placement.transport = static_cast<TransportKind>(c.transport);
+  if (c.debug_collectives != 0 && c.debug_collectives != 1)
+    fail(Errc::InvalidArgument,
+         "cfg->debug_collectives = " + std::to_string(c.debug_collectives) + ": must be 0 or 1");
+  if (c.on_timeout < 0 || c.on_timeout >= FSDP_ON_TIMEOUT_COUNT)
+    fail(Errc::InvalidArgument,
+         "cfg->on_timeout = " + std::to_string(c.on_timeout) + ": not an fsdp_on_timeout_t");
+  if (!(c.timeout_s == c.timeout_s) || c.timeout_s > 1e9)  // NaN, or beyond any job's length
+    fail(Errc::InvalidArgument, "cfg->timeout_s = " + std::to_string(c.timeout_s) +
+                                    ": seconds (0: the default, negative: no watchdog)");
+  o.debug_collectives = c.debug_collectives != 0;
+  o.timeout_s = c.timeout_s == 0.0 ? kDefaultTimeoutSeconds : c.timeout_s;
+  o.timeout_abort = c.on_timeout == FSDP_ON_TIMEOUT_ABORT;
   return o;
 }
 

@@ -65,8 +65,8 @@ const void* lookup(const void* h, Kind want, const char* arg) {
 
 Context& live(Context& c, const char* arg) {
   if (c.aborted())
-    fail(Errc::Aborted,
-         std::string(arg) + ": its context was aborted (fsdp_abort); only fsdp_finalize is taken");
+    fail(Errc::Aborted, std::string(arg) + ": its context was aborted (" + c.abort_reason() +
+                            "); only fsdp_finalize is taken");
   return c;
 }
 

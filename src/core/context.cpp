@@ -31,6 +31,12 @@ uint64_t ContextOptions::fingerprint() const {
   f.add(static_cast<uint64_t>(placement.memory));
   f.add(static_cast<uint64_t>(placement.cpu_offload));
   f.add(static_cast<uint64_t>(placement.transport));
+  // Debug mode's exchange and the watchdog's limits must be the same everywhere.
+  f.add(static_cast<uint64_t>(debug_collectives));
+  uint64_t timeout_bits = 0;
+  std::memcpy(&timeout_bits, &timeout_s, sizeof timeout_bits);
+  f.add(timeout_bits);
+  f.add(static_cast<uint64_t>(timeout_abort));
   return f.value();
 }
 
@@ -102,6 +108,29 @@ void apply_environment(ContextOptions& options) {
   }
   read_byte_count("FSDP_RING_MIN_BLOCK_BYTES", options.transport.ring_min_block_bytes);
   read_byte_count("FSDP_RING_PIECE_BYTES", options.transport.ring_piece_bytes);
+  if (const char* v = std::getenv("FSDP_DEBUG_COLLECTIVES"); v && *v) {
+    if (std::strcmp(v, "0") && std::strcmp(v, "1"))
+      fail(Errc::InvalidArgument,
+           std::string("environment FSDP_DEBUG_COLLECTIVES=") + v + ": expected 0 or 1");
+    options.debug_collectives = v[0] == '1';
+  }
+  if (const char* v = std::getenv("FSDP_TIMEOUT"); v && *v) {
+    char* end = nullptr;
+    const double seconds = std::strtod(v, &end);
+    if (*end != '\0' || !(seconds == seconds) || seconds > 1e9)
+      fail(Errc::InvalidArgument, std::string("environment FSDP_TIMEOUT=") + v +
+                                      ": expected seconds (0: the default, negative: none)");
+    options.timeout_s = seconds == 0.0 ? kDefaultTimeoutSeconds : seconds;
+  }
+  if (const char* v = std::getenv("FSDP_ON_TIMEOUT"); v && *v) {
+    if (!std::strcmp(v, "error"))
+      options.timeout_abort = false;
+    else if (!std::strcmp(v, "abort"))
+      options.timeout_abort = true;
+    else
+      fail(Errc::InvalidArgument,
+           std::string("environment FSDP_ON_TIMEOUT=") + v + ": expected error or abort");
+  }
 }
 
 std::unique_ptr<Context> Context::create(MPI_Comm comm, const ContextOptions& options,
@@ -141,9 +170,15 @@ Context::Context(std::unique_ptr<ProcessGroups> groups, const Topology& topo,
   partial_sums_ = std::make_unique<Scratch>(memory(), accounting_);
   trace_ = std::make_unique<Trace>(groups_->world().rank);
   worker_ = std::make_unique<CommWorker>(progress_thread_wanted());
+  if (options_.debug_collectives) check_ = std::make_unique<CollectiveCheck>(groups_->world());
+  if (options_.timeout_s > 0)
+    watchdog_ = std::make_unique<Watchdog>(call_log_, options_.timeout_s, options_.timeout_abort,
+                                           groups_->world().comm, groups_->world().rank,
+                                           [this](const std::string& r) { interrupt(r); });
 }
 
 Context::~Context() {
+  watchdog_.reset();
   checkpoints_.reset();  // waits for a background save; it uses its own communicators
   worker_->drain();
   for (auto& [id, u] : units_) {
@@ -162,9 +197,43 @@ Context::~Context() {
 }
 
 void Context::abort() {
-  if (aborted_) return;
-  aborted_ = true;
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    if (aborted_) return;
+    abort_reason_ = "fsdp_abort was called";
+    aborted_.store(true, std::memory_order_release);
+  }
   transport().abort();
+}
+
+void Context::interrupt(const std::string& report) {
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    if (aborted_) return;
+    abort_reason_ = "watchdog timeout: " + report;
+    aborted_.store(true, std::memory_order_release);
+  }
+  transport().interrupt_for_timeout();
+}
+
+std::string Context::abort_reason() const {
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  return abort_reason_;
+}
+
+CallScope Context::begin_call(const CallInfo& call) {
+  if (check_ && call.collective) {
+    auto stop = [this] {
+      if (aborted()) fail(Errc::Timeout, "interrupted: " + abort_reason());
+    };
+    try {
+      check_->check(call, options_.timeout_s, call_log_, stop);
+    } catch (const Error& e) {
+      if (e.code() == Errc::Timeout) interrupt(e.what());
+      throw;
+    }
+  }
+  return CallScope(call_log_, call);
 }
 
 Unit& Context::create_unit(std::vector<ParamSpec> params, const UnitRequest& request,

@@ -4,14 +4,19 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/backend.hpp"
 #include "core/buffer_pool.hpp"
+#include "core/call_log.hpp"
+#include "core/collective_check.hpp"
 #include "core/comm_worker.hpp"
 #include "core/error.hpp"
 #include "core/flat_layout.hpp"
@@ -22,6 +27,7 @@
 #include "core/scratch.hpp"
 #include "core/trace.hpp"
 #include "core/unit_init.hpp"
+#include "core/watchdog.hpp"
 #include "memory/memory_space.hpp"
 #include "transport/mpi/mpi_transport.hpp"
 
@@ -38,6 +44,10 @@ struct HyperParams;
 
 enum class GradReduction : int { Mean = 0, Sum = 1 };
 
+// PyTorch's default for its process groups: long enough for any legitimate collective or
+// checkpoint, short of an allocation's length.
+constexpr double kDefaultTimeoutSeconds = 1800.0;
+
 struct ContextOptions {
   Strategy strategy = Strategy::FullShard;
   int sharding_factor = 0;  // 0: the strategy's default
@@ -46,12 +56,16 @@ struct ContextOptions {
   int max_unsharded = 2;       // rate limiter: units unsharded, gathering or reducing at once
   MpiTransportOptions transport;
   PlacementRequest placement;
+  bool debug_collectives = false;             // compare every collective call across ranks first
+  double timeout_s = kDefaultTimeoutSeconds;  // the watchdog's; <= 0: none
+  bool timeout_abort = false;  // the watchdog aborts the job instead of returning an error
 
   uint64_t fingerprint() const;
 };
 
 // Reads FSDP_REDUCE_SCATTER_ALGORITHM (auto|ring|mpi), FSDP_RING_MIN_BLOCK_BYTES,
-// FSDP_RING_PIECE_BYTES and FSDP_TRANSPORT (auto|mpi|nccl). Throws InvalidArgument naming the
+// FSDP_RING_PIECE_BYTES, FSDP_TRANSPORT (auto|mpi|shm|nccl), FSDP_DEBUG_COLLECTIVES (0|1),
+// FSDP_TIMEOUT (seconds) and FSDP_ON_TIMEOUT (error|abort). Throws InvalidArgument naming the
 // variable when a value is not understood.
 void apply_environment(ContextOptions& options);
 
@@ -136,7 +150,17 @@ class Context {
   shm::NodeSlots* node_slots() { return backend_->node_slots(); }
   // fsdp_abort: the transport is torn down and every later call but fsdp_finalize is refused.
   void abort();
-  bool aborted() const { return aborted_; }
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  // Why, for messages: "fsdp_abort was called" or the watchdog's report.
+  std::string abort_reason() const;
+
+  // ---- Debug mode and the watchdog ----
+  // Every collective entry point and every wait runs inside one: logged for the watchdog and, in
+  // debug mode, a collective call is first compared across the ranks (throws Errc::Mismatch or
+  // Errc::Timeout on every rank; a timeout aborts the context).
+  CallScope begin_call(const CallInfo& call);
+  const CallLog& call_log() const { return call_log_; }
+  bool debug_collectives() const { return check_ != nullptr; }
   // Calls to the allocators of every memory space of the context (fsdp_memory_stats).
   uint64_t allocation_calls() { return backend_->allocation_calls(); }
   BufferPool& pool() { return *pool_; }
@@ -196,7 +220,12 @@ class Context {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<BufferPool> pool_;
   std::unique_ptr<Scratch> partial_sums_;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mutex_;
+  std::string abort_reason_;
+  void interrupt(const std::string& report);  // the watchdog's error mode
+  CallLog call_log_;
+  std::unique_ptr<CollectiveCheck> check_;           // debug mode only
   std::map<uint64_t, std::unique_ptr<Unit>> units_;  // by id: creation order, same on every rank
   uint64_t next_unit_id_ = 0;
   std::map<uint64_t, std::unique_ptr<Optimizer>> optimizers_;
@@ -206,6 +235,7 @@ class Context {
   bool grad_sync_ = true;
   std::unique_ptr<Trace> trace_;  // declared before worker_: outlives the progress thread
   std::unique_ptr<CommWorker> worker_;
+  std::unique_ptr<Watchdog> watchdog_;  // last: stopped first
   uint64_t sequence_ = 0;
   std::map<uint64_t, std::unique_ptr<Request>> requests_;
   uint64_t next_request_id_ = 0;

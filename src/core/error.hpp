@@ -29,6 +29,7 @@ enum class Errc : int {
   Cuda = 17,
   Nccl = 18,
   Aborted = 19,
+  Timeout = 20,
 };
 
 class Error : public std::runtime_error {

@@ -44,6 +44,8 @@ class Transport {
 
   // fsdp_abort: makes operations stuck in the transport return, and refuses new ones. Local.
   virtual void abort() {}
+  // The watchdog's error mode: as abort(), but waits it ends report Errc::Timeout where they can.
+  virtual void interrupt_for_timeout() { abort(); }
 };
 
 }  // namespace fsdp

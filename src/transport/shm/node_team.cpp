@@ -125,7 +125,11 @@ void NodeTeam::barrier() {
   const auto start = std::chrono::steady_clock::now();
   bool spinning = true;
   for (unsigned spins = 0; c.generation.load(std::memory_order_acquire) == gen; ++spins) {
-    if (aborted()) fail(Errc::Aborted, "fsdp_abort was called while waiting for node peers");
+    if (const int why = aborted_.load(std::memory_order_acquire))
+      fail(static_cast<Errc>(why),
+           why == static_cast<int>(Errc::Timeout)
+               ? "the watchdog's timeout expired while waiting for node peers"
+               : "fsdp_abort was called while waiting for node peers");
     if (spinning && spins % 64 == 63)
       spinning = spins < kShortSpins ||
                  std::chrono::steady_clock::now() - start < std::chrono::nanoseconds(spin_ns_);
@@ -143,8 +147,9 @@ Mailbox& NodeTeam::mailbox(int team_rank) {
   return mailboxes(control_)[team_rank];
 }
 
-void NodeTeam::abort() {
-  aborted_.store(true, std::memory_order_relaxed);
+void NodeTeam::abort(Errc why) {
+  int none = 0;
+  aborted_.compare_exchange_strong(none, static_cast<int>(why), std::memory_order_acq_rel);
 }
 
 }  // namespace fsdp::shm

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/group.hpp"
 #include "transport/shm/shared_window.hpp"
 
@@ -50,9 +51,10 @@ class NodeTeam {
   // called.
   void barrier();
   Mailbox& mailbox(int team_rank);
-  // fsdp_abort: barriers in progress or to come throw; windows are leaked, not freed.
-  void abort();
-  bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
+  // fsdp_abort (Errc::Aborted) or the watchdog (Errc::Timeout): barriers in progress or to come
+  // throw `why`; windows are leaked, not freed.
+  void abort(Errc why);
+  bool aborted() const { return aborted_.load(std::memory_order_acquire) != 0; }
 
   struct Control;
 
@@ -63,8 +65,8 @@ class NodeTeam {
   Control* control_ = nullptr;
   static constexpr unsigned kShortSpins = 256;
   static constexpr long kLongSpinNs = 50'000;
-  long spin_ns_ = 0;  // how long a waiter spins before sleeping
-  std::atomic<bool> aborted_{false};
+  long spin_ns_ = 0;             // how long a waiter spins before sleeping
+  std::atomic<int> aborted_{0};  // 0, or the Errc barriers throw
 };
 
 }  // namespace fsdp::shm

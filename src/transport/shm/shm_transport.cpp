@@ -43,7 +43,12 @@ uint64_t ShmTransport::allocation_calls() const {
 }
 
 void ShmTransport::abort() {
-  team_->abort();
+  team_->abort(Errc::Aborted);
+  mpi_.abort();
+}
+
+void ShmTransport::interrupt_for_timeout() {
+  team_->abort(Errc::Timeout);
   mpi_.abort();
 }
 

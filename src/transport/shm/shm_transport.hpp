@@ -40,6 +40,7 @@ class ShmTransport final : public Transport {
     mpi_.all_reduce(buf, count, t, g);
   }
   void abort() override;
+  void interrupt_for_timeout() override;
 
   NodeTeam& team() { return *team_; }
   NodeSlots& slots() { return *slots_; }

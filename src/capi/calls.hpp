@@ -1,0 +1,54 @@
+// What each C entry point tells the call log and debug mode's cross-rank check (CallInfo).
+#pragma once
+
+#include <cstring>
+#include <string>
+
+#include "core/call_log.hpp"
+#include "core/fingerprint.hpp"
+#include "core/unit.hpp"
+
+namespace fsdp::capi {
+
+// A collective on one unit, moving `bytes` of `dtype`.
+inline CallInfo unit_call(const char* call, const Unit& u, std::size_t bytes, DType dtype) {
+  CallInfo c;
+  c.call = call;
+  c.unit_id = u.id();
+  c.unit = u.label();
+  c.bytes = bytes;
+  c.dtype = static_cast<int>(dtype);
+  return c;
+}
+
+inline CallInfo unshard_call(const char* call, const Unit& u) {
+  return unit_call(call, u, u.unsharded_bytes(), u.precision().param);
+}
+
+inline CallInfo reduce_call(const char* call, const Unit& u) {
+  return unit_call(call, u, u.full_grad_bytes(), u.precision().reduce);
+}
+
+// A collective of the whole context; `args` fingerprints its arguments (0: none compared).
+inline CallInfo context_call(const char* call, uint64_t args = 0) {
+  CallInfo c;
+  c.call = call;
+  c.fingerprint = args;
+  return c;
+}
+
+inline uint64_t text_fingerprint(const char* text) {
+  Fingerprint f;
+  if (text) f.add(std::string(text));
+  return f.value();
+}
+
+// A wait: logged for the watchdog, not compared across ranks.
+inline CallInfo wait_call(const char* call) {
+  CallInfo c;
+  c.call = call;
+  c.collective = false;
+  return c;
+}
+
+}  // namespace fsdp::capi
