@@ -55,9 +55,7 @@ void Watchdog::run() {
     }
     const std::optional<CallLog::Overdue> late = log_.overdue(timeout);
     if (!late) continue;
-    char head[160];
-    std::snprintf(head, sizeof head, "#%llu ", static_cast<unsigned long long>(late->seq));
-    const std::string report = std::string("call ") + head + late->what +
+    const std::string report = "call #" + std::to_string(late->seq) + " " + late->what +
                                " has not completed after " + std::to_string(late->seconds) +
                                " s (timeout " + std::to_string(timeout_s_) +
                                " s); the peers that have not arrived are named only in debug mode "
