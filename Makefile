@@ -8,7 +8,7 @@ MPIFORT ?= $(shell command -v mpifort.mpich || command -v mpifort)
 MPIEXEC ?= $(shell command -v mpiexec.mpich || command -v mpiexec)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo check bench install clean
+.PHONY: all deps configure build demo check sanitize tsan memcheck fuzz fuzz-merge bench install clean
 
 all: build
 
@@ -31,6 +31,44 @@ demo: build
 
 check: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# The whole suite (multi-rank included) under AddressSanitizer + UndefinedBehaviorSanitizer, in its
+# own build tree. Any report fails its test. (CUDA off: this build checks the host code.)
+SANITIZE_DIR ?= build-sanitize
+SANITIZE_ARGS = -DMPI_C_COMPILER=$(MPICC) -DMPI_Fortran_COMPILER=$(MPIFORT) \
+  -DMPIEXEC_EXECUTABLE=$(MPIEXEC) -DFSDP_ENABLE_CUDA=OFF -DFSDP_BUILD_BENCH=OFF \
+  -DCMAKE_BUILD_TYPE=Debug $(CMAKE_ARGS)
+sanitize: deps
+	cmake -S . -B $(SANITIZE_DIR) -DFSDP_SANITIZE=address,undefined $(SANITIZE_ARGS)
+	cmake --build $(SANITIZE_DIR) -j $(JOBS)
+	cd $(SANITIZE_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# ThreadSanitizer over the tests with threads: the progress thread (asynchronous calls and
+# checkpoints), the watchdog, the shared-memory transport.
+TSAN_DIR ?= build-tsan
+TSAN_TESTS ?= test_async|test_checkpoint_async|test_debug_collectives|test_shm_transport|test_trace
+tsan: deps
+	cmake -S . -B $(TSAN_DIR) -DFSDP_SANITIZE=thread $(SANITIZE_ARGS)
+	cmake --build $(TSAN_DIR) -j $(JOBS)
+	cd $(TSAN_DIR) && ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
+
+# libFuzzer (clang, ASan + UBSan) over everything libfsdp parses: each target runs FUZZ_SECONDS
+# from the committed corpus in tests/fuzz/corpus; a crash fails and leaves its input in
+# $(FUZZ_DIR)/tests/fuzz/<target>/crashes/. `make fuzz-merge` folds new finds into the corpus.
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = fuzz_safetensors fuzz_checkpoint fuzz_capi
+fuzz: deps
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -DFSDP_FUZZ=ON -DFSDP_SANITIZE=address,undefined \
+	  -DFSDP_FUZZ_SECONDS=$(FUZZ_SECONDS) -DFSDP_BUILD_TESTS=OFF -DFSDP_BUILD_EXAMPLES=OFF \
+	  -DFSDP_BUILD_BENCH=OFF -DFSDP_BUILD_FORTRAN=OFF -DFSDP_ENABLE_CUDA=OFF \
+	  -DBUILD_SHARED_LIBS=OFF -DMPI_C_COMPILER=$(MPICC) -DMPIEXEC_EXECUTABLE=$(MPIEXEC) $(CMAKE_ARGS)
+	cmake --build $(FUZZ_DIR) -j $(JOBS)
+	cd $(FUZZ_DIR) && ctest --output-on-failure -L fuzz
+
+fuzz-merge:
+	for t in $(FUZZ_TARGETS); do \
+	  $(FUZZ_DIR)/tests/fuzz/$$t -merge=1 tests/fuzz/corpus/$$t $(FUZZ_DIR)/tests/fuzz/$$t/corpus; done
 
 # Every benchmark (collectives, memory, overlap, overhead, checkpoints, end to end against PyTorch
 # FSDP2 and DDP), then build/bench/summary.md and PNG plots. Sets up a PyTorch >= 2.6 virtual

@@ -13,6 +13,7 @@ using fsdp::Errc;
 using fsdp::Error;
 using fsdp::fail;
 using fsdp::capi::context_from;
+using fsdp::capi::enum_int;
 using fsdp::capi::guard;
 
 namespace {
@@ -91,13 +92,13 @@ fsdp_status_t fsdp_group_info(fsdp_context_t ctx, fsdp_group_t group, int* rank,
   return guard(__func__, [&] {
     const Context& c = context_from(ctx, "ctx");
     const fsdp::Group* g = nullptr;
-    switch (group) {
+    switch (enum_int(group)) {
       case FSDP_GROUP_WORLD: g = &c.groups().world(); break;
       case FSDP_GROUP_SHARD: g = &c.groups().shard(); break;
       case FSDP_GROUP_REPLICATE: g = &c.groups().replicate(); break;
       default:
         fail(Errc::InvalidArgument,
-             "group = " + std::to_string(static_cast<int>(group)) + ": not an fsdp_group_t");
+             "group = " + std::to_string(enum_int(group)) + ": not an fsdp_group_t");
     }
     if (rank) *rank = g->rank;
     if (size) *size = g->size;

@@ -9,15 +9,14 @@ extern "C" fsdp_status_t fsdp_convert(void* dst, fsdp_dtype_t dst_dtype, const v
   return fsdp::capi::guard(__func__, [&] {
     using fsdp::Errc;
     using fsdp::fail;
-    if (dst_dtype < 0 || dst_dtype >= FSDP_DTYPE_COUNT)
-      fail(Errc::InvalidArgument,
-           "dst_dtype = " + std::to_string(dst_dtype) + ": not an fsdp_dtype_t");
-    if (src_dtype < 0 || src_dtype >= FSDP_DTYPE_COUNT)
-      fail(Errc::InvalidArgument,
-           "src_dtype = " + std::to_string(src_dtype) + ": not an fsdp_dtype_t");
+    const int dst_t = fsdp::capi::enum_int(dst_dtype), src_t = fsdp::capi::enum_int(src_dtype);
+    if (dst_t < 0 || dst_t >= FSDP_DTYPE_COUNT)
+      fail(Errc::InvalidArgument, "dst_dtype = " + std::to_string(dst_t) + ": not an fsdp_dtype_t");
+    if (src_t < 0 || src_t >= FSDP_DTYPE_COUNT)
+      fail(Errc::InvalidArgument, "src_dtype = " + std::to_string(src_t) + ": not an fsdp_dtype_t");
     if (n == 0) return;
     if (!dst || !src) fail(Errc::InvalidArgument, std::string(dst ? "src" : "dst") + ": NULL");
-    const auto dt = static_cast<fsdp::DType>(dst_dtype), st = static_cast<fsdp::DType>(src_dtype);
+    const auto dt = static_cast<fsdp::DType>(dst_t), st = static_cast<fsdp::DType>(src_t);
     const char* d = static_cast<const char*>(dst);
     const char* s = static_cast<const char*>(src);
     const std::size_t dbytes = n * fsdp::dtype_size(dt), sbytes = n * fsdp::dtype_size(st);

@@ -20,6 +20,7 @@ using fsdp::GradScaler;
 using fsdp::HyperParams;
 using fsdp::Optimizer;
 using fsdp::OptimizerKind;
+using fsdp::capi::enum_int;
 using fsdp::capi::grad_scaler_from;
 using fsdp::capi::guard;
 using fsdp::capi::optimizer_from;
@@ -58,12 +59,13 @@ fsdp_status_t fsdp_optimizer_create(fsdp_context_t ctx, fsdp_optimizer_kind_t ki
     std::optional<Error> local;
     std::vector<fsdp::Unit*> list;
     HyperParams h;
-    const OptimizerKind k = static_cast<OptimizerKind>(kind);
+    const int kind_int = enum_int(kind);
+    const OptimizerKind k = static_cast<OptimizerKind>(kind_int);
     try {
       if (!opt) fail(Errc::InvalidArgument, "opt: NULL output pointer");
-      if (kind < 0 || kind >= FSDP_OPTIMIZER_KIND_COUNT)
+      if (kind_int < 0 || kind_int >= FSDP_OPTIMIZER_KIND_COUNT)
         fail(Errc::InvalidArgument,
-             "kind = " + std::to_string(kind) + ": not an fsdp_optimizer_kind_t");
+             "kind = " + std::to_string(kind_int) + ": not an fsdp_optimizer_kind_t");
       if (nunits < 1)
         fail(Errc::InvalidArgument,
              "nunits = " + std::to_string(nunits) + ": an optimizer needs at least one unit");

@@ -66,8 +66,10 @@ fsdp::Context::UnitRequest request_from(const fsdp_unit_options_t& o, int nparam
                                         const fsdp_param_desc_t* descs,
                                         const void* const* initial_values, int world_rank) {
   fsdp::Context::UnitRequest r;
-  r.precision.param = fsdp::capi::optional_dtype(o.param_dtype, "options->param_dtype");
-  r.precision.reduce = fsdp::capi::optional_dtype(o.reduce_dtype, "options->reduce_dtype");
+  r.precision.param =
+      fsdp::capi::optional_dtype(fsdp::capi::enum_int(o.param_dtype), "options->param_dtype");
+  r.precision.reduce =
+      fsdp::capi::optional_dtype(fsdp::capi::enum_int(o.reduce_dtype), "options->reduce_dtype");
   if (o.name) r.name = o.name;
   r.source.values = initial_values;
   r.source.from_rank0 = o.sync_from_rank0 != 0;

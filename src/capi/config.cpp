@@ -20,7 +20,7 @@ std::string version_text(uint32_t v) {
 
 }  // namespace
 
-std::optional<DType> optional_dtype(fsdp_dtype_t t, const char* arg) {
+std::optional<DType> optional_dtype(int t, const char* arg) {
   if (t == FSDP_DTYPE_AUTO) return std::nullopt;
   if (t < 0 || t >= FSDP_DTYPE_COUNT)
     fail(Errc::InvalidArgument,
@@ -46,18 +46,19 @@ ContextOptions options_from_config(const fsdp_config_t* cfg) {
                               version_text(FSDP_VERSION));
     std::memcpy(&c, cfg, cfg->size < sizeof c ? cfg->size : sizeof c);
   }
-  if (c.strategy < 0 || c.strategy >= FSDP_SHARDING_STRATEGY_COUNT)
+  if (enum_int(c.strategy) < 0 || enum_int(c.strategy) >= FSDP_SHARDING_STRATEGY_COUNT)
+    fail(Errc::InvalidArgument, "cfg->strategy = " + std::to_string(enum_int(c.strategy)) +
+                                    ": not an fsdp_sharding_strategy_t");
+  if (enum_int(c.grad_reduction) < 0 || enum_int(c.grad_reduction) >= FSDP_GRAD_REDUCTION_COUNT)
     fail(Errc::InvalidArgument,
-         "cfg->strategy = " + std::to_string(c.strategy) + ": not an fsdp_sharding_strategy_t");
-  if (c.grad_reduction < 0 || c.grad_reduction >= FSDP_GRAD_REDUCTION_COUNT)
-    fail(Errc::InvalidArgument, "cfg->grad_reduction = " + std::to_string(c.grad_reduction) +
-                                    ": not an fsdp_grad_reduction_t");
+         "cfg->grad_reduction = " + std::to_string(enum_int(c.grad_reduction)) +
+             ": not an fsdp_grad_reduction_t");
   if (c.sharding_factor < 0)
     fail(Errc::InvalidArgument,
          "cfg->sharding_factor = " + std::to_string(c.sharding_factor) + ": must be >= 0");
   ContextOptions o;
-  o.precision.param = optional_dtype(c.param_dtype, "cfg->param_dtype");
-  o.precision.reduce = optional_dtype(c.reduce_dtype, "cfg->reduce_dtype");
+  o.precision.param = optional_dtype(enum_int(c.param_dtype), "cfg->param_dtype");
+  o.precision.reduce = optional_dtype(enum_int(c.reduce_dtype), "cfg->reduce_dtype");
   o.strategy = static_cast<Strategy>(c.strategy);
   o.sharding_factor = c.sharding_factor;
   o.grad_reduction = static_cast<GradReduction>(c.grad_reduction);
@@ -65,12 +66,12 @@ ContextOptions options_from_config(const fsdp_config_t* cfg) {
     fail(Errc::InvalidArgument, "cfg->max_unsharded = " + std::to_string(c.max_unsharded) +
                                     ": must be >= 1, or 0 for the default (2)");
   o.max_unsharded = c.max_unsharded == 0 ? 2 : c.max_unsharded;
-  if (c.memory_space < 0 || c.memory_space >= FSDP_MEMORY_SPACE_COUNT)
+  if (enum_int(c.memory_space) < 0 || enum_int(c.memory_space) >= FSDP_MEMORY_SPACE_COUNT)
+    fail(Errc::InvalidArgument, "cfg->memory_space = " + std::to_string(enum_int(c.memory_space)) +
+                                    ": not an fsdp_memory_space_t");
+  if (enum_int(c.transport) < 0 || enum_int(c.transport) >= FSDP_TRANSPORT_COUNT)
     fail(Errc::InvalidArgument,
-         "cfg->memory_space = " + std::to_string(c.memory_space) + ": not an fsdp_memory_space_t");
-  if (c.transport < 0 || c.transport >= FSDP_TRANSPORT_COUNT)
-    fail(Errc::InvalidArgument,
-         "cfg->transport = " + std::to_string(c.transport) + ": not an fsdp_transport_t");
+         "cfg->transport = " + std::to_string(enum_int(c.transport)) + ": not an fsdp_transport_t");
   if (c.device < -1)
     fail(Errc::InvalidArgument, "cfg->device = " + std::to_string(c.device) +
                                     ": a CUDA device ordinal, or -1 to pick by node rank");
@@ -100,9 +101,9 @@ ContextOptions options_from_config(const fsdp_config_t* cfg) {
   if (c.debug_collectives != 0 && c.debug_collectives != 1)
     fail(Errc::InvalidArgument,
          "cfg->debug_collectives = " + std::to_string(c.debug_collectives) + ": must be 0 or 1");
-  if (c.on_timeout < 0 || c.on_timeout >= FSDP_ON_TIMEOUT_COUNT)
-    fail(Errc::InvalidArgument,
-         "cfg->on_timeout = " + std::to_string(c.on_timeout) + ": not an fsdp_on_timeout_t");
+  if (enum_int(c.on_timeout) < 0 || enum_int(c.on_timeout) >= FSDP_ON_TIMEOUT_COUNT)
+    fail(Errc::InvalidArgument, "cfg->on_timeout = " + std::to_string(enum_int(c.on_timeout)) +
+                                    ": not an fsdp_on_timeout_t");
   if (!(c.timeout_s == c.timeout_s) || c.timeout_s > 1e9)  // NaN, or beyond any job's length
     fail(Errc::InvalidArgument, "cfg->timeout_s = " + std::to_string(c.timeout_s) +
                                     ": seconds (0: the default, negative: no watchdog)");

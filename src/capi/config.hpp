@@ -13,6 +13,6 @@ namespace fsdp::capi {
 ContextOptions options_from_config(const fsdp_config_t* cfg);
 
 // FSDP_DTYPE_AUTO as nullopt; throws InvalidArgument naming `arg` for a value out of range.
-std::optional<DType> optional_dtype(fsdp_dtype_t t, const char* arg);
+std::optional<DType> optional_dtype(int t, const char* arg);
 
 }  // namespace fsdp::capi

@@ -4,6 +4,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "capi/guard.hpp"
 #include "core/error.hpp"
 
 namespace fsdp::capi {
@@ -21,10 +22,11 @@ ParamSpec spec_from(const fsdp_param_desc_t& d, int i) {
   if (!d.name || !*d.name) fail(Errc::InvalidArgument, at(i, "name") + ": NULL or empty");
   p.name = d.name;
   const std::string who = " ('" + p.name + "')";
-  if (d.dtype < 0 || d.dtype >= FSDP_DTYPE_COUNT)
+  const int dtype = enum_int(d.dtype);
+  if (dtype < 0 || dtype >= FSDP_DTYPE_COUNT)
     fail(Errc::InvalidArgument,
-         at(i, "dtype") + " = " + std::to_string(d.dtype) + who + ": not an fsdp_dtype_t");
-  p.dtype = static_cast<DType>(d.dtype);
+         at(i, "dtype") + " = " + std::to_string(dtype) + who + ": not an fsdp_dtype_t");
+  p.dtype = static_cast<DType>(dtype);
   if (!dtype_storable(p.dtype))
     fail(Errc::InvalidArgument,
          at(i, "dtype") + " = " + dtype_name(p.dtype) + who +

@@ -56,7 +56,7 @@ using fsdp::capi::guard;
 extern "C" {
 
 const char* fsdp_status_string(fsdp_status_t status) {
-  switch (status) {
+  switch (fsdp::capi::enum_int(status)) {
     case FSDP_SUCCESS: return "FSDP_SUCCESS: no error";
     case FSDP_ERR_INVALID_ARGUMENT: return "FSDP_ERR_INVALID_ARGUMENT: an argument is invalid";
     case FSDP_ERR_INVALID_HANDLE: return "FSDP_ERR_INVALID_HANDLE: NULL or foreign handle";

@@ -91,11 +91,22 @@ bool by_name(const DatasetInfo& a, const DatasetInfo& b) {
   return a.name < b.name;
 }
 
+// The element count of a shape, or false when an extent is negative or the count (or its bytes
+// in `t`) does not fit 64 bits: values only a damaged or crafted file holds.
+bool checked_numel(const std::vector<int64_t>& shape, DType t, uint64_t& numel) {
+  uint64_t n = 1, bytes = 0;
+  for (int64_t e : shape)
+    if (e < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(e), &n)) return false;
+  if (__builtin_mul_overflow(n, static_cast<uint64_t>(dtype_size(t)), &bytes)) return false;
+  numel = n;
+  return true;
+}
+
 void check_inside_file(const DatasetInfo& d, const std::string& where, uint64_t file_size) {
-  if (d.offset + d.bytes() > file_size)
-    fail(Errc::Corrupt, where + ": its data ends at byte " + std::to_string(d.offset + d.bytes()) +
-                            " but the file has " + std::to_string(file_size) +
-                            " bytes (truncated file)");
+  // Written so that nothing wraps: offset and size may both be near 2^64 in a crafted file.
+  if (d.offset > file_size || d.bytes() > file_size - d.offset)
+    fail(Errc::Corrupt, where + ": its data ends beyond byte " + std::to_string(file_size) +
+                            ", the file's size (truncated file)");
 }
 
 DatasetInfo read_dataset(hid_t group, const std::string& link, const std::string& where,
@@ -116,10 +127,9 @@ DatasetInfo read_dataset(hid_t group, const std::string& link, const std::string
   if (nd < 0) fail(Errc::Format, w + ": not a simple dataspace");
   std::vector<hsize_t> dims(static_cast<std::size_t>(nd));
   H5Sget_simple_extent_dims(space, dims.data(), nullptr);
-  for (hsize_t e : dims) {
-    d.shape.push_back(static_cast<int64_t>(e));
-    d.numel *= e;
-  }
+  for (hsize_t e : dims) d.shape.push_back(static_cast<int64_t>(e));
+  if (!checked_numel(d.shape, d.dtype, d.numel))
+    fail(Errc::Corrupt, w + ": its shape does not fit 64 bits");
   Hid dcpl(h5_check(H5Dget_create_plist(ds), Errc::Format, w));
   const haddr_t offset = H5Dget_offset(ds);
   if (H5Pget_layout(dcpl) != H5D_CONTIGUOUS || H5Pget_nfilters(dcpl) != 0 || offset == HADDR_UNDEF)
@@ -213,11 +223,13 @@ bool datasets_from_index(hid_t file, const DataGroups& groups, uint64_t file_siz
     auto it =
         std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == group; });
     if (it == groups.end()) return false;
+    // A row the walk could not have produced: the walk decides (and reports) instead.
+    if (r.dtype != DType::Float32 && r.dtype != DType::Float64) return false;
     DatasetInfo d;
+    if (!checked_numel(r.shape, r.dtype, d.numel)) return false;
     d.name = unescape_name(r.path.substr(slash + 1));
     d.dtype = r.dtype;
     d.shape = r.shape;
-    for (int64_t e : r.shape) d.numel *= static_cast<uint64_t>(e);
     d.crc = r.crc;
     d.offset = r.offset;
     d.step = r.step;

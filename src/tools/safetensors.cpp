@@ -1,6 +1,7 @@
 #include "tools/safetensors.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <set>
 
@@ -53,14 +54,15 @@ class Json {
         case 'b': out += '\b'; break;
         case 'f': out += '\f'; break;
         case 'u': {
-          if (i_ + 4 > s_.size()) bad("bad \\u escape");
-          unsigned cp = static_cast<unsigned>(std::stoul(s_.substr(i_, 4), nullptr, 16));
-          i_ += 4;
-          if (cp >= 0xd800 && cp < 0xdc00 && i_ + 6 <= s_.size() && s_[i_] == '\\') {
-            const unsigned lo =
-                static_cast<unsigned>(std::stoul(s_.substr(i_ + 2, 4), nullptr, 16));
+          unsigned cp = hex4();
+          if (cp >= 0xdc00 && cp < 0xe000) bad("a lone low surrogate in a \\u escape");
+          if (cp >= 0xd800 && cp < 0xdc00) {  // a high surrogate: its low half must follow
+            if (i_ + 2 > s_.size() || s_[i_] != '\\' || s_[i_ + 1] != 'u')
+              bad("a lone high surrogate in a \\u escape");
+            i_ += 2;
+            const unsigned lo = hex4();
+            if (lo < 0xdc00 || lo >= 0xe000) bad("a high surrogate without its low half");
             cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-            i_ += 6;
           }
           utf8(cp, out);
           break;
@@ -74,9 +76,29 @@ class Json {
   uint64_t integer() {
     ws();
     const std::size_t start = i_;
-    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
+    uint64_t v = 0;
+    for (; i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9'; ++i_) {
+      const unsigned d = static_cast<unsigned>(s_[i_] - '0');
+      if (v > (UINT64_MAX - d) / 10) bad("an integer beyond 2^64 - 1");
+      v = v * 10 + d;
+    }
     if (start == i_) bad("expected a non-negative integer");
-    return std::stoull(s_.substr(start, i_ - start));
+    return v;
+  }
+  // Four hex digits of a \u escape (std::stoul would also take signs, spaces and fewer digits).
+  unsigned hex4() {
+    if (i_ + 4 > s_.size()) bad("a \\u escape needs four hex digits");
+    unsigned v = 0;
+    for (int k = 0; k < 4; ++k) {
+      const char c = s_[i_++];
+      const int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
+      if (d < 0) bad("a \\u escape needs four hex digits");
+      v = v * 16 + static_cast<unsigned>(d);
+    }
+    return v;
   }
   std::vector<uint64_t> integers() {
     std::vector<uint64_t> v;
@@ -157,7 +179,10 @@ SafetensorsHeader parse_safetensors(const std::string& json, uint64_t file_size)
       if (field == "dtype") {
         t.dtype = j.str(), have_dtype = true;
       } else if (field == "shape") {
-        for (uint64_t e : j.integers()) t.shape.push_back(static_cast<int64_t>(e));
+        for (uint64_t e : j.integers()) {
+          if (e > static_cast<uint64_t>(INT64_MAX)) j.bad("'" + key + "': an extent beyond 2^63");
+          t.shape.push_back(static_cast<int64_t>(e));
+        }
         have_shape = true;
       } else if (field == "data_offsets") {
         const auto o = j.integers();
@@ -180,17 +205,22 @@ SafetensorsHeader parse_safetensors(const std::string& json, uint64_t file_size)
   for (const TensorEntry& t : h.tensors) {
     const std::size_t es = safetensors_dtype_size(t.dtype);
     if (es == 0) fail(Errc::Format, "safetensors: '" + t.name + "': unknown dtype " + t.dtype);
-    uint64_t n = 1;
-    for (int64_t e : t.shape) n *= static_cast<uint64_t>(e);
-    if (t.end < t.begin || t.end - t.begin != n * es)
+    // The byte count, refused before it can wrap: a header whose shape overflows 64 bits could
+    // otherwise claim a tiny buffer for a huge tensor.
+    uint64_t n = es;
+    for (int64_t e : t.shape)
+      if (__builtin_mul_overflow(n, static_cast<uint64_t>(e), &n))
+        fail(Errc::Format, "safetensors: '" + t.name + "': its shape overflows 64 bits");
+    if (t.end < t.begin || t.end - t.begin != n)
       fail(Errc::Format, "safetensors: '" + t.name + "': data_offsets do not match its shape");
     if (t.begin != expected)
       fail(Errc::Format, "safetensors: '" + t.name + "': the byte buffer has a hole or overlap");
     expected = t.end;
   }
-  if (h.data_start + expected != file_size)
+  if (file_size < h.data_start || file_size - h.data_start != expected)
     fail(Errc::Format, "safetensors: the tensors cover " + std::to_string(expected) +
-                           " bytes but the file holds " + std::to_string(file_size - h.data_start) +
+                           " bytes but the file holds " +
+                           std::to_string(file_size < h.data_start ? 0 : file_size - h.data_start) +
                            " after the header (truncated or padded file)");
   return h;
 }
