@@ -39,6 +39,20 @@ void Hid::close(const std::string& what) {
   h5_check_status(rc, Errc::Io, what);
 }
 
+void close_file_checked(Hid& file, const std::string& what) {
+  if (!file.valid()) return;
+  // A failed flush inside H5Fclose (a full disk) leaves HDF5 1.10's file object half released:
+  // a second close, or HDF5's cleanup at exit, then crashes. So the metadata is flushed first;
+  // if that fails, the file is left open (HDF5 closes it at exit, retrying the flush into the
+  // already unlinked temporary file) and the error reported.
+  if (H5Fflush(file, H5F_SCOPE_LOCAL) < 0) {
+    const std::string m = hdf5_message();
+    file.release();
+    fail(Errc::Io, m.empty() ? what : what + ": " + m);
+  }
+  file.close(what);
+}
+
 QuietHdf5::QuietHdf5() {
   H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
@@ -50,18 +64,28 @@ QuietHdf5::~QuietHdf5() {
 
 namespace {
 
-herr_t keep_innermost(unsigned n, const H5E_error2_t* e, void* out) {
-  // Walking downward, entry 0 is the innermost (the actual cause); the rest are callers.
-  if (n == 0 && e->desc) *static_cast<std::string*>(out) = e->desc;
+herr_t collect(unsigned, const H5E_error2_t* e, void* out) {
+  if (e->desc) static_cast<std::vector<std::string>*>(out)->push_back(e->desc);
   return 0;
 }
 
 }  // namespace
 
 std::string hdf5_message() {
-  std::string m;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_innermost, &m);
-  return m;
+  // Upward: the innermost frame (where the error was detected) first, the API call's last.
+  std::vector<std::string> frames;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect, &frames);
+  if (frames.empty()) return "";
+  // A failed system call (the file driver's frame) carries errno's text, e.g. "No space left on
+  // device": the cause a user can act on, after what HDF5 was doing.
+  for (const std::string& f : frames) {
+    const std::string tag = "error message = '";
+    const std::size_t at = f.find(tag);
+    if (at == std::string::npos) continue;
+    const std::size_t end = f.find('\'', at + tag.size());
+    return frames.back() + ": " + f.substr(at + tag.size(), end - at - tag.size());
+  }
+  return frames.front();
 }
 
 hid_t h5_check(hid_t id, Errc code, const std::string& what) {

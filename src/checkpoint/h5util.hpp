@@ -36,11 +36,17 @@ class Hid {
   bool valid() const { return id_ >= 0; }
   // Closes now and reports a failure (closing a file flushes it: an error there is real).
   void close(const std::string& what);
+  // Gives the identifier up without closing it.
+  void release() noexcept { id_ = H5I_INVALID_HID; }
 
  private:
   void reset() noexcept;
   hid_t id_ = H5I_INVALID_HID;
 };
+
+// Flushes and closes a file written to, reporting a failure (a full disk) as Errc::Io with the
+// system's reason, without the HDF5 1.10 crash that a failed close leads to.
+void close_file_checked(Hid& file, const std::string& what);
 
 // Silences HDF5's automatic error printing for its lifetime.
 class QuietHdf5 {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <hdf5.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -168,7 +169,7 @@ std::vector<uint64_t> create_structure(MPI_Comm writers, Metadata mode, const st
     offsets.push_back(off);
   }
   write_index(file, index_rows(plan, offsets, crc));
-  file.close("closing '" + tmp + "'");
+  close_file_checked(file, "closing '" + tmp + "'");
   return offsets;
 }
 
@@ -212,6 +213,29 @@ std::string utc_timestamp() {
 
 namespace {
 
+// Refuses a save the filesystem has no room for, before anything is written: the file needs its
+// data plus HDF5's metadata (object headers, attributes, /index, alignment padding; bounded
+// generously here). Saving GBs only to fail near the end wastes the job's time, and HDF5 1.10
+// cannot recover from a metadata flush that fails (its file object stays broken until the process
+// ends), so a full disk must be found before HDF5 writes. A filesystem that reports no sizes
+// (f_blocks 0, some FUSE and network mounts) is not checked.
+void check_space(const std::string& tmp, const WritePlan& plan) {
+  const std::size_t slash = tmp.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : tmp.substr(0, slash);
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0 || st.f_blocks == 0) return;
+  uint64_t need = 64 * 1024;
+  for (const DatasetSpec& d : plan.datasets)
+    need += (d.is_text() ? d.text_bytes() : d.numel * dtype_size(d.dtype)) + 6 * 1024;
+  const uint64_t avail = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  if (avail < need)
+    fail(Errc::Io, "'" + tmp + "': no space left on device: the checkpoint needs about " +
+                       std::to_string(need) + " bytes, the filesystem has " +
+                       std::to_string(avail) + " available");
+}
+
 // Testing hook (tests/test_checkpoint_kill): FSDP_CKPT_TEST_KILL_RANK=r makes world rank r
 // SIGKILL itself after the file's structure exists and before its data is written.
 void maybe_die_for_test(MPI_Comm all) {
@@ -237,8 +261,10 @@ void write_checkpoint(const WriteComms& comms, const std::string& path, const Wr
       std::vector<uint32_t> crc;
       run_unified(comms.writers, [&] { crc = dataset_checksums(comms.writers, plan, mine); });
       run_unified(comms.writers, [&] {
-        if (writer_rank == 0 && std::remove(tmp.c_str()) != 0 && errno != ENOENT)
+        if (writer_rank != 0) return;
+        if (std::remove(tmp.c_str()) != 0 && errno != ENOENT)
           fail(Errc::Io, "removing stale '" + tmp + "': " + std::strerror(errno));
+        check_space(tmp, plan);
       });
       std::vector<uint64_t> offsets(plan.datasets.size());
       Metadata mode = Metadata::Rank0;
