@@ -39,7 +39,9 @@ module fsdp
   public :: FSDP_GROUP_WORLD, FSDP_GROUP_SHARD, FSDP_GROUP_REPLICATE
   public :: FSDP_OPTIMIZER_SGD, FSDP_OPTIMIZER_ADAMW
   public :: FSDP_LOAD_STRICT, FSDP_LOAD_PARTIAL, FSDP_LOAD_MODEL_ONLY, FSDP_LOAD_CONVERT_DTYPE
-  public :: FSDP_MAX_NDIM
+  public :: FSDP_MAX_NDIM, FSDP_MAX_NAME_LEN
+  !> The longest parameter name fsdp_param takes (the C library has no limit).
+  integer, parameter :: FSDP_MAX_NAME_LEN = 1024
   public :: fsdp_context_t, fsdp_unit_t, fsdp_optimizer_t, fsdp_grad_scaler_t, fsdp_request_t
   public :: fsdp_config_t, fsdp_memory_stats_t, fsdp_hyperparams_t, fsdp_checkpoint_report_t
   public :: fsdp_get_version, fsdp_check_version, fsdp_convert, fsdp_config_defaults
@@ -70,13 +72,17 @@ module fsdp
   ! real(c_float) or real(c_double) array of rank 0 to 4 (contiguous, and declared `target`: the
   ! library reads it during fsdp_unit_create); fsdp_param(name, shape, dtype [, requires_grad]
   ! [, values]) describes one by its C-order shape (zeros, or the values at a c_ptr).
+  ! No allocatable components: gfortran (12) does not free those of the temporaries in an array
+  ! constructor such as [fsdp_param(...), fsdp_param(...)], so every unit creation would leak.
   type :: fsdp_param_t
-    character(len=:), allocatable :: name
-    integer(c_int64_t), allocatable :: shape(:)  ! C order: a Fortran array's shape reversed
+    character(len=FSDP_MAX_NAME_LEN) :: name = ''
+    integer :: name_len = 0
+    integer :: ndim = 0
+    integer(c_int64_t) :: shape(FSDP_MAX_NDIM) = 0  ! C order: a Fortran array's shape reversed
     integer(c_int) :: dtype = FSDP_FLOAT32
     integer(c_int) :: requires_grad = 1
     type(c_ptr) :: values = c_null_ptr
-    character(len=:), allocatable :: error  ! set by a constructor that was given bad input
+    character(len=80) :: error = ''  ! set by a constructor that was given bad input
   end type
 
   ! What fsdp_checkpoint_load did: fsdp_checkpoint_report_t with the details as a string.
@@ -234,8 +240,18 @@ contains
     integer(c_int), intent(in) :: dtype
     logical, intent(in), optional :: requires_grad
     type(fsdp_param_t) :: p
-    p%name = name
-    p%shape = shape(size(shape):1:-1)
+    if (len(name) > FSDP_MAX_NAME_LEN) then
+      p%error = 'name: longer than FSDP_MAX_NAME_LEN (1024) characters'
+    else
+      p%name = name
+      p%name_len = len(name)
+    end if
+    p%ndim = size(shape)
+    if (size(shape) > FSDP_MAX_NDIM) then
+      p%error = 'shape: more than FSDP_MAX_NDIM dimensions'
+    else
+      p%shape(1:size(shape)) = shape(size(shape):1:-1)
+    end if
     p%dtype = dtype
     p%requires_grad = 1
     if (present(requires_grad)) p%requires_grad = merge(1, 0, requires_grad)
@@ -250,7 +266,6 @@ contains
     type(fsdp_param_t) :: p
     p = described(name, shape(size(shape):1:-1), dtype, requires_grad)
     if (present(values)) p%values = values
-    if (size(shape) > FSDP_MAX_NDIM) p%error = 'shape: more than FSDP_MAX_NDIM dimensions'
   end function
 
   ! fsdp_unit_create_ex with the options as optional arguments. Collective over the world
@@ -274,20 +289,21 @@ contains
     type(fsdp_unit_options_t) :: options
     integer :: i
     do i = 1, size(params)
-      if (allocated(params(i)%error)) then
+      if (len_trim(params(i)%error) > 0) then
         st = fsdp_record_error(FSDP_ERR_INVALID_ARGUMENT, 'fsdp_unit_create', &
-                               'params('//itoa(int(i, c_int64_t))//') "'//params(i)%name// &
-                               '": '//params(i)%error)
+                               'params('//itoa(int(i, c_int64_t))//') "'// &
+                               params(i)%name(1:params(i)%name_len)//'": '// &
+                               trim(params(i)%error))
         return
       end if
     end do
     allocate (descs(size(params)), values(size(params)), names(size(params)))
     do i = 1, size(params)
-      names(i)%s = to_c(params(i)%name)
+      names(i)%s = to_c(params(i)%name(1:params(i)%name_len))
       descs(i)%name = c_loc(names(i)%s)
-      descs(i)%ndim = size(params(i)%shape)
+      descs(i)%ndim = params(i)%ndim
       descs(i)%shape = c_null_ptr
-      if (size(params(i)%shape) > 0) descs(i)%shape = c_loc(params(i)%shape)
+      if (params(i)%ndim > 0) descs(i)%shape = c_loc(params(i)%shape)
       descs(i)%dtype = params(i)%dtype
       descs(i)%requires_grad = params(i)%requires_grad
       values(i) = params(i)%values

@@ -5,9 +5,11 @@ set -euo pipefail
 # libhdf5-mpich-dev: parallel HDF5 for checkpoints; hdf5-tools: h5dump, the tests' independent reader.
 # gfortran: the Fortran module and its tests. libopenblas-dev: CBLAS for the C example. python3-numpy,
 # python3-torch, python3-matplotlib: the Python binding, its PyTorch example and plot (for
-# /usr/bin/python3). doxygen: the API reference.
+# /usr/bin/python3). doxygen: the API reference. clang + libclang-rt-14-dev (libFuzzer, Debian 12's
+# clang 14) and valgrind: `make fuzz` and `make memcheck` (doc/testing.md).
 packages=(build-essential cmake binutils pkg-config gfortran mpich libmpich-dev libhdf5-mpich-dev
-          hdf5-tools libopenblas-dev python3-numpy python3-torch python3-matplotlib doxygen)
+          hdf5-tools libopenblas-dev python3-numpy python3-torch python3-matplotlib doxygen
+          clang libclang-rt-14-dev valgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint_service.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -562,15 +563,25 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
     device_destination = destination;
     for (std::size_t t = 0; t < m.targets.size(); ++t) destination[t] = staging[t].data();
   }
+  std::vector<double> aligned;  // see below
   for (const FileRange& rg : ranges) {
     const Target& tg = m.targets[rg.target];
     const DType model_t = tg.unit->layout().param(tg.param).dtype;
     char* dst = destination[rg.target] + rg.slice.shard_offset * tg.unit->layout().element_size();
     const char* src = file->data() + rg.file_offset;
-    if (tg.file->dtype == model_t)
+    if (tg.file->dtype == model_t) {
       std::memcpy(dst, src, rg.bytes);
-    else
-      host::convert(dst, model_t, src, tg.file->dtype, rg.slice.length);
+      continue;
+    }
+    // HDF5 places small datasets at any byte offset, and loading an element from an unaligned
+    // address is undefined behaviour (vectorized loops may assume alignment): such a range is
+    // converted from an aligned copy.
+    if (reinterpret_cast<std::uintptr_t>(src) % dtype_size(tg.file->dtype) != 0) {
+      aligned.resize((rg.bytes + sizeof(double) - 1) / sizeof(double));
+      std::memcpy(aligned.data(), src, rg.bytes);
+      src = reinterpret_cast<const char*>(aligned.data());
+    }
+    host::convert(dst, model_t, src, tg.file->dtype, rg.slice.length);
   }
   if (staged) {
     for (std::size_t t = 0; t < m.targets.size(); ++t)
