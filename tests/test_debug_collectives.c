@@ -3,6 +3,8 @@
  * - ranks calling different collectives (unshard of different units; unshard against reduce)
  *   fail on every rank with FSDP_ERR_MISMATCH naming each rank's call, and nothing ran: the same
  *   calls made in agreement afterwards give the reference values;
+ * - a rank whose own state refuses the agreed call fails with its error, the others with
+ *   FSDP_ERR_MISMATCH naming it, instead of waiting for it in the collective;
  * - a rank that never arrives: the other's call returns FSDP_ERR_TIMEOUT naming the missing rank
  *   (debug mode), and, without debug mode, a shared-memory wait is interrupted by the watchdog;
  * - bad configuration values and environment are refused with the argument named. */
@@ -92,6 +94,33 @@ static void matching_and_mismatched_calls(void) {
   CHECK_OK(fsdp_reduce_grads(ub));
   CHECK(grad_shard_is_mean(ub));
   CHECK_OK(fsdp_reshard(ub));
+
+  /* A rank that cannot make the call it agrees on (its unit is still unsharded; it wrote no
+   * gradient): it fails with its own error, the other with FSDP_ERR_MISMATCH naming it, and
+   * neither waits in a collective the first never joins. */
+  CHECK_OK(fsdp_unshard(ua));
+  if (th_rank() == 0) CHECK_OK(fsdp_reshard(ua));
+  if (th_rank() == 1) {
+    CHECK_FAILS(fsdp_unshard(ua), FSDP_ERR_STATE, "already unsharded");
+  } else {
+    CHECK_FAILS(fsdp_unshard(ua), FSDP_ERR_MISMATCH, "rank(s) 1 refused");
+    CHECK_MSG(strstr(fsdp_last_error(), "already unsharded"), fsdp_last_error());
+  }
+  if (th_rank() == 1) CHECK_OK(fsdp_reshard(ua));
+  CHECK_OK(fsdp_unshard(ua)); /* agreeing again: it runs */
+  CHECK(params_equal(ua, a));
+  CHECK_OK(fsdp_reshard(ua));
+  CHECK_OK(fsdp_zero_grads(ub)); /* the reduce below starts from zero again */
+  if (th_rank() == 0) write_grad(ub);
+  fsdp_request_t r0 = NULL;
+  if (th_rank() == 0) {
+    CHECK_FAILS(fsdp_reduce_grads_async(ub, &r0), FSDP_ERR_MISMATCH, "no gradient to reduce");
+  } else {
+    CHECK_FAILS(fsdp_reduce_grads_async(ub, &r0), FSDP_ERR_STATE, "no gradient to reduce");
+  }
+  if (th_rank() == 1) write_grad(ub);
+  CHECK_OK(fsdp_reduce_grads(ub));
+  CHECK(grad_shard_is_mean(ub));
 
   /* Async calls are checked the same way. */
   fsdp_request_t req = NULL;

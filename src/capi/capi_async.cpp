@@ -27,8 +27,9 @@ extern "C" {
 fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* req) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
-    const fsdp::CallScope call =
-        u.context().begin_call(fsdp::capi::unshard_call("fsdp_unshard_async", u));
+    fsdp::CallInfo info = fsdp::capi::unshard_call("fsdp_unshard_async", u);
+    if (u.context().debug_collectives()) info.refusal = u.unshard_refusal(/*async=*/true);
+    const fsdp::CallScope call = u.context().begin_call(info);
     hand_out(u, u.context().caller_unshard(u, /*async=*/true), req);
   });
 }
@@ -36,8 +37,9 @@ fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* req) {
 fsdp_status_t fsdp_reduce_grads_async(fsdp_unit_t unit, fsdp_request_t* req) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
-    const fsdp::CallScope call =
-        u.context().begin_call(fsdp::capi::reduce_call("fsdp_reduce_grads_async", u));
+    fsdp::CallInfo info = fsdp::capi::reduce_call("fsdp_reduce_grads_async", u);
+    if (u.context().debug_collectives()) info.refusal = u.reduce_refusal();
+    const fsdp::CallScope call = u.context().begin_call(info);
     hand_out(u, u.reduce_grads_async(), req);
   });
 }

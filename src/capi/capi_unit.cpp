@@ -189,8 +189,9 @@ fsdp_status_t fsdp_unit_tie(fsdp_unit_t user, const char* alias, fsdp_unit_t own
 fsdp_status_t fsdp_unshard(fsdp_unit_t unit) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
-    const fsdp::CallScope call =
-        u.context().begin_call(fsdp::capi::unshard_call("fsdp_unshard", u));
+    fsdp::CallInfo info = fsdp::capi::unshard_call("fsdp_unshard", u);
+    if (u.context().debug_collectives()) info.refusal = u.unshard_refusal(/*async=*/false);
+    const fsdp::CallScope call = u.context().begin_call(info);
     u.context().caller_unshard(u, /*async=*/false);
     u.complete_pending();
   });
@@ -230,8 +231,9 @@ fsdp_status_t fsdp_grad_data(fsdp_unit_t unit, int index, void** data) {
 fsdp_status_t fsdp_reduce_grads(fsdp_unit_t unit) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
-    const fsdp::CallScope call =
-        u.context().begin_call(fsdp::capi::reduce_call("fsdp_reduce_grads", u));
+    fsdp::CallInfo info = fsdp::capi::reduce_call("fsdp_reduce_grads", u);
+    if (u.context().debug_collectives()) info.refusal = u.reduce_refusal();
+    const fsdp::CallScope call = u.context().begin_call(info);
     u.reduce_grads();
   });
 }

@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "core/error.hpp"
+
 namespace fsdp {
 
 // One call as the ranks compare it (debug mode) and as reports name it.
@@ -22,6 +24,9 @@ struct CallInfo {
   int dtype = -1;              // element type it moves; -1: none
   uint64_t fingerprint = 0;    // of its other arguments (a checkpoint's path...)
   bool collective = true;      // false: a local wait, logged but not compared across ranks
+  // Debug mode: why this rank cannot make the call (its state, found before communicating).
+  // Sent with the call, so the other ranks fail too instead of waiting in the collective.
+  std::optional<Error> refusal;
 
   std::string text() const;  // "fsdp_unshard(unit 3 'layer3', 4096 bytes float32)"
 };

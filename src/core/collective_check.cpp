@@ -23,8 +23,10 @@ struct Wire {
   uint64_t fingerprint = 0;
   int32_t dtype = -1;
   int32_t collective = 1;
+  int32_t refused = 0;  // the Errc of this rank's refusal; 0: none
   char call[40] = {};
   char unit[88] = {};
+  char refusal[200] = {};  // its message (truncated)
 };
 
 Wire to_wire(const CallInfo& c, uint64_t seq) {
@@ -36,6 +38,10 @@ Wire to_wire(const CallInfo& c, uint64_t seq) {
   w.dtype = c.dtype;
   std::snprintf(w.call, sizeof w.call, "%s", c.call);
   std::snprintf(w.unit, sizeof w.unit, "%s", c.unit.c_str());
+  if (c.refusal) {
+    w.refused = static_cast<int32_t>(c.refusal->code());
+    std::snprintf(w.refusal, sizeof w.refusal, "%s", c.refusal->what());
+  }
   return w;
 }
 
@@ -145,6 +151,19 @@ void CollectiveCheck::check(const CallInfo& call, double timeout_s, const CallLo
     // Spin a little, then leave the core to others (ranks are often oversubscribed).
     if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+  // A rank that cannot make the call: it fails with its own error, the others name it. Nothing
+  // ran anywhere.
+  std::vector<int> refusing;
+  std::string reasons;
+  for (int p = 0; p < n; ++p)
+    if (const Wire& w = theirs[static_cast<std::size_t>(p)]; w.refused) {
+      refusing.push_back(p);
+      reasons += "; rank " + std::to_string(p) + ": " + w.refusal;
+    }
+  if (call.refusal) throw *call.refusal;
+  if (!refusing.empty())
+    fail(Errc::Mismatch, describe(mine) + " cannot run: rank(s) " + rank_list(refusing) +
+                             " refused it (debug check; nothing ran)" + reasons);
   for (const Wire& w : theirs)
     if (!same_call(w, mine)) {
       std::map<std::string, std::vector<int>> by_call;  // the calls, and who made each

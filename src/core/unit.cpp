@@ -109,12 +109,30 @@ void Unit::complete_pending() {
   }
 }
 
+std::optional<Error> Unit::unshard_refusal(bool async) const {
+  // A synchronous unshard of a unit being prefetched waits for the prefetch instead.
+  if (!is_unsharded() || (!async && pending_ == Pending::Unshard)) return std::nullopt;
+  return Error(Errc::State, label() + " is already unsharded" +
+                                (pending_ == Pending::Unshard
+                                     ? " or gathering (a prefetch): fsdp_unshard waits for it"
+                                     : " (call fsdp_reshard first)"));
+}
+
+std::optional<Error> Unit::reduce_refusal() const {
+  // A reduce in flight takes the gradient written so far with it.
+  if (pending_ == Pending::Reduce || !full_grad_)
+    return Error(Errc::State,
+                 label() + " has no gradient to reduce: write it through fsdp_grad_data first");
+  try {
+    check_tied_users_done("reduce the gradients of");
+  } catch (const Error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
 std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
-  if (is_unsharded())
-    fail(Errc::State,
-         label() + " is already unsharded" +
-             (pending_ == Pending::Unshard ? " or gathering (a prefetch): fsdp_unshard waits for it"
-                                           : " (call fsdp_reshard first)"));
+  if (std::optional<Error> refusal = unshard_refusal(/*async=*/true)) throw *refusal;
   complete_pending();  // a reduce in flight
   ctx_.make_room();    // the caller blocks rather than allocating more
   TraceSpan span(ctx_.trace(), "unshard", trace_name(), unsharded_bytes());
@@ -218,10 +236,7 @@ void* Unit::shard_grad() {
 
 std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   if (pending_ == Pending::Reduce) complete_pending();
-  if (!full_grad_)
-    fail(Errc::State,
-         label() + " has no gradient to reduce: write it through fsdp_grad_data first");
-  check_tied_users_done("reduce the gradients of");
+  if (std::optional<Error> refusal = reduce_refusal()) throw *refusal;
   if (!ctx_.grad_sync()) return nullptr;  // no_sync: the next micro-batch adds to it
   TraceSpan span(ctx_.trace(), "reduce", trace_name(), full_grad_bytes());
   ctx_.memory().take_from_caller();  // the gradient the caller computed on its stream

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,11 @@ class Unit {
   // returned: nothing to wait for).
   std::shared_ptr<CommWorker::Task> reduce_grads_async(bool now = false);
   void reduce_grads();
+  // Why this rank cannot start the caller's unshard (`async`: fsdp_unshard_async) or reduce now,
+  // found without communicating; nothing when it can. Debug mode sends it along with the call,
+  // so that every rank fails instead of the others entering a collective this rank never joins.
+  std::optional<Error> unshard_refusal(bool async) const;
+  std::optional<Error> reduce_refusal() const;
   void zero_grads();
 
   void* shard_data() const { return shard_; }
