@@ -74,9 +74,10 @@ fuzz-merge:
 # and writes, uses of uninitialized values and definite leaks fail the test. (Python and install
 # tests excluded: the interpreter and the compilers are not ours to check.)
 MEMCHECK_DIR ?= build-memcheck
-VALGRIND = valgrind;--error-exitcode=99;--leak-check=full;--show-leak-kinds=definite;\
-  --errors-for-leak-kinds=definite;--track-origins=yes;--num-callers=30;\
+VALGRIND_OPTIONS = --error-exitcode=99 --leak-check=full --show-leak-kinds=definite \
+  --errors-for-leak-kinds=definite --track-origins=yes --num-callers=30 \
   --suppressions=$(CURDIR)/share/sanitizers/valgrind.supp
+VALGRIND = valgrind$(subst $(eval) ,,$(foreach o,$(VALGRIND_OPTIONS),;$(o)))
 memcheck: deps
 	cmake -S . -B $(MEMCHECK_DIR) $(SANITIZE_ARGS) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  "-DMPIEXEC_PREFLAGS=$(VALGRIND)"

@@ -10,6 +10,8 @@
  *   cycles: unit cycles in total (each: unshard, write gradients, reshard, reduce);
  *   saves: checkpoints written to <dir>/soak-<n>.h5, keeping the last 3. */
 #include <dirent.h>
+#include <hdf5.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,15 +41,25 @@ static int open_fds(void) {
   return n - 3; /* ".", "..", and the directory's own descriptor */
 }
 
+/* Bytes malloc has handed out and not had back: live heap, whatever the fragmentation. */
+static long heap_kib(void) {
+  return (long)(mallinfo2().uordblks / 1024);
+}
+
 typedef struct {
-  long rss_kib;
+  long saves; /* checkpoints saved when sampled */
+  long rss_kib, heap_kib;
   int fds;
   long objects[MPI_OBJECT_KINDS];
   fsdp_memory_stats_t mem;
 } sample_t;
 
 static void take_sample(fsdp_context_t ctx, sample_t* s) {
+  /* HDF5 keeps freed objects on free lists of its own, bounded but filled over many files:
+   * memory it holds, not lost. Emptied before measuring (no save is in flight now). */
+  H5garbage_collect();
   s->rss_kib = rss_kib();
+  s->heap_kib = heap_kib();
   s->fds = open_fds();
   for (int k = 0; k < MPI_OBJECT_KINDS; ++k) s->objects[k] = mpi_objects_live(k);
   s->mem.size = sizeof s->mem;
@@ -123,7 +135,7 @@ int main(int argc, char** argv) {
   const int nsamples = 20;
   sample_t first, last;
   FILE* curve = rank == 0 && curve_path ? fopen(curve_path, "w") : NULL;
-  if (curve) fprintf(curve, "cycle,rss_kib,fds,live_mpi_objects,library_bytes\n");
+  if (curve) fprintf(curve, "cycle,rss_kib,heap_kib,fds,live_mpi_objects,library_bytes\n");
   long done = 0, saved = 0;
   fsdp_request_t save_req = NULL;
   for (long step = 0; step < steps; ++step) {
@@ -188,12 +200,13 @@ int main(int argc, char** argv) {
     if (step % sample_every == sample_every - 1 || step == steps - 1) {
       sample_t s;
       take_sample(ctx, &s);
+      s.saves = saved;
       if (step < 2 * sample_every) first = s;
       last = s;
       long objects = 0;
       for (int k = 0; k < MPI_OBJECT_KINDS; ++k) objects += s.objects[k];
       if (curve)
-        fprintf(curve, "%ld,%ld,%d,%ld,%zu\n", done, s.rss_kib, s.fds, objects,
+        fprintf(curve, "%ld,%ld,%ld,%d,%ld,%zu\n", done, s.rss_kib, s.heap_kib, s.fds, objects,
                 s.mem.shard_bytes + s.mem.grad_shard_bytes + s.mem.unsharded_bytes +
                     s.mem.pool_cached_bytes + s.mem.scratch_bytes + s.mem.full_grad_bytes +
                     s.mem.optimizer_state_bytes);
@@ -201,18 +214,30 @@ int main(int argc, char** argv) {
   }
   if (curve) fclose(curve);
 
-  /* Nothing grew. RSS: allocator noise is allowed, 1 MiB or 1%. */
-  long rss_growth = last.rss_kib - first.rss_kib;
-  const long rss_allowed = first.rss_kib / 100 > 1024 ? first.rss_kib / 100 : 1024;
+  /* Nothing grew. The one growth allowed: MPICH 4.0.2's ROMIO keeps 192 bytes, never freed,
+   * per MPI_File_set_view with a derived file type and per collective write from a derived
+   * memory type, on some ranks (reproduced with a plain MPI program, doc/testing.md); a save
+   * makes one of each per 64 MiB round, and 1 KiB per save is allowed for them. Unit cycles are
+   * allowed nothing. The heap in use (mallinfo2) is the measure, exact; RSS adds allocator
+   * noise: 1 MiB or 1% more. */
+  const long saves_between = last.saves - first.saves;
+  const long heap_growth = last.heap_kib - first.heap_kib;
+  const long heap_allowed = 64 + saves_between;
+  const long rss_growth = last.rss_kib - first.rss_kib;
+  const long rss_allowed = heap_allowed + (first.rss_kib / 100 > 1024 ? first.rss_kib / 100 : 1024);
   char msg[256];
-  snprintf(msg, sizeof msg, "VmRSS grew %ld KiB (from %ld to %ld KiB)", rss_growth, first.rss_kib,
-           last.rss_kib);
+  snprintf(msg, sizeof msg,
+           "heap in use grew %ld KiB (from %ld to %ld KiB; %ld allowed for %ld saves)", heap_growth,
+           first.heap_kib, last.heap_kib, heap_allowed, saves_between);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  /* A sanitizer's allocator keeps freed memory in quarantine: RSS grows by design there, and
+  /* A sanitizer's allocator keeps freed memory in quarantine: memory grows by design there, and
    * LeakSanitizer checks for leaks at exit instead. */
-  (void)rss_allowed;
+  (void)heap_allowed, (void)rss_allowed, (void)rss_growth;
   if (rank == 0) printf("soak: %s (not checked under a sanitizer)\n", msg);
 #else
+  CHECK_MSG(heap_growth <= heap_allowed, msg);
+  snprintf(msg, sizeof msg, "VmRSS grew %ld KiB (from %ld to %ld KiB; %ld allowed)", rss_growth,
+           first.rss_kib, last.rss_kib, rss_allowed);
   CHECK_MSG(rss_growth <= rss_allowed, msg);
 #endif
   snprintf(msg, sizeof msg, "open descriptors %d -> %d", first.fds, last.fds);
@@ -245,6 +270,14 @@ int main(int argc, char** argv) {
     check_params(units[u], u, "after the soak and the last checkpoint's load");
     CHECK_OK(fsdp_reshard(units[u]));
   }
+  /* Every rank's memory, in rank order. */
+  long mine[4] = {first.rss_kib, last.rss_kib, first.heap_kib, last.heap_kib};
+  long* all = rank == 0 ? malloc(sizeof mine * (size_t)size) : NULL;
+  MPI_Gather(mine, 4, MPI_LONG, all, 4, MPI_LONG, 0, MPI_COMM_WORLD);
+  for (int r = 0; rank == 0 && r < size; ++r)
+    printf("soak: rank %d: VmRSS %ld -> %ld KiB, heap in use %ld -> %ld KiB\n", r, all[4 * r],
+           all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]);
+  free(all);
   if (rank == 0) {
     printf("soak: %d ranks, %ld unit cycles, %ld checkpoint saves (last %d kept)\n", size, done,
            saved, KEEP);
