@@ -54,7 +54,7 @@ tsan: deps
 
 # libFuzzer (clang, ASan + UBSan) over everything libfsdp parses: each target runs FUZZ_SECONDS
 # from the committed corpus in tests/fuzz/corpus; a crash fails and leaves its input in
-# $(FUZZ_DIR)/tests/fuzz/<target>/crashes/. `make fuzz-merge` folds new finds into the corpus.
+# $(FUZZ_DIR)/tests/fuzz/<target>.work/crashes/. `make fuzz-merge` folds new finds into the corpus.
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = fuzz_safetensors fuzz_checkpoint fuzz_capi
@@ -68,7 +68,7 @@ fuzz: deps
 
 fuzz-merge:
 	for t in $(FUZZ_TARGETS); do \
-	  $(FUZZ_DIR)/tests/fuzz/$$t -merge=1 tests/fuzz/corpus/$$t $(FUZZ_DIR)/tests/fuzz/$$t/corpus; done
+	  $(FUZZ_DIR)/tests/fuzz/$$t -merge=1 tests/fuzz/corpus/$$t $(FUZZ_DIR)/tests/fuzz/$$t.work/corpus; done
 
 # valgrind memcheck over every single-rank test (mpiexec -n 1 valgrind <test>): invalid reads
 # and writes, uses of uninitialized values and definite leaks fail the test. (Python and install
