@@ -11,4 +11,13 @@ struct Group {
   int size = 1;
 };
 
+// Frees the group's communicator and leaves it MPI_COMM_NULL. After MPI_Finalize nothing can be
+// freed; the memory went with MPI.
+inline void free_group(Group& g) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (g.comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&g.comm);
+  g.comm = MPI_COMM_NULL;
+}
+
 }  // namespace fsdp

@@ -20,14 +20,6 @@ Group make_group(MPI_Comm comm) {
   return g;
 }
 
-void free_group(Group& g) {
-  // After MPI_Finalize nothing can be freed; the memory went with MPI.
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (g.comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&g.comm);
-  g.comm = MPI_COMM_NULL;
-}
-
 // FSDP_RANKS_PER_NODE, or 0.
 int ranks_per_node_override() {
   const char* v = std::getenv("FSDP_RANKS_PER_NODE");

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "capi/guard.hpp"  // enum_int: a C enum field read as the int it holds
 #include "fuzz_input.hpp"
 
 namespace {
@@ -49,13 +50,6 @@ template <class E>
 void set_enum(E& field, int v) {
   static_assert(sizeof(E) == sizeof(int));
   std::memcpy(&field, &v, sizeof v);
-}
-
-template <class E>
-int get_enum(const E& field) {
-  int v;
-  std::memcpy(&v, &field, sizeof v);
-  return v;
 }
 
 // Small enum values mostly, so the fuzzer reaches the valid combinations; any int sometimes.
@@ -152,7 +146,7 @@ bool unit_round_trip(fsdp_context_t ctx, bool own_dtype, FuzzInput& in) {
       void* data = nullptr;
       if (!ok(fsdp_param_data(unit, i, &data), "fsdp_param_data")) continue;
       // Only a unit computing in its own dtype holds its initial bytes unchanged.
-      const bool exact = own_dtype && get_enum(opt.param_dtype) == FSDP_DTYPE_AUTO;
+      const bool exact = own_dtype && fsdp::capi::enum_int(opt.param_dtype) == FSDP_DTYPE_AUTO;
       if (exact && !p.values.empty() && std::memcmp(data, p.values.data(), p.values.size()) != 0)
         broken("unsharded values differ from the initial values of '" + p.name + "'");
     }
@@ -193,7 +187,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   }
   const std::size_t units = 1 + in.pick(3);
   for (std::size_t u = 0; u < units && in.left(); ++u)
-    if (!unit_round_trip(ctx, !with_cfg || get_enum(cfg.param_dtype) == FSDP_DTYPE_AUTO, in)) break;
+    if (!unit_round_trip(ctx, !with_cfg || fsdp::capi::enum_int(cfg.param_dtype) == FSDP_DTYPE_AUTO,
+                         in))
+      break;
   if (!ok(fsdp_finalize(&ctx), "fsdp_finalize") || ctx) broken("fsdp_finalize left the context");
   return 0;
 }

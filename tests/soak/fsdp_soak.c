@@ -54,6 +54,12 @@ typedef struct {
   fsdp_memory_stats_t mem;
 } sample_t;
 
+/* Everything fsdp_memory_stats counts as held now (not the peaks). */
+static size_t library_bytes(const fsdp_memory_stats_t* m) {
+  return m->shard_bytes + m->grad_shard_bytes + m->unsharded_bytes + m->pool_cached_bytes +
+         m->scratch_bytes + m->full_grad_bytes + m->optimizer_state_bytes;
+}
+
 static void take_sample(fsdp_context_t ctx, sample_t* s) {
   /* HDF5 keeps freed objects on free lists of its own, bounded but filled over many files:
    * memory it holds, not lost. Emptied before measuring (no save is in flight now). */
@@ -207,9 +213,7 @@ int main(int argc, char** argv) {
       for (int k = 0; k < MPI_OBJECT_KINDS; ++k) objects += s.objects[k];
       if (curve)
         fprintf(curve, "%ld,%ld,%ld,%d,%ld,%zu\n", done, s.rss_kib, s.heap_kib, s.fds, objects,
-                s.mem.shard_bytes + s.mem.grad_shard_bytes + s.mem.unsharded_bytes +
-                    s.mem.pool_cached_bytes + s.mem.scratch_bytes + s.mem.full_grad_bytes +
-                    s.mem.optimizer_state_bytes);
+                library_bytes(&s.mem));
     }
   }
   if (curve) fclose(curve);
@@ -286,12 +290,8 @@ int main(int argc, char** argv) {
     printf("soak: live MPI objects");
     for (int k = 0; k < MPI_OBJECT_KINDS; ++k)
       printf(" %s %ld->%ld", mpi_object_names[k], first.objects[k], last.objects[k]);
-    printf(
-        "\nsoak: library bytes (shards+grads+unsharded+pool+scratch+optimizer) %zu -> %zu\n",
-        first.mem.shard_bytes + first.mem.grad_shard_bytes + first.mem.unsharded_bytes +
-            first.mem.pool_cached_bytes + first.mem.scratch_bytes + first.mem.optimizer_state_bytes,
-        last.mem.shard_bytes + last.mem.grad_shard_bytes + last.mem.unsharded_bytes +
-            last.mem.pool_cached_bytes + last.mem.scratch_bytes + last.mem.optimizer_state_bytes);
+    printf("\nsoak: library bytes %zu -> %zu\n", library_bytes(&first.mem),
+           library_bytes(&last.mem));
   }
   for (long n = saved - KEEP; rank == 0 && n < saved; ++n) {
     char path[600];

@@ -57,13 +57,6 @@ Group split(const Group& parent, int color, int key) {
   return g;
 }
 
-void free_group(Group& g) {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (g.comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&g.comm);
-  g.comm = MPI_COMM_NULL;
-}
-
 }  // namespace
 
 NodeTeam::NodeTeam(const Group& group, int node_key) : group_(group) {
