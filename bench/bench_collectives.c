@@ -1,4 +1,5 @@
-/* fsdp_unshard and fsdp_reduce_grads on each host transport (node shared memory, plain MPI)
+/* fsdp_unshard and fsdp_reduce_grads on each host transport (node shared memory, its zero-copy
+ * storage, plain MPI)
  * against raw MPI_Allgather and MPI_Reduce_scatter_block of the same bytes and against the
  * physical limit (one memcpy of the unsharded bytes per rank), in the same run: sizes 4 KiB to
  * 256 MiB (the unsharded unit, float32), warm buffers, the operations interleaved in an order
@@ -22,6 +23,7 @@
 
 enum {
   OP_UNSHARD_SHM,
+  OP_UNSHARD_ZERO_COPY,
   OP_UNSHARD_MPI,
   OP_ALLGATHER,
   OP_MEMCPY,
@@ -33,8 +35,9 @@ enum {
   NUM_OPS
 };
 static const char* const kOpNames[NUM_OPS] = {
-    "unshard_shm",      "unshard_mpi",    "allgather",        "memcpy",          "reduce_grads_shm",
-    "reduce_grads_mpi", "reduce_scatter", "copy_shard_bound", "sum_blocks_bound"};
+    "unshard_shm",      "unshard_zero_copy", "unshard_mpi",      "allgather",
+    "memcpy",           "reduce_grads_shm",  "reduce_grads_mpi", "reduce_scatter",
+    "copy_shard_bound", "sum_blocks_bound"};
 
 /* The least memory traffic of a shared-memory reduce-scatter, on this rank's data: out[i] = the
  * sum over the n blocks of block k's element i (every rank at once, as in the real reduce). */
@@ -57,7 +60,7 @@ static float* filled(size_t n, float value) {
 }
 
 typedef struct {
-  fsdp_unit_t shm, mpi; /* the same unit on a context of each transport */
+  fsdp_unit_t shm, zero_copy, mpi; /* the same unit on a context of each transport */
   float *shard, *full, *grad_in, *grad_out, *copy;
   size_t shard_n, numel;
   int rank, world;
@@ -88,6 +91,7 @@ static double time_op(bench_t* b, int op) {
   double dt = 0.0, t0 = 0.0;
   switch (op) {
     case OP_UNSHARD_SHM: dt = unshard_unit(b->shm); break;
+    case OP_UNSHARD_ZERO_COPY: dt = unshard_unit(b->zero_copy); break;
     case OP_UNSHARD_MPI: dt = unshard_unit(b->mpi); break;
     case OP_REDUCE_SHM: dt = reduce_unit(b->shm, b->grad_in, b->numel); break;
     case OP_REDUCE_MPI: dt = reduce_unit(b->mpi, b->grad_in, b->numel); break;
@@ -151,26 +155,30 @@ static double pss_bytes(void) {
   return kb * 1024.0;
 }
 
-/* Node memory taken by 4 unsharded units of `mib` MiB on a fresh context of transport `t` (no
- * buffer cached from earlier): Pss growth summed over the node's ranks. */
-static double node_unsharded_bytes(fsdp_transport_t t, size_t mib, MPI_Comm node) {
+/* Node memory of 4 units of `mib` MiB on a fresh context of transport `t` (no buffer cached from
+ * earlier), as Pss growth summed over the node's ranks: out[0] their shards (creation), out[1]
+ * their unsharded buffers (all 4 unsharded). */
+static void node_bytes(fsdp_transport_t t, size_t mib, MPI_Comm node, double out[2]) {
   fsdp_context_t ctx = make_context(t);
   enum { N = 4 };
   const int64_t shape[1] = {(int64_t)(mib << 20) / 4};
   fsdp_param_desc_t d = {"w", 1, shape, FSDP_FLOAT32, 1};
   fsdp_unit_t u[N];
+  TRY(fsdp_trim_pool(ctx));
+  MPI_Barrier(MPI_COMM_WORLD);
+  double grown[2], at = pss_bytes();
   for (int k = 0; k < N; ++k) TRY(fsdp_unit_create(ctx, 1, &d, NULL, &u[k]));
   TRY(fsdp_trim_pool(ctx));
   MPI_Barrier(MPI_COMM_WORLD);
-  const double before = pss_bytes();
+  grown[0] = pss_bytes() - at;
+  at = pss_bytes();
   for (int k = 0; k < N; ++k) TRY(fsdp_unshard(u[k]));
   MPI_Barrier(MPI_COMM_WORLD);
-  double grown = pss_bytes() - before, node_total = 0.0;
-  MPI_Allreduce(&grown, &node_total, 1, MPI_DOUBLE, MPI_SUM, node);
+  grown[1] = pss_bytes() - at;
+  MPI_Allreduce(grown, out, 2, MPI_DOUBLE, MPI_SUM, node);
   for (int k = 0; k < N; ++k) TRY(fsdp_reshard(u[k]));
   for (int k = 0; k < N; ++k) TRY(fsdp_unit_destroy(&u[k]));
   TRY(fsdp_finalize(&ctx));
-  return node_total;
 }
 
 int main(int argc, char** argv) {
@@ -189,6 +197,7 @@ int main(int argc, char** argv) {
   }
 
   fsdp_context_t shm = make_context(FSDP_TRANSPORT_SHM), mpi = make_context(FSDP_TRANSPORT_MPI);
+  fsdp_context_t zero_copy = make_context(FSDP_TRANSPORT_SHM_ZERO_COPY);
   FILE* json = NULL;
   if (rank == 0) {
     char host[256] = "", mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = "";
@@ -216,12 +225,13 @@ int main(int argc, char** argv) {
         "Seconds (median, slowest rank); speedup = raw MPI time / shm time; ceiling = raw MPI "
         "time / the time of the shm algorithm's data movement alone (every rank copying its "
         "block; every rank summing its slice of the n blocks), the most any implementation of "
-        "it could reach.\n\n");
+        "it could reach. zero-copy: FSDP_TRANSPORT_SHM_ZERO_COPY, whose unshard moves no bytes "
+        "(the shards live in the node's copy; reduce_grads is shm's).\n\n");
     printf(
-        "| size | unshard shm | unshard mpi | MPI_Allgather | memcpy | speedup | ceiling | "
-        "reduce shm | reduce mpi | MPI_Reduce_scatter_block | speedup | ceiling | "
-        "busbw GB/s shm/mpi/raw (ag; rs) |\n");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+        "| size | unshard shm | unshard zero-copy | unshard mpi | MPI_Allgather | memcpy | "
+        "speedup shm | ceiling | speedup zero-copy | reduce shm | reduce mpi | "
+        "MPI_Reduce_scatter_block | speedup | ceiling | busbw GB/s shm/mpi/raw (ag; rs) |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   }
 
   int first_row = 1;
@@ -244,6 +254,7 @@ int main(int argc, char** argv) {
     b.copy = filled(padded, 0.0f);
     const void* values[1] = {b.grad_in};
     TRY(fsdp_unit_create(shm, 1, &d, values, &b.shm));
+    TRY(fsdp_unit_create(zero_copy, 1, &d, values, &b.zero_copy));
     TRY(fsdp_unit_create(mpi, 1, &d, values, &b.mpi));
     const int warmup = 3;
     int iters = (int)(((size_t)1 << 30) / bytes);
@@ -263,16 +274,18 @@ int main(int argc, char** argv) {
     for (int op = 0; op < NUM_OPS; ++op) busbw[op] = sz / med[op] * factor / 1e9;
     if (rank == 0) {
       const double ag_speedup = med[OP_ALLGATHER] / med[OP_UNSHARD_SHM];
+      const double zc_speedup = med[OP_ALLGATHER] / med[OP_UNSHARD_ZERO_COPY];
       const double rs_speedup = med[OP_REDUCE_SCATTER] / med[OP_REDUCE_SHM];
       const double ag_ceiling = med[OP_ALLGATHER] / med[OP_COPY_SHARD];
       const double rs_ceiling = med[OP_REDUCE_SCATTER] / med[OP_SUM_BLOCKS];
       printf(
-          "| %zu KiB | %.6f | %.6f | %.6f | %.6f | %.2fx | %.2fx | %.6f | %.6f | %.6f | %.2fx | "
-          "%.2fx | %.2f/%.2f/%.2f; %.2f/%.2f/%.2f |\n",
-          bytes >> 10, med[OP_UNSHARD_SHM], med[OP_UNSHARD_MPI], med[OP_ALLGATHER], med[OP_MEMCPY],
-          ag_speedup, ag_ceiling, med[OP_REDUCE_SHM], med[OP_REDUCE_MPI], med[OP_REDUCE_SCATTER],
-          rs_speedup, rs_ceiling, busbw[OP_UNSHARD_SHM], busbw[OP_UNSHARD_MPI], busbw[OP_ALLGATHER],
-          busbw[OP_REDUCE_SHM], busbw[OP_REDUCE_MPI], busbw[OP_REDUCE_SCATTER]);
+          "| %zu KiB | %.6f | %.6f | %.6f | %.6f | %.6f | %.2fx | %.2fx | %.2fx | %.6f | %.6f | "
+          "%.6f | %.2fx | %.2fx | %.2f/%.2f/%.2f; %.2f/%.2f/%.2f |\n",
+          bytes >> 10, med[OP_UNSHARD_SHM], med[OP_UNSHARD_ZERO_COPY], med[OP_UNSHARD_MPI],
+          med[OP_ALLGATHER], med[OP_MEMCPY], ag_speedup, ag_ceiling, zc_speedup, med[OP_REDUCE_SHM],
+          med[OP_REDUCE_MPI], med[OP_REDUCE_SCATTER], rs_speedup, rs_ceiling, busbw[OP_UNSHARD_SHM],
+          busbw[OP_UNSHARD_MPI], busbw[OP_ALLGATHER], busbw[OP_REDUCE_SHM], busbw[OP_REDUCE_MPI],
+          busbw[OP_REDUCE_SCATTER]);
       fflush(stdout);
       if (json) {
         fprintf(json, "%s    {\"bytes\": %zu, \"iterations\": %d", first_row ? "" : ",\n", bytes,
@@ -282,14 +295,16 @@ int main(int argc, char** argv) {
                   kOpNames[op], busbw[op]);
         fprintf(json,
                 ", \"unshard_speedup_vs_allgather\": %.4f, "
+                "\"unshard_zero_copy_speedup_vs_allgather\": %.4f, "
                 "\"reduce_speedup_vs_reduce_scatter\": %.4f, "
                 "\"unshard_ceiling_vs_allgather\": %.4f, "
                 "\"reduce_ceiling_vs_reduce_scatter\": %.4f}",
-                ag_speedup, rs_speedup, ag_ceiling, rs_ceiling);
+                ag_speedup, zc_speedup, rs_speedup, ag_ceiling, rs_ceiling);
       }
     }
     first_row = 0;
     TRY(fsdp_unit_destroy(&b.shm));
+    TRY(fsdp_unit_destroy(&b.zero_copy));
     TRY(fsdp_unit_destroy(&b.mpi));
     TRY(fsdp_trim_pool(shm));
     TRY(fsdp_trim_pool(mpi));
@@ -301,21 +316,32 @@ int main(int argc, char** argv) {
   int node_ranks = 1;
   MPI_Comm_size(node, &node_ranks);
   TRY(fsdp_finalize(&shm));
+  TRY(fsdp_finalize(&zero_copy));
   TRY(fsdp_finalize(&mpi));
-  const double node_shm = node_unsharded_bytes(FSDP_TRANSPORT_SHM, node_mib, node);
-  const double node_mpi = node_unsharded_bytes(FSDP_TRANSPORT_MPI, node_mib, node);
+  double node_shm[2], node_zc[2], node_mpi[2]; /* shards, unsharded buffers */
+  node_bytes(FSDP_TRANSPORT_SHM, node_mib, node, node_shm);
+  node_bytes(FSDP_TRANSPORT_SHM_ZERO_COPY, node_mib, node, node_zc);
+  node_bytes(FSDP_TRANSPORT_MPI, node_mib, node, node_mpi);
   MPI_Comm_free(&node);
   if (rank == 0) {
+    const double mib = 1048576.0;
     printf(
         "\n## Node memory of 4 unsharded %zu MiB units (Pss growth summed over the node's %d "
-        "ranks)\n\n| shm | mpi | mpi / shm |\n|---:|---:|---:|\n| %.1f MiB | %.1f MiB | "
-        "%.2f |\n\n",
-        node_mib, node_ranks, node_shm / 1048576.0, node_mpi / 1048576.0, node_mpi / node_shm);
+        "ranks)\n\n| | shm | zero-copy | mpi | mpi / shm |\n|---|---:|---:|---:|---:|\n"
+        "| unsharded buffers | %.1f MiB | %.1f MiB | %.1f MiB | %.2f |\n"
+        "| shards + unsharded | %.1f MiB | %.1f MiB | %.1f MiB | %.2f |\n\n",
+        node_mib, node_ranks, node_shm[1] / mib, node_zc[1] / mib, node_mpi[1] / mib,
+        node_mpi[1] / node_shm[1], (node_shm[0] + node_shm[1]) / mib,
+        (node_zc[0] + node_zc[1]) / mib, (node_mpi[0] + node_mpi[1]) / mib,
+        (node_mpi[0] + node_mpi[1]) / (node_shm[0] + node_shm[1]));
     if (json) {
       fprintf(json,
               "\n  ],\n  \"node_memory\": {\"units\": 4, \"unit_bytes\": %zu, \"node_ranks\": %d, "
-              "\"shm_bytes\": %.0f, \"mpi_bytes\": %.0f, \"reduction\": %.4f}\n}\n",
-              node_mib << 20, node_ranks, node_shm, node_mpi, node_mpi / node_shm);
+              "\"shm_bytes\": %.0f, \"zero_copy_bytes\": %.0f, \"mpi_bytes\": %.0f, "
+              "\"reduction\": %.4f, \"shard_bytes\": {\"shm\": %.0f, \"zero_copy\": %.0f, "
+              "\"mpi\": %.0f}}\n}\n",
+              node_mib << 20, node_ranks, node_shm[1], node_zc[1], node_mpi[1],
+              node_mpi[1] / node_shm[1], node_shm[0], node_zc[0], node_mpi[0]);
       fclose(json);
     }
   }

@@ -33,17 +33,23 @@ def collectives(d, lines, plots):
         rows = c["results"]
         lines += [f"### Collectives, {n} ranks (float32; seconds are medians of the slowest rank)",
                   "",
-                  "| size | unshard shm | unshard mpi | MPI_Allgather | memcpy limit | "
-                  "shm speedup vs MPI_Allgather | reduce shm | reduce mpi | "
-                  "MPI_Reduce_scatter_block | shm speedup vs MPI_Reduce_scatter_block |",
-                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| size | unshard shm | unshard zero-copy | unshard mpi | MPI_Allgather | "
+                  "memcpy limit | shm speedup vs MPI_Allgather (ceiling) | zero-copy speedup | "
+                  "reduce shm | reduce mpi | MPI_Reduce_scatter_block | "
+                  "shm speedup vs MPI_Reduce_scatter_block (ceiling) |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in rows:
             lines.append(
-                f"| {size_label(r['bytes'])} | {r['unshard_shm_s']:.6f} | {r['unshard_mpi_s']:.6f} "
+                f"| {size_label(r['bytes'])} | {r['unshard_shm_s']:.6f} | "
+                f"{r.get('unshard_zero_copy_s', float('nan')):.6f} | {r['unshard_mpi_s']:.6f} "
                 f"| {r['allgather_s']:.6f} | {r['memcpy_s']:.6f} | "
-                f"{r['unshard_speedup_vs_allgather']:.2f}x | {r['reduce_grads_shm_s']:.6f} | "
+                f"{r['unshard_speedup_vs_allgather']:.2f}x "
+                f"({r['unshard_ceiling_vs_allgather']:.2f}x) | "
+                f"{r.get('unshard_zero_copy_speedup_vs_allgather', float('nan')):.1f}x | "
+                f"{r['reduce_grads_shm_s']:.6f} | "
                 f"{r['reduce_grads_mpi_s']:.6f} | {r['reduce_scatter_s']:.6f} | "
-                f"{r['reduce_speedup_vs_reduce_scatter']:.2f}x |")
+                f"{r['reduce_speedup_vs_reduce_scatter']:.2f}x "
+                f"({r['reduce_ceiling_vs_reduce_scatter']:.2f}x) |")
         big = [r for r in rows if r["bytes"] >= 1 << 20]
         if big:
             lines.append("")
@@ -51,6 +57,8 @@ def collectives(d, lines, plots):
                 f"At sizes >= 1 MiB: unshard speedup min "
                 f"{min(r['unshard_speedup_vs_allgather'] for r in big):.2f}x, median "
                 f"{sorted(r['unshard_speedup_vs_allgather'] for r in big)[len(big) // 2]:.2f}x; "
+                f"zero-copy unshard speedup min "
+                f"{min(r.get('unshard_zero_copy_speedup_vs_allgather', 0) for r in big):.1f}x; "
                 f"reduce_grads speedup min "
                 f"{min(r['reduce_speedup_vs_reduce_scatter'] for r in big):.2f}x, median "
                 f"{sorted(r['reduce_speedup_vs_reduce_scatter'] for r in big)[len(big) // 2]:.2f}x "
@@ -59,18 +67,23 @@ def collectives(d, lines, plots):
         if nm:
             lines += ["", f"Node memory of {nm['units']} unsharded {size_label(nm['unit_bytes'])} "
                       f"units, measured (Pss growth over the node's {nm['node_ranks']} ranks): "
-                      f"shm {nm['shm_bytes'] / 2**20:.1f} MiB, mpi {nm['mpi_bytes'] / 2**20:.1f} "
+                      f"shm {nm['shm_bytes'] / 2**20:.1f} MiB, "
+                      f"zero-copy {nm.get('zero_copy_bytes', float('nan')) / 2**20:.1f} MiB, "
+                      f"mpi {nm['mpi_bytes'] / 2**20:.1f} "
                       f"MiB, reduction {nm['reduction']:.2f}x (F = {n})."]
         lines.append("")
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         sizes = [r["bytes"] for r in rows]
-        for ax, ops, title in ((axes[0], ("unshard_shm", "unshard_mpi", "allgather", "memcpy"),
+        for ax, ops, title in ((axes[0], ("unshard_shm", "unshard_zero_copy", "unshard_mpi",
+                                          "allgather", "memcpy"),
                                 "all-gather (unshard)"),
                                (axes[1], ("reduce_grads_shm", "reduce_grads_mpi",
                                           "reduce_scatter", "memcpy"), "reduce-scatter")):
             for op in ops:
-                ax.plot(sizes, [r[f"{op}_busbw_GBps"] for r in rows], marker="o", label=op)
+                if f"{op}_busbw_GBps" in rows[0]:
+                    ax.plot(sizes, [r[f"{op}_busbw_GBps"] for r in rows], marker="o", label=op)
             ax.set_xscale("log", base=2)
+            ax.set_yscale("log")  # zero-copy's barrier-only unshard is orders above the rest
             ax.set_xlabel("bytes (unsharded, float32)")
             ax.set_ylabel("bus bandwidth GB/s")
             ax.set_title(f"{title}, {n} ranks")

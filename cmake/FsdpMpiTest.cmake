@@ -36,10 +36,10 @@ function(fsdp_add_mpi_test name)
       set_tests_properties(${test_name} PROPERTIES FIXTURES_REQUIRED "${T_REQUIRES}")
     endif()
     # Host tests on several ranks run once per host transport, since auto picks the node
-    # shared-memory one here: again over plain MPI, and at 4 ranks as two 2-rank "nodes" (the
-    # hierarchical shared-memory path). Same files, so never at the same time.
+    # shared-memory one here: again over plain MPI, with zero-copy storage, and at 4 ranks as two
+    # 2-rank "nodes" (the hierarchical shared-memory path). Same files, so never at the same time.
     if(n GREATER 1 AND NOT "gpu" IN_LIST T_LABELS AND NOT T_ENV MATCHES "FSDP_TRANSPORT")
-      set(variants "mpi_transport\;FSDP_TRANSPORT=mpi")
+      set(variants "mpi_transport\;FSDP_TRANSPORT=mpi" "shm_zero_copy\;FSDP_TRANSPORT=shm_zero_copy")
       if(n EQUAL 4)
         list(APPEND variants "shm_2nodes\;FSDP_TRANSPORT=shm\;FSDP_RANKS_PER_NODE=2")
       endif()

@@ -33,7 +33,7 @@ module fsdp
             FSDP_ERR_IO, FSDP_ERR_FORMAT, FSDP_ERR_CORRUPT, FSDP_ERR_CUDA, FSDP_ERR_NCCL, &
             FSDP_ERR_ABORTED, FSDP_ERR_TIMEOUT, FSDP_ON_TIMEOUT_ERROR, FSDP_ON_TIMEOUT_ABORT
   public :: FSDP_MEMORY_HOST, FSDP_MEMORY_CUDA, FSDP_TRANSPORT_AUTO, FSDP_TRANSPORT_MPI, &
-            FSDP_TRANSPORT_NCCL
+            FSDP_TRANSPORT_NCCL, FSDP_TRANSPORT_SHM, FSDP_TRANSPORT_SHM_ZERO_COPY
   public :: FSDP_DTYPE_AUTO, FSDP_FLOAT32, FSDP_FLOAT64, FSDP_BFLOAT16, FSDP_FLOAT16
   public :: FSDP_FULL_SHARD, FSDP_HYBRID_SHARD, FSDP_NO_SHARD, FSDP_REDUCE_MEAN, FSDP_REDUCE_SUM
   public :: FSDP_GROUP_WORLD, FSDP_GROUP_SHARD, FSDP_GROUP_REPLICATE
@@ -50,7 +50,7 @@ module fsdp
             fsdp_context_placement, fsdp_cuda_device_count, fsdp_set_stream, fsdp_abort
   public :: fsdp_unit_destroy, fsdp_unshard, fsdp_reshard, fsdp_reduce_grads, fsdp_zero_grads, &
             fsdp_param_shard_range, fsdp_unit_numel, fsdp_unit_info, fsdp_unit_precision, &
-            fsdp_param_numel
+            fsdp_param_numel, fsdp_unit_zero_copy
   public :: fsdp_unshard_async, fsdp_reduce_grads_async, fsdp_wait, fsdp_test, fsdp_unit_wait, &
             fsdp_context_async, fsdp_set_prefetch, fsdp_begin_forward, fsdp_begin_backward
   public :: fsdp_optimizer_destroy, fsdp_optimizer_get_hyperparams, &

@@ -26,7 +26,8 @@ module fsdp_c
   ! ---- fsdp_memory_space_t, fsdp_transport_t
   integer(c_int), parameter :: FSDP_MEMORY_HOST = 0, FSDP_MEMORY_CUDA = 1
   integer(c_int), parameter :: FSDP_TRANSPORT_AUTO = 0, FSDP_TRANSPORT_MPI = 1, &
-                               FSDP_TRANSPORT_NCCL = 2, FSDP_TRANSPORT_SHM = 3
+                               FSDP_TRANSPORT_NCCL = 2, FSDP_TRANSPORT_SHM = 3, &
+                               FSDP_TRANSPORT_SHM_ZERO_COPY = 4
   integer(c_int), parameter :: FSDP_ON_TIMEOUT_ERROR = 0, FSDP_ON_TIMEOUT_ABORT = 1
   ! ---- fsdp_dtype_t
   integer(c_int), parameter :: FSDP_DTYPE_AUTO = -1, FSDP_FLOAT32 = 0, FSDP_FLOAT64 = 1, &
@@ -359,6 +360,12 @@ module fsdp_c
       import :: c_int, fsdp_unit_t
       type(fsdp_unit_t), value :: unit
       integer(c_int), intent(out) :: storage, param_dtype, reduce_dtype
+      integer(c_int) :: st
+    end function
+    function fsdp_unit_zero_copy(unit, zero_copy) result(st) bind(C, name='fsdp_unit_zero_copy')
+      import :: c_int, fsdp_unit_t
+      type(fsdp_unit_t), value :: unit
+      integer(c_int), intent(out) :: zero_copy
       integer(c_int) :: st
     end function
     function fsdp_param_numel(unit, index, numel) result(st) bind(C, name='fsdp_param_numel')

@@ -148,6 +148,16 @@ typedef enum fsdp_transport {
    *  in an MPI-3 shared window, which its ranks see read-only; gradients are summed straight out
    *  of each other's buffers. The inter-node and replicate parts go over MPI. */
   FSDP_TRANSPORT_SHM = 3,
+  /** Since 0.7: SHM, and units whose shard group lies on one node and whose param_dtype is their
+   *  storage dtype keep their shards inside the node's unsharded copy, so fsdp_unshard moves no
+   *  bytes at all (one barrier of the node's ranks) and the node holds no unsharded memory beyond
+   *  the shards. The price is a rule: a rank writes its shard (fsdp_shard_data, an optimizer
+   *  step, a checkpoint load) only when no rank of its node is still reading the unit's
+   *  parameters, e.g. after the unit's fsdp_reduce_grads, which every rank enters after its
+   *  backward pass over the unit. A write outside that rule is seen by the node's readers at once
+   *  (with SHM they read a copy made at the unshard). Other units behave as with SHM. Never
+   *  picked by AUTO; see doc/shared-memory.md. */
+  FSDP_TRANSPORT_SHM_ZERO_COPY = 4,
   FSDP_TRANSPORT_COUNT
 } fsdp_transport_t;
 
@@ -426,7 +436,8 @@ FSDP_EXPORT fsdp_status_t fsdp_context_config(fsdp_context_t ctx, int* sharding_
  *  @param[out] memory_space may be NULL; FSDP_MEMORY_HOST or FSDP_MEMORY_CUDA
  *  @param[out] device may be NULL; the CUDA device ordinal, -1 for host memory
  *  @param[out] cpu_offload may be NULL; 1 when shards and optimizer state are offloaded to the host
- *  @param[out] transport may be NULL; FSDP_TRANSPORT_MPI, FSDP_TRANSPORT_NCCL or FSDP_TRANSPORT_SHM
+ *  @param[out] transport may be NULL; FSDP_TRANSPORT_MPI, FSDP_TRANSPORT_NCCL, FSDP_TRANSPORT_SHM
+ * or FSDP_TRANSPORT_SHM_ZERO_COPY
  *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE, FSDP_ERR_FINALIZED or
  * FSDP_ERR_ABORTED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_context_placement(fsdp_context_t ctx,
@@ -626,7 +637,9 @@ FSDP_EXPORT fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit);
 /* ---- The sharded view, for optimizers written by the caller ---------------------------------- */
 
 /** This rank's parameter shard: `numel` elements of the unit's dtype, padding included. The
- *  pointer stays valid for the unit's life. Local. Either output may be NULL.
+ *  pointer stays valid for the unit's life. Local. Either output may be NULL. For a unit with
+ *  zero-copy storage (fsdp_unit_zero_copy), the shard is part of what the node's ranks read while
+ *  they hold the unit unsharded: write it only when none of them still does.
  *  @param[in] unit the unit
  *  @param[out] data may be NULL; the shard's address
  *  @param[out] numel may be NULL; receives the element count
@@ -691,6 +704,18 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_info(fsdp_unit_t unit, int* nparams, fsdp_dt
 FSDP_EXPORT fsdp_status_t fsdp_unit_precision(fsdp_unit_t unit, fsdp_dtype_t* storage,
                                               fsdp_dtype_t* param_dtype,
                                               fsdp_dtype_t* reduce_dtype);
+
+/** Since 0.7: whether the unit keeps its shard inside the node's unsharded copy
+ *  (FSDP_TRANSPORT_SHM_ZERO_COPY, for a unit whose shard group lies on one node, whose
+ *  param_dtype is its storage dtype and whose parameters are all trainable or all frozen). Such a
+ *  unit's fsdp_unshard moves no bytes and takes no unsharded memory; its shard
+ *  (fsdp_shard_data) must be written only when no rank of the node still reads the unit's
+ *  parameters. The same on every rank of a shard group. Local.
+ *  @param[in] unit the unit
+ *  @param[out] zero_copy 1 or 0
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL output); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_unit_zero_copy(fsdp_unit_t unit, int* zero_copy);
 
 /** Element count of original parameter `index`. Local.
  *  @param[in] unit the unit

@@ -105,7 +105,7 @@ size_t th_unsharded_sharers(fsdp_context_t ctx) {
   CHECK_OK(fsdp_context_placement(ctx, NULL, NULL, NULL, &t));
   CHECK_OK(fsdp_context_config(ctx, &F, NULL, NULL));
   const int on_node = th_ranks_per_node();
-  if (t != FSDP_TRANSPORT_SHM) return 1;
+  if (t != FSDP_TRANSPORT_SHM && t != FSDP_TRANSPORT_SHM_ZERO_COPY) return 1;
   /* Shard groups are F consecutive ranks in node order, so F and the node size nest. */
   return (size_t)(F < on_node ? F : on_node);
 }
@@ -113,5 +113,13 @@ size_t th_unsharded_sharers(fsdp_context_t ctx) {
 int th_unsharded_pooled(fsdp_context_t ctx) {
   fsdp_transport_t t = FSDP_TRANSPORT_AUTO;
   CHECK_OK(fsdp_context_placement(ctx, NULL, NULL, NULL, &t));
-  return t != FSDP_TRANSPORT_SHM;
+  return t != FSDP_TRANSPORT_SHM && t != FSDP_TRANSPORT_SHM_ZERO_COPY;
+}
+
+int th_zero_copy(fsdp_context_t ctx) {
+  fsdp_transport_t t = FSDP_TRANSPORT_AUTO;
+  int F = 1;
+  CHECK_OK(fsdp_context_placement(ctx, NULL, NULL, NULL, &t));
+  CHECK_OK(fsdp_context_config(ctx, &F, NULL, NULL));
+  return t == FSDP_TRANSPORT_SHM_ZERO_COPY && F <= th_ranks_per_node();
 }

@@ -37,6 +37,11 @@ int th_ranks_per_node(void);
 size_t th_unsharded_sharers(fsdp_context_t ctx);
 /* Whether the context's unsharded buffers come from the buffer pool (not node-shared slots). */
 int th_unsharded_pooled(fsdp_context_t ctx);
+/* Whether the context's units whose param_dtype is their dtype, and whose parameters are all
+ * trainable or all frozen, keep their shards inside the node's unsharded copy and so take no
+ * unsharded memory: FSDP_TRANSPORT_SHM_ZERO_COPY with the shard group on one node. Found from the
+ * placement, F and the node size, not from the unit (fsdp_unit_zero_copy). Collective. */
+int th_zero_copy(fsdp_context_t ctx);
 
 /* Deterministic pseudo-random numbers in [-1, 1), independent of libfsdp. */
 double th_uniform(uint64_t* state);

@@ -117,7 +117,9 @@ static void check_requests(fsdp_context_t ctx, fsdp_unit_t* u) {
 static void check_prefetch(fsdp_context_t ctx, fsdp_unit_t* u) {
   size_t padded = 0;
   CHECK_OK(fsdp_unit_numel(u[0], NULL, &padded, NULL));
-  const size_t unit_bytes = padded * sizeof(float) / th_unsharded_sharers(ctx);
+  /* Zero-copy units hold no unsharded memory: there the check below cannot see prefetches. */
+  const size_t unit_bytes =
+      th_zero_copy(ctx) ? 0 : padded * sizeof(float) / th_unsharded_sharers(ctx);
   CHECK_OK(fsdp_set_prefetch(ctx, 1, 1));
   fsdp_memory_stats_t m;
   m.size = sizeof m;

@@ -35,16 +35,23 @@ static void check_memory_accounting(fsdp_context_t ctx) {
 
   /* With the shared-memory transport the node's ranks share one buffer, each charged its part,
    * and it stays in the node's slots rather than in the pool. */
+  /* With zero-copy storage the unsharded copy is the shards themselves: nothing more is held. */
+  const int zero_copy = th_zero_copy(ctx);
+  int unit_zero_copy = -1;
+  CHECK_OK(fsdp_unit_zero_copy(u, &unit_zero_copy));
+  CHECK(unit_zero_copy == zero_copy);
+  CHECK_FAILS(fsdp_unit_zero_copy(u, NULL), FSDP_ERR_INVALID_ARGUMENT, "zero_copy");
   const size_t sharers = th_unsharded_sharers(ctx);
+  const size_t unsharded_b = zero_copy ? 0 : padded_b / sharers;
   const size_t cached_b = th_unsharded_pooled(ctx) ? padded_b : 0;
   CHECK_OK(fsdp_unshard(u));
   CHECK_OK(fsdp_memory_stats(ctx, &m));
-  CHECK(m.unsharded_bytes == padded_b / sharers);
+  CHECK(m.unsharded_bytes == unsharded_b);
   CHECK_OK(fsdp_reshard(u));
   CHECK_OK(fsdp_memory_stats(ctx, &m));
   CHECK(m.unsharded_bytes == 0 && m.pool_cached_bytes == cached_b);
   const size_t peak = m.peak_bytes;
-  CHECK(peak == shard_b + padded_b / sharers);
+  CHECK(peak == shard_b + unsharded_b);
 
   /* Steady state allocates nothing new: the pool hands the same buffer back. */
   for (int i = 0; i < 5; ++i) {

@@ -143,7 +143,9 @@ static void check_formula(fsdp_context_t ctx, fsdp_dtype_t param, const int* ord
     const size_t shard = ceil_div((size_t)psi[i], (size_t)F);
     k_full_sum += 4 * shard;
     /* An unsharded buffer is charged 1/sharers to each rank sharing it (shared memory). */
-    const size_t unsharded = k_low * shard * (size_t)F / th_unsharded_sharers(ctx);
+    const size_t unsharded = param == FSDP_FLOAT32 && th_zero_copy(ctx)
+                                 ? 0 /* zero-copy storage: the unsharded copy is the shards */
+                                 : k_low * shard * (size_t)F / th_unsharded_sharers(ctx);
     if (unsharded > k_low_max) k_low_max = unsharded;
   }
   CHECK_OK(fsdp_trim_pool(ctx));

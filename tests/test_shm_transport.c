@@ -6,7 +6,12 @@
  * steady state allocates nothing (the gradient arena grew in the first steps), every rank of a
  * node sees one buffer, and in debug mode (FSDP_DEBUG=1) a write into node-shared parameters
  * faults. With emulated nodes (FSDP_RANKS_PER_NODE) the shared-memory side is hierarchical and is
- * checked against the exact mean and for run-to-run determinism instead of against MPI's ring. */
+ * checked against the exact mean and for run-to-run determinism instead of against MPI's ring.
+ * FSDP_TRANSPORT_SHM_ZERO_COPY goes through the same comparison (its float32 units keep their
+ * shards in the node's copy; its bfloat16 ones copy), then its storage rules: 64 zero-copy units
+ * per node and the rest copying, mixed frozen/trainable units copying, slots reused after
+ * destroy, no memory or allocation per unshard, shard writes seen by every rank at the next
+ * unshard, and in debug mode a write into the shard of an unsharded unit faulting. */
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -100,15 +105,24 @@ static int grads_exact(model_t* m, int k, int step) {
   return bad == 0;
 }
 
-static void compare(fsdp_sharding_strategy_t strategy, fsdp_dtype_t param, const char* label) {
+/* `transport`: FSDP_TRANSPORT_SHM, or FSDP_TRANSPORT_SHM_ZERO_COPY (whose float32 units on one
+ * node keep their shards in the node's copy, and whose other units take SHM's path). */
+static void compare(fsdp_transport_t transport, fsdp_sharding_strategy_t strategy,
+                    fsdp_dtype_t param, const char* label) {
   model_t mpi, shm;
   make_model(&mpi, FSDP_TRANSPORT_MPI, strategy, param, param);
-  make_model(&shm, FSDP_TRANSPORT_SHM, strategy, param, param);
+  make_model(&shm, transport, strategy, param, param);
   fsdp_transport_t t = FSDP_TRANSPORT_AUTO;
   CHECK_OK(fsdp_context_placement(shm.ctx, NULL, NULL, NULL, &t));
-  CHECK_MSG(t == FSDP_TRANSPORT_SHM, label);
+  CHECK_MSG(t == transport, label);
   int F = 0;
   CHECK_OK(fsdp_context_config(shm.ctx, &F, NULL, NULL));
+  const int zero_copy = th_zero_copy(shm.ctx) && param == FSDP_FLOAT32;
+  for (int k = 0; k < UNITS; ++k) {
+    int z = -1;
+    CHECK_OK(fsdp_unit_zero_copy(shm.u[k], &z));
+    CHECK_MSG(z == zero_copy, label);
+  }
   /* Bitwise against MPI's ring when the shard group is one node's team; hierarchical otherwise. */
   const int one_team = th_unsharded_sharers(shm.ctx) == (size_t)F;
   char msg[160];
@@ -214,6 +228,92 @@ static void check_steady_state(void) {
   free_model(&m);
 }
 
+/* Zero-copy storage: 70 units (one more than the node's 64 slot indexes allow, plus some)
+ * keep their initial values through unshards, the first 64 zero-copy and the rest on SHM's copy
+ * path; a unit with frozen and trainable parameters takes the copy path too; destroyed units
+ * give their slots to new ones; and unsharding takes no memory and allocates nothing. */
+static void check_zero_copy_storage(void) {
+  fsdp_config_t cfg = FSDP_CONFIG_INIT;
+  cfg.transport = FSDP_TRANSPORT_SHM_ZERO_COPY;
+  fsdp_context_t ctx = NULL;
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx));
+  const int expected = th_zero_copy(ctx);
+  enum { MANY = 70 };
+  fsdp_unit_t u[MANY];
+  const int64_t n = 3001;
+  float* v = malloc((size_t)n * sizeof(float));
+  int values_ok = 1, flags_ok = 1;
+  for (int round = 0; round < 2; ++round) {
+    for (int k = 0; k < MANY; ++k) {
+      for (int64_t i = 0; i < n; ++i) v[i] = (float)(k * 10000 + i + round);
+      const void* values[1] = {v};
+      fsdp_param_desc_t d = {"w", 1, &n, FSDP_FLOAT32, 1};
+      CHECK_OK(fsdp_unit_create(ctx, 1, &d, values, &u[k]));
+      int z = -1;
+      CHECK_OK(fsdp_unit_zero_copy(u[k], &z));
+      flags_ok &= z == (expected && k < 64);
+    }
+    fsdp_memory_stats_t m;
+    memset(&m, 0, sizeof m);
+    m.size = sizeof m;
+    CHECK_OK(fsdp_memory_stats(ctx, &m));
+    const uint64_t calls = m.allocation_calls;
+    for (int k = 0; k < MANY; ++k) {
+      CHECK_OK(fsdp_unshard(u[k]));
+      float* p = NULL;
+      CHECK_OK(fsdp_param_data(u[k], 0, (void**)&p));
+      for (int64_t i = 0; i < n; ++i) values_ok &= p[i] == (float)(k * 10000 + i + round);
+      CHECK_OK(fsdp_memory_stats(ctx, &m));
+      if (expected && k < 64) {
+        CHECK_MSG(m.unsharded_bytes == 0, "zero-copy: an unsharded unit takes no memory");
+        if (k == 63) /* before the copy path's units */
+          CHECK_MSG(m.allocation_calls == calls, "zero-copy: unsharding allocates nothing");
+      }
+      CHECK_OK(fsdp_reshard(u[k]));
+    }
+    for (int k = 0; k < MANY; ++k) CHECK_OK(fsdp_unit_destroy(&u[k]));
+  }
+  CHECK_MSG(flags_ok, "zero-copy: the first 64 units of a node, and no more");
+  CHECK_MSG(values_ok, "zero-copy: every unit unshards to its initial values");
+  /* Trainable and frozen parameters in one unit: this rank's blocks are not contiguous. */
+  const int64_t shapes[2] = {257, 129};
+  fsdp_param_desc_t d2[2] = {{"a", 1, &shapes[0], FSDP_FLOAT32, 1},
+                             {"b", 1, &shapes[1], FSDP_FLOAT32, 0}};
+  fsdp_unit_t mixed = NULL;
+  CHECK_OK(fsdp_unit_create(ctx, 2, d2, NULL, &mixed));
+  int z = -1;
+  CHECK_OK(fsdp_unit_zero_copy(mixed, &z));
+  CHECK_MSG(z == 0, "zero-copy: a unit with frozen and trainable parameters copies");
+  CHECK_OK(fsdp_unit_destroy(&mixed));
+  free(v);
+  CHECK_OK(fsdp_finalize(&ctx));
+}
+
+/* Zero-copy storage, the rule's other side: a shard written after the unit's reduce (here after
+ * its reshard, with a barrier standing for the reduce) is what every rank of the node reads at
+ * the next unshard, with no copy in between. */
+static void check_zero_copy_writes(void) {
+  model_t m;
+  make_model(&m, FSDP_TRANSPORT_SHM_ZERO_COPY, FSDP_FULL_SHARD, FSDP_FLOAT32, FSDP_FLOAT32);
+  int srank = 0, F = 0;
+  CHECK_OK(fsdp_group_info(m.ctx, FSDP_GROUP_SHARD, &srank, &F));
+  int ok = 1;
+  for (int round = 0; round < 3; ++round) {
+    float* s = NULL;
+    size_t n = 0;
+    CHECK_OK(fsdp_shard_data(m.u[2], (void**)&s, &n));
+    for (size_t j = 0; j < n; ++j) s[j] = (float)(round * 1000003 + srank * (int)n + (int)j);
+    CHECK_OK(fsdp_unshard(m.u[2]));
+    float* p = NULL;
+    CHECK_OK(fsdp_param_data(m.u[2], 0, (void**)&p));
+    for (int64_t i = 0; i < kNumel[2]; ++i) ok &= p[i] == (float)(round * 1000003 + i);
+    CHECK_OK(fsdp_reshard(m.u[2]));
+    MPI_Barrier(MPI_COMM_WORLD); /* nobody reads the unit any more: shards may be written */
+  }
+  CHECK_MSG(ok, "zero-copy: every rank reads the shards as their ranks last wrote them");
+  free_model(&m);
+}
+
 static sigjmp_buf fault_jump;
 static void on_fault(int sig) {
   (void)sig;
@@ -222,16 +322,7 @@ static void on_fault(int sig) {
 
 /* Debug mode: node-shared parameters are read-only to the caller; after reshard the library
  * reuses the buffer normally. */
-static void check_read_only(void) {
-  setenv("FSDP_DEBUG", "1", 1);
-  model_t m;
-  make_model(&m, FSDP_TRANSPORT_SHM, FSDP_FULL_SHARD, FSDP_FLOAT32, FSDP_FLOAT32);
-  unsetenv("FSDP_DEBUG");
-  const int shared = th_unsharded_sharers(m.ctx) > 1;
-  CHECK_OK(fsdp_unshard(m.u[3]));
-  float* p = NULL;
-  CHECK_OK(fsdp_param_data(m.u[3], 0, (void**)&p));
-  const float before = p[5];
+static int write_faults(volatile float* p, float value) {
   struct sigaction act, old_segv, old_bus;
   memset(&act, 0, sizeof act);
   act.sa_handler = on_fault;
@@ -240,11 +331,41 @@ static void check_read_only(void) {
   sigaction(SIGBUS, &act, &old_bus);
   volatile int faulted = 0;
   if (sigsetjmp(fault_jump, 1) == 0)
-    ((volatile float*)p)[5] = before + 1.0f;
+    *p = value;
   else
     faulted = 1;
   sigaction(SIGSEGV, &old_segv, NULL);
   sigaction(SIGBUS, &old_bus, NULL);
+  return faulted;
+}
+
+/* `transport`: with FSDP_TRANSPORT_SHM_ZERO_COPY the shard itself is in the sealed slot, so a
+ * write into the shard while the unit is unsharded faults too, and works again after reshard. */
+static void check_read_only(fsdp_transport_t transport) {
+  setenv("FSDP_DEBUG", "1", 1);
+  model_t m;
+  make_model(&m, transport, FSDP_FULL_SHARD, FSDP_FLOAT32, FSDP_FLOAT32);
+  unsetenv("FSDP_DEBUG");
+  const int shared = th_unsharded_sharers(m.ctx) > 1;
+  CHECK_OK(fsdp_unshard(m.u[3]));
+  float* p = NULL;
+  CHECK_OK(fsdp_param_data(m.u[3], 0, (void**)&p));
+  if (transport == FSDP_TRANSPORT_SHM_ZERO_COPY && th_zero_copy(m.ctx)) {
+    float* s = NULL;
+    CHECK_OK(fsdp_shard_data(m.u[3], (void**)&s, NULL));
+    const float was = s[1];
+    CHECK_MSG(write_faults(s + 1, was + 1.0f) && s[1] == was,
+              "debug mode, zero-copy: a write into the shard of an unsharded unit faults");
+    CHECK_OK(fsdp_reshard(m.u[3]));
+    CHECK_MSG(!write_faults(s + 1, was + 1.0f) && s[1] == was + 1.0f,
+              "debug mode, zero-copy: the shard is writable again after reshard");
+    s[1] = was;
+    MPI_Barrier(MPI_COMM_WORLD); /* every rank restored its shard before the next unshard */
+    CHECK_OK(fsdp_unshard(m.u[3]));
+    CHECK_OK(fsdp_param_data(m.u[3], 0, (void**)&p));
+  }
+  const float before = p[5];
+  const int faulted = write_faults(p + 5, before + 1.0f);
   if (shared) {
     CHECK_MSG(faulted && p[5] == before, "debug mode: a write into node-shared parameters faults");
   } else {
@@ -263,12 +384,19 @@ int main(int argc, char** argv) {
   /* This program picks its transports itself; MPI's ring is the order shared memory reproduces. */
   unsetenv("FSDP_TRANSPORT");
   setenv("FSDP_REDUCE_SCATTER_ALGORITHM", "ring", 1);
-  compare(FSDP_FULL_SHARD, FSDP_FLOAT32, "full, float32");
-  compare(FSDP_FULL_SHARD, FSDP_BFLOAT16, "full, bfloat16");
-  compare(FSDP_FULL_SHARD, FSDP_FLOAT16, "full, float16");
-  if (th_size() == 4) compare(FSDP_HYBRID_SHARD, FSDP_BFLOAT16, "hybrid F=2, bfloat16");
+  const fsdp_transport_t shm = FSDP_TRANSPORT_SHM, zero_copy = FSDP_TRANSPORT_SHM_ZERO_COPY;
+  compare(shm, FSDP_FULL_SHARD, FSDP_FLOAT32, "full, float32");
+  compare(shm, FSDP_FULL_SHARD, FSDP_BFLOAT16, "full, bfloat16");
+  compare(shm, FSDP_FULL_SHARD, FSDP_FLOAT16, "full, float16");
+  if (th_size() == 4) compare(shm, FSDP_HYBRID_SHARD, FSDP_BFLOAT16, "hybrid F=2, bfloat16");
+  compare(zero_copy, FSDP_FULL_SHARD, FSDP_FLOAT32, "zero-copy, full, float32");
+  compare(zero_copy, FSDP_FULL_SHARD, FSDP_BFLOAT16, "zero-copy, full, bfloat16 (copies)");
+  if (th_size() == 4) compare(zero_copy, FSDP_HYBRID_SHARD, FSDP_FLOAT32, "zero-copy, hybrid F=2");
   check_determinism();
   check_steady_state();
-  check_read_only();
+  check_zero_copy_storage();
+  check_zero_copy_writes();
+  check_read_only(shm);
+  check_read_only(zero_copy);
   return th_finish();
 }

@@ -105,6 +105,7 @@ _PROTOTYPES = {
     "fsdp_unit_numel": [c_void_p, P(size_t), P(size_t), P(size_t)],
     "fsdp_unit_info": [c_void_p, P(c_int), P(c_int)],
     "fsdp_unit_precision": [c_void_p, P(c_int), P(c_int), P(c_int)],
+    "fsdp_unit_zero_copy": [c_void_p, P(c_int)],
     "fsdp_param_info": [c_void_p, c_int, P(c_char_p), P(c_int), P(ctypes.c_int64), P(c_int),
                         P(c_int)],
     "fsdp_unshard_async": [c_void_p, P(c_void_p)],

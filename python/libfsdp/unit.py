@@ -18,6 +18,11 @@ class Unit:
         _check(_lib.fsdp_unit_info(handle, ctypes.byref(n), None))
         _check(_lib.fsdp_unit_precision(handle, *[ctypes.byref(p) for p in precision]))
         self.dtype, self.param_dtype, self.reduce_dtype = (_NUMPY[p.value] for p in precision)
+        # FSDP_TRANSPORT=shm_zero_copy: the shard is this rank's block of the node's unsharded
+        # copy, so write it only when no rank of the node still reads the unit's parameters.
+        zero_copy = ctypes.c_int()
+        _check(_lib.fsdp_unit_zero_copy(handle, ctypes.byref(zero_copy)))
+        self.zero_copy = bool(zero_copy.value)
         self.names, self.shapes, self.requires_grad = [], [], []
         for i in range(n.value):
             name, ndim, rg = ctypes.c_char_p(), ctypes.c_int(), ctypes.c_int()

@@ -15,6 +15,8 @@ static_assert(static_cast<int>(fsdp::TransportKind::Auto) == FSDP_TRANSPORT_AUTO
 static_assert(static_cast<int>(fsdp::TransportKind::Mpi) == FSDP_TRANSPORT_MPI, "");
 static_assert(static_cast<int>(fsdp::TransportKind::Nccl) == FSDP_TRANSPORT_NCCL, "");
 static_assert(static_cast<int>(fsdp::TransportKind::Shm) == FSDP_TRANSPORT_SHM, "");
+static_assert(static_cast<int>(fsdp::TransportKind::ShmZeroCopy) == FSDP_TRANSPORT_SHM_ZERO_COPY,
+              "");
 
 extern "C" {
 

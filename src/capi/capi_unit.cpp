@@ -281,6 +281,14 @@ fsdp_status_t fsdp_unit_precision(fsdp_unit_t unit, fsdp_dtype_t* storage,
   });
 }
 
+fsdp_status_t fsdp_unit_zero_copy(fsdp_unit_t unit, int* zero_copy) {
+  return guard(__func__, [&] {
+    const Unit& u = unit_from(unit, "unit");
+    if (!zero_copy) fail(Errc::InvalidArgument, "zero_copy: NULL output pointer");
+    *zero_copy = u.zero_copy() ? 1 : 0;
+  });
+}
+
 fsdp_status_t fsdp_param_shard_range(fsdp_unit_t unit, int index, size_t* shard_offset,
                                      size_t* param_offset, size_t* length) {
   return guard(__func__, [&] {

@@ -87,10 +87,13 @@ ContextOptions options_from_config(const fsdp_config_t* cfg) {
     fail(Errc::InvalidArgument,
          "cfg->transport = FSDP_TRANSPORT_NCCL needs cfg->memory_space = FSDP_MEMORY_CUDA (NCCL "
          "moves device memory only)");
-  if (c.transport == FSDP_TRANSPORT_SHM && cuda)
+  if ((c.transport == FSDP_TRANSPORT_SHM || c.transport == FSDP_TRANSPORT_SHM_ZERO_COPY) && cuda)
     fail(Errc::InvalidArgument,
-         "cfg->transport = FSDP_TRANSPORT_SHM needs cfg->memory_space = FSDP_MEMORY_HOST (the "
-         "node shared-memory transport moves host memory; device memory goes over NCCL or MPI)");
+         std::string("cfg->transport = ") +
+             (c.transport == FSDP_TRANSPORT_SHM ? "FSDP_TRANSPORT_SHM"
+                                                : "FSDP_TRANSPORT_SHM_ZERO_COPY") +
+             " needs cfg->memory_space = FSDP_MEMORY_HOST (the node shared-memory transport moves "
+             "host memory; device memory goes over NCCL or MPI)");
   if (c.device >= 0 && !cuda)
     fail(Errc::InvalidArgument, "cfg->device = " + std::to_string(c.device) +
                                     " is for cfg->memory_space = FSDP_MEMORY_CUDA; leave it -1");

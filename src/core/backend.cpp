@@ -47,7 +47,8 @@ void Backend::choose_host_transport(const PlacementRequest& request, const Proce
   const Group& world = groups.world();
   std::optional<Error> local;
   if (request.transport == TransportKind::Mpi) return;
-  const bool forced = request.transport == TransportKind::Shm;
+  const bool zero_copy = request.transport == TransportKind::ShmZeroCopy;
+  const bool forced = request.transport == TransportKind::Shm || zero_copy;
   try {
     shm_ = std::make_unique<shm::ShmTransport>(groups.shard(), topo.node_leader, *host_transport_,
                                                accounting, protect_shared_parameters());
@@ -55,7 +56,11 @@ void Backend::choose_host_transport(const PlacementRequest& request, const Proce
     if (forced) local = e;
   }
   if (forced) {
-    agree(world, "shared-memory transport setup (cfg->transport = FSDP_TRANSPORT_SHM)", 0, local);
+    agree(world,
+          zero_copy
+              ? "shared-memory transport setup (cfg->transport = FSDP_TRANSPORT_SHM_ZERO_COPY)"
+              : "shared-memory transport setup (cfg->transport = FSDP_TRANSPORT_SHM)",
+          0, local);
   } else {
     // Worth it with a node peer in the shard group; used only when every group can.
     int usable = shm_ && shm_->team().size() > 1 ? 1 : 0;
@@ -63,7 +68,7 @@ void Backend::choose_host_transport(const PlacementRequest& request, const Proce
               "MPI_Allreduce");
     if (!usable) shm_.reset();  // collective over the shard group, whose members all built it
   }
-  if (shm_) placement_.transport = TransportKind::Shm;
+  if (shm_) placement_.transport = zero_copy ? TransportKind::ShmZeroCopy : TransportKind::Shm;
 }
 
 Backend::Backend(const PlacementRequest& request, const MpiTransportOptions& mpi,
@@ -123,7 +128,8 @@ Backend::Backend(const PlacementRequest& request, const MpiTransportOptions& mpi
                  "refuses; give each rank its own GPU or use FSDP_TRANSPORT_MPI");
       nccl = true;
     } else if (request.transport == TransportKind::Auto ||
-               request.transport == TransportKind::Shm) {  // shm: FSDP_TRANSPORT, for host contexts
+               request.transport == TransportKind::Shm ||
+               request.transport == TransportKind::ShmZeroCopy) {  // FSDP_TRANSPORT, for host
       nccl = cuda::built_with_nccl() && shared.first < 0;
     }
     if (!nccl) staging_ = cuda::make_pinned_memory(placement_.device);

@@ -45,6 +45,13 @@ class Backend {
   }
   // The node's shared unsharded buffers (shared-memory transport), or nullptr.
   shm::NodeSlots* node_slots() { return shm_ ? &shm_->slots() : nullptr; }
+  // With FSDP_TRANSPORT_SHM_ZERO_COPY and a shard group inside one node, the transport whose node
+  // slots hold zero-copy units' shards for good; nullptr otherwise.
+  shm::ShmTransport* zero_copy() {
+    return shm_ && placement_.transport == TransportKind::ShmZeroCopy && shm_->resident_slots()
+               ? shm_.get()
+               : nullptr;
+  }
   // Frees communication scratch (fsdp_trim_pool).
   void release_scratch() {
     transport_scratch_->release();

@@ -102,9 +102,11 @@ void apply_environment(ContextOptions& options) {
       options.placement.transport = TransportKind::Nccl;
     else if (!std::strcmp(v, "shm"))
       options.placement.transport = TransportKind::Shm;
+    else if (!std::strcmp(v, "shm_zero_copy"))
+      options.placement.transport = TransportKind::ShmZeroCopy;
     else
-      fail(Errc::InvalidArgument,
-           std::string("environment FSDP_TRANSPORT=") + v + ": expected auto, mpi, shm or nccl");
+      fail(Errc::InvalidArgument, std::string("environment FSDP_TRANSPORT=") + v +
+                                      ": expected auto, mpi, shm, shm_zero_copy or nccl");
   }
   read_byte_count("FSDP_RING_MIN_BLOCK_BYTES", options.transport.ring_min_block_bytes);
   read_byte_count("FSDP_RING_PIECE_BYTES", options.transport.ring_piece_bytes);

@@ -148,6 +148,7 @@ class Context {
   Transport& transport() { return backend_->transport(); }
   // The shared-memory transport's node slots for unsharded parameters, or nullptr.
   shm::NodeSlots* node_slots() { return backend_->node_slots(); }
+  shm::ShmTransport* zero_copy() { return backend_->zero_copy(); }
   // fsdp_abort: the transport is torn down and every later call but fsdp_finalize is refused.
   void abort();
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }

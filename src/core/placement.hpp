@@ -6,7 +6,7 @@ namespace fsdp {
 
 // Values equal fsdp_memory_space_t's and fsdp_transport_t's (checked in src/capi).
 enum class MemoryPlace : int { Host = 0, Cuda = 1 };
-enum class TransportKind : int { Auto = 0, Mpi = 1, Nccl = 2, Shm = 3 };
+enum class TransportKind : int { Auto = 0, Mpi = 1, Nccl = 2, Shm = 3, ShmZeroCopy = 4 };
 
 struct PlacementRequest {
   MemoryPlace memory = MemoryPlace::Host;

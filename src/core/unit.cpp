@@ -15,12 +15,19 @@ Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precis
       trace_name_(name_.empty() ? "unit " + std::to_string(id) : name_),
       shard_rank_(ctx.groups().shard().rank) {
   MemorySpace& shards = ctx_.shard_memory();
-  shard_ = shards.allocate(shard_bytes());
+  // Collective over the node team (unit creation is collective), before anything that may fail on
+  // one rank only.
+  if (zero_copy_eligible() &&
+      ctx_.zero_copy()->resident_slots()->try_acquire(unsharded_bytes(), resident_))
+    shard_ = static_cast<char*>(resident_.data()) +
+             static_cast<std::size_t>(shard_rank_) * shard_bytes();
+  else
+    shard_ = shards.allocate(shard_bytes());
   try {
     gathered_ = ctx_.memory().new_mark();
     grad_ready_ = ctx_.memory().new_mark();
   } catch (...) {
-    shards.deallocate(shard_, shard_bytes());
+    if (!zero_copy()) shards.deallocate(shard_, shard_bytes());
     throw;
   }
   ctx_.accounting().add(MemoryKind::Shard, shard_bytes());
@@ -30,7 +37,10 @@ Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precis
 Unit::~Unit() {
   release_unsharded();
   full_grad_.reset();
-  ctx_.shard_memory().deallocate(shard_, shard_bytes());
+  if (zero_copy())
+    resident_.reset();  // local: the slot is reused or freed once no team rank holds it
+  else
+    ctx_.shard_memory().deallocate(shard_, shard_bytes());
   ctx_.accounting().sub(MemoryKind::Shard, shard_bytes());
   if (grad_shard_) {
     ctx_.shard_memory().deallocate(grad_shard_, grad_shard_bytes());
@@ -75,6 +85,18 @@ void Unit::copy_own_blocks(void* full) {
 void Unit::release_unsharded() {
   unsharded_.reset();
   slot_.reset();
+  if (resident_held_) {  // the shard stays: the slot is this unit's storage
+    if (shm::ShmTransport* zc = ctx_.zero_copy()) zc->resident_slots()->unseal(resident_);
+    resident_held_ = false;
+  }
+}
+
+bool Unit::zero_copy_eligible() const {
+  // Every rank's shard must be exactly its block of the unsharded buffer: no conversion, and at
+  // most one non-empty section (with two, a shard is two blocks far apart).
+  return ctx_.zero_copy() && precision_.param == precision_.storage &&
+         !ctx_.placement().cpu_offload &&
+         (layout_.sections()[0].numel == 0 || layout_.sections()[1].numel == 0);
 }
 
 bool Unit::own_block_copied() const {
@@ -137,6 +159,18 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
   ctx_.make_room();    // the caller blocks rather than allocating more
   TraceSpan span(ctx_.trace(), "unshard", trace_name(), unsharded_bytes());
   CommWorker& w = ctx_.worker();
+  if (zero_copy()) {
+    // Nothing to move: the node's ranks meet once, after which each one's shard writes so far
+    // are visible to all (the barrier orders them), in collective order on the progress thread.
+    resident_held_ = true;
+    shm::ShmTransport* zc = ctx_.zero_copy();
+    auto body = [this, zc, now] {
+      TraceSpan s(ctx_.trace(), "all_gather", trace_name(), 0, now ? 0 : 1);
+      zc->publish_resident(resident_);
+      ctx_.memory().record(gathered_.get());
+    };
+    return track(Pending::Unshard, now ? w.run_inline(body) : w.submit(body));
+  }
   if (shm::NodeSlots* slots = ctx_.node_slots()) {
     // The slot is chosen with the node's other ranks, so in collective order: on the progress
     // thread, which also writes this rank's blocks into it.

@@ -2,7 +2,9 @@
 // (the master copy, in the storage dtype) and gradient shard; borrows an unsharded parameter
 // buffer (param dtype) from the pool between unshard and reshard, and a full gradient buffer
 // (param dtype, trainable section only) between the first grad_data and the reduce that
-// communicates it.
+// communicates it. With FSDP_TRANSPORT_SHM_ZERO_COPY, a unit that can ("zero-copy storage": shard
+// group on one node, no conversion, this rank's blocks contiguous) keeps its shard at its block
+// of a node slot it holds for life: the unsharded buffer is that slot, and unshard a barrier.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +51,9 @@ class Unit {
   const Precision& precision() const { return precision_; }
   Context& context() const { return ctx_; }
   int shard_rank() const { return shard_rank_; }
-  bool is_unsharded() const { return unsharded_ || slot_.claimed(); }
+  bool is_unsharded() const { return unsharded_ || slot_.claimed() || resident_held_; }
+  // Whether the shard lives in the node's unsharded copy (see above).
+  bool zero_copy() const { return resident_.data() != nullptr; }
   bool has_pending_grad() const { return static_cast<bool>(full_grad_); }
   // Ties this unit uses (alias index = num_params() + position), and units tied to this one.
   const std::vector<Tie>& ties() const { return ties_; }
@@ -124,8 +128,14 @@ class Unit {
   // This rank's block of each section, rounded to param_dtype, into `full` (mixed precision, and
   // CPU offload where the shard is in host memory the transport does not take).
   void copy_own_blocks(void* full);
-  // The unsharded buffer: a node slot with the shared-memory transport, else a pool buffer.
-  void* unsharded_data() const { return slot_.claimed() ? slot_.data() : unsharded_.data(); }
+  // The unsharded buffer: zero-copy storage, a node slot with the shared-memory transport, else a
+  // pool buffer.
+  void* unsharded_data() const {
+    if (resident_held_) return resident_.data();
+    return slot_.claimed() ? slot_.data() : unsharded_.data();
+  }
+  // Whether this unit can keep its shard in zero-copy storage (the same answer on every rank).
+  bool zero_copy_eligible() const;
   void release_unsharded();
   // Whether unshard_async writes this rank's block of the unsharded buffer itself (a conversion,
   // or a copy out of offloaded host memory) so the all-gather runs in place.
@@ -153,6 +163,10 @@ class Unit {
   // With the shared-memory transport instead: the node's copy, claimed when the unshard starts and
   // filled in by the all-gather, which picks the slot together with the node's other ranks.
   shm::NodeSlots::Lease slot_;
+  // Zero-copy storage: the node slot the shards live in, held from construction to destruction,
+  // and whether this rank has the unit unsharded in it (unshard to reshard).
+  shm::NodeSlots::Lease resident_;
+  bool resident_held_ = false;
   BufferPool::Lease full_grad_;    // the caller's full gradient while one is being written
   BufferPool::Lease reduce_copy_;  // the full gradient in reduce_dtype while it is reduced
   // Device memory: recorded after the all-gather and after a fresh gradient buffer is zeroed, so

@@ -19,8 +19,9 @@ void NodeSlots::Lease::reset() {
   claimed_ = sealed_ = false;
 }
 
-NodeSlots::NodeSlots(NodeTeam& team, MemoryAccounting& accounting, bool protect)
-    : team_(team), accounting_(accounting), protect_(protect) {}
+NodeSlots::NodeSlots(NodeTeam& team, MemoryAccounting& accounting, bool protect,
+                     uint64_t Mailbox::*post)
+    : team_(team), accounting_(accounting), protect_(protect), post_(post) {}
 
 NodeSlots::~NodeSlots() {
   const bool abandon = team_.aborted();
@@ -48,10 +49,20 @@ int NodeSlots::create(std::size_t bytes) {
 }
 
 void NodeSlots::acquire(std::size_t bytes, Lease& lease) {
-  team_.mailbox(team_.rank()).held_slots = held_.load(std::memory_order_acquire);
+  acquire(bytes, lease, /*may_refuse=*/false);
+}
+
+bool NodeSlots::try_acquire(std::size_t bytes, Lease& lease) {
+  const bool got = acquire(bytes, lease, /*may_refuse=*/true);
+  team_.barrier();  // every rank read the posts
+  return got;
+}
+
+bool NodeSlots::acquire(std::size_t bytes, Lease& lease, bool may_refuse) {
+  team_.mailbox(team_.rank()).*post_ = held_.load(std::memory_order_acquire);
   team_.barrier();
   uint64_t held = 0;  // by any team rank; read before the gather's barrier, rewritten after it
-  for (int r = 0; r < team_.size(); ++r) held |= team_.mailbox(r).held_slots;
+  for (int r = 0; r < team_.size(); ++r) held |= team_.mailbox(r).*post_;
   int index = -1;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
@@ -60,6 +71,12 @@ void NodeSlots::acquire(std::size_t bytes, Lease& lease) {
       index = static_cast<int>(i);
   }
   if (index < 0) {
+    if (may_refuse && slots_.size() >= static_cast<std::size_t>(kMaxSlots)) {
+      bool reusable = false;  // an index that is unused, or free once its unheld slot goes
+      for (std::size_t i = 0; i < slots_.size(); ++i)
+        reusable |= !slots_[i].window || !(held >> i & 1u);
+      if (!reusable) return false;  // the same posts on every team rank: the same answer
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (std::size_t i = 0; i < slots_.size(); ++i)
@@ -73,6 +90,7 @@ void NodeSlots::acquire(std::size_t bytes, Lease& lease) {
   lease.capacity_ = s.capacity;
   lease.index_ = index;
   held_.fetch_or(uint64_t{1} << index, std::memory_order_acq_rel);
+  return true;
 }
 
 void NodeSlots::claim(Lease& lease, std::size_t bytes) {
@@ -86,6 +104,12 @@ void NodeSlots::claim(Lease& lease, std::size_t bytes) {
 void NodeSlots::seal(Lease& lease) {
   if (!protect_ || lease.sealed_) return;
   if (mprotect(lease.data_, lease.capacity_, PROT_READ) == 0) lease.sealed_ = true;
+}
+
+void NodeSlots::unseal(Lease& lease) {
+  if (!lease.sealed_) return;
+  mprotect(lease.data_, lease.capacity_, PROT_READ | PROT_WRITE);
+  lease.sealed_ = false;
 }
 
 void NodeSlots::release(Lease& lease) {

@@ -23,6 +23,8 @@ ShmTransport::ShmTransport(const Group& shard, int node_key, MpiTransport& mpi,
     : mpi_(mpi) {
   team_ = std::make_unique<NodeTeam>(shard, node_key);
   slots_ = std::make_unique<NodeSlots>(*team_, accounting, protect_slots);
+  resident_ =
+      std::make_unique<NodeSlots>(*team_, accounting, protect_slots, &Mailbox::held_resident);
   arena_ = std::make_unique<SharedArena>(*team_);
   arena_memory_ = std::make_unique<ArenaMemorySpace>(*arena_);
   sums_ = std::make_unique<Scratch>(scratch_memory_, accounting);
@@ -33,13 +35,15 @@ ShmTransport::~ShmTransport() {
   chunk_.reset();
   sums_.reset();
   slots_.reset();
+  resident_.reset();
   arena_memory_.reset();
   arena_.reset();
   team_.reset();
 }
 
 uint64_t ShmTransport::allocation_calls() const {
-  return slots_->allocation_calls() + arena_->windows() + scratch_memory_.allocation_calls();
+  return slots_->allocation_calls() + resident_->allocation_calls() + arena_->windows() +
+         scratch_memory_.allocation_calls();
 }
 
 void ShmTransport::abort() {

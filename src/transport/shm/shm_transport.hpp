@@ -44,6 +44,15 @@ class ShmTransport final : public Transport {
 
   NodeTeam& team() { return *team_; }
   NodeSlots& slots() { return *slots_; }
+  // Zero-copy storage (FSDP_TRANSPORT_SHM_ZERO_COPY): a unit's node slot for its whole life, its
+  // ranks' shards at their blocks; nullptr when the shard group spans nodes.
+  NodeSlots* resident_slots() { return team_->cross().size == 1 ? resident_.get() : nullptr; }
+  // The unshard of a unit in zero-copy storage, collective over the team: every rank's shard
+  // writes so far become visible to every team rank (one barrier), then the slot is sealed.
+  void publish_resident(NodeSlots::Lease& storage) {
+    team_->barrier();
+    resident_->seal(storage);
+  }
   SharedArena& arena() { return *arena_; }
   HostMemorySpace& arena_memory() { return *arena_memory_; }
   uint64_t allocation_calls() const;
@@ -61,7 +70,7 @@ class ShmTransport final : public Transport {
 
   MpiTransport& mpi_;
   std::unique_ptr<NodeTeam> team_;
-  std::unique_ptr<NodeSlots> slots_;
+  std::unique_ptr<NodeSlots> slots_, resident_;
   std::unique_ptr<SharedArena> arena_;
   std::unique_ptr<ArenaMemorySpace> arena_memory_;
   HostMemorySpace scratch_memory_;
