@@ -7,6 +7,13 @@
 #include "memory/dtype_dispatch.hpp"
 #include "memory/numeric.hpp"
 
+// AVX2 variants where the compiler can build them for a baseline x86-64 target.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FSDP_HOST_KERNELS_AVX2 1
+#else
+#define FSDP_HOST_KERNELS_AVX2 0
+#endif
+
 namespace fsdp::host {
 namespace {
 
@@ -94,17 +101,17 @@ const T* as(const void* p) {
   return static_cast<const T*>(p);
 }
 
-}  // namespace
-
-void add_into(void* a, const void* b, std::size_t n, DType t) {
+// The entry points' bodies; each is compiled once per ISA below, with everything it calls
+// inlined into it (flatten), so the loops vectorize for that ISA.
+inline void add_into_body(void* a, const void* b, std::size_t n, DType t) {
   with_element_type(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     add(as<T>(a), as<T>(b), n);
   });
 }
 
-void add_pair_scaled(void* out, DType out_t, const void* a, const void* b, DType in_t,
-                     std::size_t n, double divisor, Store store) {
+inline void add_pair_scaled_body(void* out, DType out_t, const void* a, const void* b, DType in_t,
+                                 std::size_t n, double divisor, Store store) {
   with_element_type(out_t, [&](auto* out_tag) {
     with_element_type(in_t, [&](auto* in_tag) {
       using Out = std::remove_pointer_t<decltype(out_tag)>;
@@ -114,8 +121,8 @@ void add_pair_scaled(void* out, DType out_t, const void* a, const void* b, DType
   });
 }
 
-void scaled(void* out, DType out_t, const void* x, DType in_t, std::size_t n, double divisor,
-            Store store) {
+inline void scaled_body(void* out, DType out_t, const void* x, DType in_t, std::size_t n,
+                        double divisor, Store store) {
   with_element_type(out_t, [&](auto* out_tag) {
     with_element_type(in_t, [&](auto* in_tag) {
       using Out = std::remove_pointer_t<decltype(out_tag)>;
@@ -125,7 +132,7 @@ void scaled(void* out, DType out_t, const void* x, DType in_t, std::size_t n, do
   });
 }
 
-void convert(void* dst, DType dst_t, const void* src, DType src_t, std::size_t n) {
+inline void convert_body(void* dst, DType dst_t, const void* src, DType src_t, std::size_t n) {
   with_element_type(dst_t, [&](auto* dst_tag) {
     with_element_type(src_t, [&](auto* src_tag) {
       using Dst = std::remove_pointer_t<decltype(dst_tag)>;
@@ -133,6 +140,76 @@ void convert(void* dst, DType dst_t, const void* src, DType src_t, std::size_t n
       convert_typed(as<Dst>(dst), as<Src>(src), n);
     });
   });
+}
+
+#define FSDP_KERNEL_SET(ATTRIBUTES, NAME)                                                          \
+  ATTRIBUTES void NAME##_add_into(void* a, const void* b, std::size_t n, DType t) {                \
+    add_into_body(a, b, n, t);                                                                     \
+  }                                                                                                \
+  ATTRIBUTES void NAME##_add_pair_scaled(void* out, DType out_t, const void* a, const void* b,     \
+                                         DType in_t, std::size_t n, double divisor, Store store) { \
+    add_pair_scaled_body(out, out_t, a, b, in_t, n, divisor, store);                               \
+  }                                                                                                \
+  ATTRIBUTES void NAME##_scaled(void* out, DType out_t, const void* x, DType in_t, std::size_t n,  \
+                                double divisor, Store store) {                                     \
+    scaled_body(out, out_t, x, in_t, n, divisor, store);                                           \
+  }                                                                                                \
+  ATTRIBUTES void NAME##_convert(void* dst, DType dst_t, const void* src, DType src_t,             \
+                                 std::size_t n) {                                                  \
+    convert_body(dst, dst_t, src, src_t, n);                                                       \
+  }                                                                                                \
+  const KernelSet NAME##_set = {#NAME, NAME##_add_into, NAME##_add_pair_scaled, NAME##_scaled,     \
+                                NAME##_convert};
+
+FSDP_KERNEL_SET(__attribute__((flatten)), baseline)
+#if FSDP_HOST_KERNELS_AVX2
+FSDP_KERNEL_SET(__attribute__((target("avx2"), flatten)), avx2)
+#endif
+#undef FSDP_KERNEL_SET
+
+const KernelSet& chosen() {
+#if FSDP_HOST_KERNELS_AVX2
+  static const KernelSet& set = __builtin_cpu_supports("avx2") ? avx2_set : baseline_set;
+#else
+  static const KernelSet& set = baseline_set;
+#endif
+  return set;
+}
+
+}  // namespace
+
+const KernelSet& baseline_kernels() {
+  return baseline_set;
+}
+
+const KernelSet* avx2_kernels() {
+#if FSDP_HOST_KERNELS_AVX2
+  return __builtin_cpu_supports("avx2") ? &avx2_set : nullptr;
+#else
+  return nullptr;
+#endif
+}
+
+const KernelSet& active_kernels() {
+  return chosen();
+}
+
+void add_into(void* a, const void* b, std::size_t n, DType t) {
+  chosen().add_into(a, b, n, t);
+}
+
+void add_pair_scaled(void* out, DType out_t, const void* a, const void* b, DType in_t,
+                     std::size_t n, double divisor, Store store) {
+  chosen().add_pair_scaled(out, out_t, a, b, in_t, n, divisor, store);
+}
+
+void scaled(void* out, DType out_t, const void* x, DType in_t, std::size_t n, double divisor,
+            Store store) {
+  chosen().scaled(out, out_t, x, in_t, n, divisor, store);
+}
+
+void convert(void* dst, DType dst_t, const void* src, DType src_t, std::size_t n) {
+  chosen().convert(dst, dst_t, src, src_t, n);
 }
 
 }  // namespace fsdp::host
