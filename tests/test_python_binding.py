@@ -112,6 +112,24 @@ unit.reshard()
 ctx.finalize()
 expect_error("FSDP_ERR_FINALIZED", "", unit.unshard)
 
+# Zero-copy storage (FSDP_TRANSPORT=shm_zero_copy, read by fsdp_init): every rank here is on one
+# node, so a float32 unit keeps its shard in the node's copy, and unshards to its values.
+transport = os.environ.get("FSDP_TRANSPORT")
+if transport != "shm_zero_copy":
+    check(unit.zero_copy is False, "no zero-copy storage on the other transports")
+os.environ["FSDP_TRANSPORT"] = "shm_zero_copy"
+zctx = libfsdp.init(param_dtype="float32")
+if transport is None:
+    del os.environ["FSDP_TRANSPORT"]
+else:
+    os.environ["FSDP_TRANSPORT"] = transport
+zunit = zctx.unit([("w", w0)])
+check(zunit.zero_copy is True, "a float32 unit on one node has zero-copy storage")
+zunit.unshard()
+check(np.array_equal(zunit.param(0), w0), "a zero-copy unit unshards to its initial values")
+zunit.reshard()
+zctx.finalize()
+
 if rank == 0 and failures == 0:
     os.remove(path)
 print(f"rank {rank}: {'OK' if failures == 0 else f'{failures} failure(s)'}", flush=True)
