@@ -165,7 +165,7 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
     resident_held_ = true;
     shm::ShmTransport* zc = ctx_.zero_copy();
     auto body = [this, zc, now] {
-      TraceSpan s(ctx_.trace(), "all_gather", trace_name(), 0, now ? 0 : 1);
+      TraceSpan s(ctx_.trace(), "all_gather", trace_name(), unsharded_bytes(), now ? 0 : 1);
       zc->publish_resident(resident_);
       ctx_.memory().record(gathered_.get());
     };
