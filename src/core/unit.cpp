@@ -93,9 +93,9 @@ void Unit::release_unsharded() {
 
 bool Unit::zero_copy_eligible() const {
   // Every rank's shard must be exactly its block of the unsharded buffer: no conversion, and at
-  // most one non-empty section (with two, a shard is two blocks far apart).
+  // most one non-empty section (with two, a shard is two blocks far apart). The transport is a
+  // host one, so there is no CPU offload to exclude.
   return ctx_.zero_copy() && precision_.param == precision_.storage &&
-         !ctx_.placement().cpu_offload &&
          (layout_.sections()[0].numel == 0 || layout_.sections()[1].numel == 0);
 }
 

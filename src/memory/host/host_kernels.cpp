@@ -167,15 +167,6 @@ FSDP_KERNEL_SET(__attribute__((target("avx2"), flatten)), avx2)
 #endif
 #undef FSDP_KERNEL_SET
 
-const KernelSet& chosen() {
-#if FSDP_HOST_KERNELS_AVX2
-  static const KernelSet& set = __builtin_cpu_supports("avx2") ? avx2_set : baseline_set;
-#else
-  static const KernelSet& set = baseline_set;
-#endif
-  return set;
-}
-
 }  // namespace
 
 const KernelSet& baseline_kernels() {
@@ -191,25 +182,26 @@ const KernelSet* avx2_kernels() {
 }
 
 const KernelSet& active_kernels() {
-  return chosen();
+  static const KernelSet& set = avx2_kernels() ? *avx2_kernels() : baseline_set;
+  return set;
 }
 
 void add_into(void* a, const void* b, std::size_t n, DType t) {
-  chosen().add_into(a, b, n, t);
+  active_kernels().add_into(a, b, n, t);
 }
 
 void add_pair_scaled(void* out, DType out_t, const void* a, const void* b, DType in_t,
                      std::size_t n, double divisor, Store store) {
-  chosen().add_pair_scaled(out, out_t, a, b, in_t, n, divisor, store);
+  active_kernels().add_pair_scaled(out, out_t, a, b, in_t, n, divisor, store);
 }
 
 void scaled(void* out, DType out_t, const void* x, DType in_t, std::size_t n, double divisor,
             Store store) {
-  chosen().scaled(out, out_t, x, in_t, n, divisor, store);
+  active_kernels().scaled(out, out_t, x, in_t, n, divisor, store);
 }
 
 void convert(void* dst, DType dst_t, const void* src, DType src_t, std::size_t n) {
-  chosen().convert(dst, dst_t, src, src_t, n);
+  active_kernels().convert(dst, dst_t, src, src_t, n);
 }
 
 }  // namespace fsdp::host

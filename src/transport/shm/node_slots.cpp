@@ -113,7 +113,7 @@ void NodeSlots::unseal(Lease& lease) {
 }
 
 void NodeSlots::release(Lease& lease) {
-  if (lease.sealed_) mprotect(lease.data_, lease.capacity_, PROT_READ | PROT_WRITE);
+  unseal(lease);
   held_.fetch_and(~(uint64_t{1} << lease.index_), std::memory_order_acq_rel);
 }
 
