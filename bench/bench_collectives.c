@@ -1,7 +1,8 @@
 /* fsdp_unshard and fsdp_reduce_grads on each host transport (node shared memory, its zero-copy
  * storage, plain MPI)
  * against raw MPI_Allgather and MPI_Reduce_scatter_block of the same bytes and against the
- * physical limit (one memcpy of the unsharded bytes per rank), in the same run: sizes 4 KiB to
+ * physical limit (one memcpy of the unsharded bytes per rank) and the shared-memory algorithm's
+ * own data movement written without the library (the ceilings), in the same run: sizes 4 KiB to
  * 256 MiB (the unsharded unit, float32), warm buffers, the operations interleaved in an order
  * that rotates every iteration, each iteration's time the slowest rank's, medians reported. Bus
  * bandwidth follows nccl-tests: size / time * (n-1)/n. reduce_grads is timed as a training step
@@ -39,13 +40,17 @@ static const char* const kOpNames[NUM_OPS] = {
     "memcpy",           "reduce_grads_shm",  "reduce_grads_mpi", "reduce_scatter",
     "copy_shard_bound", "sum_blocks_bound"};
 
-/* The least memory traffic of a shared-memory reduce-scatter, on this rank's data: out[i] = the
- * sum over the n blocks of block k's element i (every rank at once, as in the real reduce). */
-static void sum_blocks(float* out, const float* in, size_t block, int n) {
-  for (size_t i = 0; i < block; ++i) out[i] = in[i] + in[block + i];
+/* The prescribed reduce's own data movement, with no library around it: every rank has written
+ * its gradient into its part of a node-shared window (untimed, as a backward pass would), and
+ * sums its block across the node's ranks into out: its own block first, then the next ranks' in
+ * ring order. Peers' blocks come from their caches or memory, as they do for the library. */
+static void sum_blocks(float* out, float* const* team, size_t at, size_t block, int rank, int n) {
+  const float* a = team[rank] + at;
+  const float* b = team[(rank + 1) % n] + at;
+  for (size_t i = 0; i < block; ++i) out[i] = a[i] + b[i];
   for (int k = 2; k < n; ++k) {
-    const float* b = in + (size_t)k * block;
-    for (size_t i = 0; i < block; ++i) out[i] += b[i];
+    const float* c = team[(rank + k) % n] + at;
+    for (size_t i = 0; i < block; ++i) out[i] += c[i];
   }
 }
 
@@ -62,8 +67,10 @@ static float* filled(size_t n, float value) {
 typedef struct {
   fsdp_unit_t shm, zero_copy, mpi; /* the same unit on a context of each transport */
   float *shard, *full, *grad_in, *grad_out, *copy;
+  float *copy_out, *sum_out; /* the ceilings' outputs: each as cold between its runs as a unit's */
+  float** team; /* each node rank's gradient, in a node-shared window (the reduce's ceiling) */
   size_t shard_n, numel;
-  int rank, world;
+  int rank, world, node_rank, node_size;
 } bench_t;
 
 static double reduce_unit(fsdp_unit_t u, const float* grad, size_t numel) {
@@ -112,13 +119,16 @@ static double time_op(bench_t* b, int op) {
                          */
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = MPI_Wtime();
-      memcpy(b->copy + (size_t)b->rank * b->shard_n, b->shard, b->shard_n * sizeof(float));
+      memcpy(b->copy_out + (size_t)b->rank * b->shard_n, b->shard, b->shard_n * sizeof(float));
       dt = MPI_Wtime() - t0;
       break;
     case OP_SUM_BLOCKS: /* the prescribed reduce's: each rank reads n blocks and writes one */
+      memcpy(b->team[b->node_rank], b->grad_in, b->shard_n * (size_t)b->world * sizeof(float));
+      __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the peers read it after the barrier */
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = MPI_Wtime();
-      sum_blocks(b->grad_out, b->grad_in, b->shard_n, b->world);
+      sum_blocks(b->sum_out, b->team, (size_t)b->rank * b->shard_n, b->shard_n, b->node_rank,
+                 b->node_size);
       dt = MPI_Wtime() - t0;
       break;
     case OP_REDUCE_SCATTER:
@@ -196,6 +206,11 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "--node-mib")) node_mib = (size_t)strtoull(argv[i + 1], NULL, 10);
   }
 
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int node_ranks = 1, node_rank = 0;
+  MPI_Comm_size(node, &node_ranks);
+  MPI_Comm_rank(node, &node_rank);
   fsdp_context_t shm = make_context(FSDP_TRANSPORT_SHM), mpi = make_context(FSDP_TRANSPORT_MPI);
   fsdp_context_t zero_copy = make_context(FSDP_TRANSPORT_SHM_ZERO_COPY);
   FILE* json = NULL;
@@ -223,9 +238,10 @@ int main(int argc, char** argv) {
            sysconf(_SC_NPROCESSORS_ONLN), mpi_version);
     printf(
         "Seconds (median, slowest rank); speedup = raw MPI time / shm time; ceiling = raw MPI "
-        "time / the time of the shm algorithm's data movement alone (every rank copying its "
-        "block; every rank summing its slice of the n blocks), the most any implementation of "
-        "it could reach. zero-copy: FSDP_TRANSPORT_SHM_ZERO_COPY, whose unshard moves no bytes "
+        "time / the time of the shm algorithm's data movement alone, written without the "
+        "library (every rank copying its block; every rank summing its slice of the n blocks "
+        "its node peers wrote into a shared window just before), the most any implementation "
+        "of it could reach. zero-copy: FSDP_TRANSPORT_SHM_ZERO_COPY, whose unshard moves no bytes "
         "(the shards live in the node's copy; reduce_grads is shm's).\n\n");
     printf(
         "| size | unshard shm | unshard zero-copy | unshard mpi | MPI_Allgather | memcpy | "
@@ -251,7 +267,22 @@ int main(int argc, char** argv) {
     b.full = filled(padded, 0.0f);
     b.grad_in = filled(padded, 0.5f);
     b.grad_out = filled(b.shard_n, 0.0f);
+    b.copy_out = filled(padded, 0.0f);
+    b.sum_out = filled(b.shard_n, 0.0f);
     b.copy = filled(padded, 0.0f);
+    b.node_rank = node_rank;
+    b.node_size = node_ranks;
+    MPI_Win team_win = MPI_WIN_NULL;
+    float* mine = NULL;
+    MPI_Win_allocate_shared((MPI_Aint)(padded * sizeof(float)), sizeof(float), MPI_INFO_NULL, node,
+                            &mine, &team_win);
+    b.team = malloc(sizeof(float*) * (size_t)node_ranks);
+    for (int j = 0; j < node_ranks; ++j) {
+      MPI_Aint size = 0;
+      int unit = 0;
+      MPI_Win_shared_query(team_win, j, &size, &unit, &b.team[j]);
+    }
+    memcpy(mine, b.grad_in, padded * sizeof(float)); /* mapped and written before use */
     const void* values[1] = {b.grad_in};
     TRY(fsdp_unit_create(shm, 1, &d, values, &b.shm));
     TRY(fsdp_unit_create(zero_copy, 1, &d, values, &b.zero_copy));
@@ -308,13 +339,11 @@ int main(int argc, char** argv) {
     TRY(fsdp_unit_destroy(&b.mpi));
     TRY(fsdp_trim_pool(shm));
     TRY(fsdp_trim_pool(mpi));
-    free(b.shard), free(b.full), free(b.grad_in), free(b.grad_out), free(b.copy);
+    free(b.shard), free(b.full), free(b.grad_in), free(b.grad_out), free(b.copy_out),
+        free(b.sum_out), free(b.copy), free(b.team);
+    MPI_Win_free(&team_win);
   }
 
-  MPI_Comm node = MPI_COMM_NULL;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  int node_ranks = 1;
-  MPI_Comm_size(node, &node_ranks);
   TRY(fsdp_finalize(&shm));
   TRY(fsdp_finalize(&zero_copy));
   TRY(fsdp_finalize(&mpi));

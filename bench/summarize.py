@@ -63,6 +63,16 @@ def collectives(d, lines, plots):
                 f"{min(r['reduce_speedup_vs_reduce_scatter'] for r in big):.2f}x, median "
                 f"{sorted(r['reduce_speedup_vs_reduce_scatter'] for r in big)[len(big) // 2]:.2f}x "
                 "(target 3x each).")
+            if c["machine"].get("cpus_online", n) >= n:
+                lines[-1] += (
+                    " Against the ceiling (the same algorithm's data movement written without "
+                    "the library), shm reaches at least "
+                    f"{min(r['unshard_speedup_vs_allgather'] / r['unshard_ceiling_vs_allgather'] for r in big):.0%}"
+                    " of it in unshard and "
+                    f"{min(r['reduce_speedup_vs_reduce_scatter'] / r['reduce_ceiling_vs_reduce_scatter'] for r in big):.0%}"
+                    " in reduce_grads.")
+            else:  # every synchronization waits for the scheduler, which the ceiling leaves out
+                lines[-1] += " More ranks than CPUs: the ceilings leave out the scheduler's waits."
         nm = c.get("node_memory")
         if nm:
             lines += ["", f"Node memory of {nm['units']} unsharded {size_label(nm['unit_bytes'])} "

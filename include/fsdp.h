@@ -583,8 +583,14 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit);
 FSDP_EXPORT fsdp_status_t fsdp_unshard(fsdp_unit_t unit);
 
 /** Returns the unsharded buffer to the context's pool. Local. FSDP_ERR_STATE if not unsharded.
+ *  In debug mode (FSDP_DEBUG=1, or a build without NDEBUG) with a node shared-memory transport,
+ *  FSDP_ERR_CORRUPT when the node's copy changed while this rank held it (before its
+ *  fsdp_reduce_grads of the unit, if it made one): a node peer wrote its shard (zero-copy
+ *  storage) or wrote through a pointer kept past its own reshard. The unit is resharded all the
+ *  same.
  *  @param[in] unit the unit
- *  @return FSDP_SUCCESS; STATE (not unsharded; a unit tied to it still unsharded);
+ *  @return FSDP_SUCCESS; STATE (not unsharded; a unit tied to it still unsharded); CORRUPT (debug
+ * mode: a node peer wrote into the node's copy while this rank held it);
  * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_reshard(fsdp_unit_t unit);
 

@@ -11,7 +11,10 @@
  * shards in the node's copy; its bfloat16 ones copy), then its storage rules: 64 zero-copy units
  * per node and the rest copying, mixed frozen/trainable units copying, slots reused after
  * destroy, no memory or allocation per unshard, shard writes seen by every rank at the next
- * unshard, and in debug mode a write into the shard of an unsharded unit faulting. */
+ * unshard, and in debug mode a write into the shard of an unsharded unit faulting. Last, debug
+ * mode's checksum: a node peer's write into a unit this rank holds (its shard under zero-copy
+ * storage, a stale parameter pointer otherwise) makes this rank's reshard fail with
+ * FSDP_ERR_CORRUPT, and the unit is resharded. */
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -379,6 +382,56 @@ static void check_read_only(fsdp_transport_t transport) {
   free_model(&m);
 }
 
+/* Debug mode: a node peer writing into the node's copy of a unit while this rank still holds it
+ * (its own shard under zero-copy storage, or a parameter pointer kept past its reshard) is
+ * reported by this rank's reshard, which reshards all the same. The writer is each node's second
+ * rank; it writes after every rank's unshard and its own reshard, the holders reshard after it
+ * wrote, and it restores the value once they have. Round 1 writes nothing and passes: the check
+ * starts afresh at each unshard. Round 2 is the rule's own case (test_sgd's loop): the holders
+ * reduce the unit's gradients before they reshard, and the writer writes once that reduce is
+ * done, which the rule allows, so nothing is reported. */
+static void check_peer_writes(fsdp_transport_t transport) {
+  setenv("FSDP_DEBUG", "1", 1);
+  model_t m;
+  make_model(&m, transport, FSDP_FULL_SHARD, FSDP_FLOAT32, FSDP_FLOAT32);
+  unsetenv("FSDP_DEBUG");
+  const int zero_copy = th_zero_copy(m.ctx), shared = th_unsharded_sharers(m.ctx) > 1;
+  const int writer = shared && th_rank() % th_ranks_per_node() == 1;
+  for (int round = 0; round < 3; ++round) {
+    const int write = writer && round != 1, reduce = round == 2;
+    CHECK_OK(fsdp_unshard(m.u[3]));
+    float *p = NULL, *s = NULL, *g = NULL;
+    CHECK_OK(fsdp_param_data(m.u[3], 0, (void**)&p));
+    CHECK_OK(fsdp_shard_data(m.u[3], (void**)&s, NULL));
+    /* Zero-copy: the writer's own shard; else an element of the node's copy, through p. */
+    float* target = zero_copy ? s : p + 8 * th_rank();
+    MPI_Barrier(MPI_COMM_WORLD); /* every rank holds the unit: its content is checksummed */
+    if (reduce) {
+      CHECK_OK(fsdp_zero_grads(m.u[3]));
+      CHECK_OK(fsdp_grad_data(m.u[3], 0, (void**)&g));
+      g[0] = 1.0f;
+    }
+    if (writer) CHECK_OK(fsdp_reshard(m.u[3]));
+    if (reduce) CHECK_OK(fsdp_reduce_grads(m.u[3])); /* the holders still hold the unit */
+    float was = 0.0f;
+    if (write) {
+      was = *target;
+      *target = was + 1.0f; /* breaks the rule on purpose in round 0 */
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (!writer && shared && round == 0) {
+      CHECK_FAILS(fsdp_reshard(m.u[3]), FSDP_ERR_CORRUPT, "changed while this rank held them");
+      CHECK_MSG(fsdp_param_data(m.u[3], 0, (void**)&p) == FSDP_ERR_STATE,
+                "debug mode: the unit is resharded after the report");
+    } else if (!writer) {
+      CHECK_OK(fsdp_reshard(m.u[3])); /* nobody wrote, after the reduce, or alone on its node */
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (write) *target = was; /* nobody reads the unit now */
+  }
+  free_model(&m);
+}
+
 int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_shm_transport");
   /* This program picks its transports itself; MPI's ring is the order shared memory reproduces. */
@@ -398,5 +451,7 @@ int main(int argc, char** argv) {
   check_zero_copy_writes();
   check_read_only(shm);
   check_read_only(zero_copy);
+  check_peer_writes(shm);
+  check_peer_writes(zero_copy);
   return th_finish();
 }

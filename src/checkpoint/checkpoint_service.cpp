@@ -8,7 +8,6 @@
 #include <set>
 
 #include "checkpoint/collective_error.hpp"
-#include "checkpoint/crc32c.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/json_text.hpp"
@@ -17,6 +16,7 @@
 #include "checkpoint/writer.hpp"
 #include "core/agreement.hpp"
 #include "core/context.hpp"
+#include "core/crc32c.hpp"
 #include "core/fingerprint.hpp"
 #include "core/mpi_check.hpp"
 #include "core/unit.hpp"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "checkpoint/crc32c.hpp"
+#include "core/crc32c.hpp"
 #include "core/error.hpp"
 #include "core/mpi_check.hpp"
 

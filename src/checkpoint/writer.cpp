@@ -14,12 +14,12 @@
 #include <optional>
 
 #include "checkpoint/collective_error.hpp"
-#include "checkpoint/crc32c.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/h5util.hpp"
 #include "checkpoint/index.hpp"
 #include "checkpoint/mpiio.hpp"
 #include "checkpoint/partial_checksums.hpp"
+#include "core/crc32c.hpp"
 #include "core/mpi_check.hpp"
 #include "fsdp.h"
 

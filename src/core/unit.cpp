@@ -83,6 +83,7 @@ void Unit::copy_own_blocks(void* full) {
 }
 
 void Unit::release_unsharded() {
+  copy_intact_.reset();
   unsharded_.reset();
   slot_.reset();
   if (resident_held_) {  // the shard stays: the slot is this unit's storage
@@ -224,7 +225,27 @@ void Unit::reshard() {
   TraceSpan span(ctx_.trace(), "reshard", trace_name(), unsharded_bytes());
   // The buffer goes back to the pool: whatever reuses it queues after the caller's last use.
   ctx_.memory().take_from_caller();
-  release_unsharded();
+  check_node_copy_once();
+  const bool intact = *copy_intact_;
+  release_unsharded();  // resharded either way: the hold ends, as on every other rank
+  if (!intact)
+    fail(Errc::Corrupt,
+         label() +
+             ": its unsharded parameters changed while this rank held them (debug mode): "
+             "another rank of the node wrote into the node's copy, into its own shard under "
+             "zero-copy storage or through a pointer kept past its reshard. Write shards only "
+             "when no rank of the node reads the unit (doc/shared-memory.md). The unit is "
+             "resharded.");
+}
+
+void Unit::check_node_copy_once() {
+  if (!copy_intact_) copy_intact_ = node_copy_intact();
+}
+
+bool Unit::node_copy_intact() const {
+  if (resident_held_) return ctx_.zero_copy()->resident_slots()->intact(resident_);
+  if (slot_.claimed()) return ctx_.node_slots()->intact(slot_);
+  return true;
 }
 
 void* Unit::param_data(std::size_t i) {
@@ -272,6 +293,9 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   if (pending_ == Pending::Reduce) complete_pending();
   if (std::optional<Error> refusal = reduce_refusal()) throw *refusal;
   if (!ctx_.grad_sync()) return nullptr;  // no_sync: the next micro-batch adds to it
+  // Once every node rank has entered this reduce, the rule lets them write their shards (zero-copy
+  // storage) while this rank still holds the unit: debug mode checks the node copy before that.
+  if (is_unsharded() && pending_ == Pending::None) check_node_copy_once();
   TraceSpan span(ctx_.trace(), "reduce", trace_name(), full_grad_bytes());
   ctx_.memory().take_from_caller();  // the gradient the caller computed on its stream
   void* out = grad_shard_storage();

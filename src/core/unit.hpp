@@ -137,6 +137,10 @@ class Unit {
   // Whether this unit can keep its shard in zero-copy storage (the same answer on every rank).
   bool zero_copy_eligible() const;
   void release_unsharded();
+  // Debug mode: false when a node peer wrote into the node's unsharded copy this rank holds.
+  bool node_copy_intact() const;
+  // Debug mode: checks the node copy now, once per hold: before a reduce lets peers write.
+  void check_node_copy_once();
   // Whether unshard_async writes this rank's block of the unsharded buffer itself (a conversion,
   // or a copy out of offloaded host memory) so the all-gather runs in place.
   bool own_block_copied() const;
@@ -167,6 +171,9 @@ class Unit {
   // and whether this rank has the unit unsharded in it (unshard to reshard).
   shm::NodeSlots::Lease resident_;
   bool resident_held_ = false;
+  // Debug mode, while unsharded: the node copy's check, once made (at the first reduce of the
+  // hold, after which node peers may write their shards; else at reshard).
+  std::optional<bool> copy_intact_;
   BufferPool::Lease full_grad_;    // the caller's full gradient while one is being written
   BufferPool::Lease reduce_copy_;  // the full gradient in reduce_dtype while it is reduced
   // Device memory: recorded after the all-gather and after a fresh gradient buffer is zeroed, so

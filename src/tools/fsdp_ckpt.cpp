@@ -20,11 +20,11 @@
 #include <vector>
 
 #include "checkpoint/collective_error.hpp"
-#include "checkpoint/crc32c.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/partial_checksums.hpp"
 #include "checkpoint/writer.hpp"
+#include "core/crc32c.hpp"
 #include "core/error.hpp"
 #include "core/mpi_check.hpp"
 #include "fsdp.h"

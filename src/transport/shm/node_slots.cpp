@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "core/crc32c.hpp"
 #include "core/error.hpp"
 
 namespace fsdp::shm {
@@ -14,7 +15,8 @@ void NodeSlots::Lease::reset() {
   accounting_ = nullptr;
   owner_ = nullptr;
   data_ = nullptr;
-  capacity_ = charged_ = 0;
+  capacity_ = bytes_ = charged_ = 0;
+  sealed_crc_ = 0;
   index_ = -1;
   claimed_ = sealed_ = false;
 }
@@ -88,6 +90,7 @@ bool NodeSlots::acquire(std::size_t bytes, Lease& lease, bool may_refuse) {
   lease.owner_ = this;
   lease.data_ = s.data();
   lease.capacity_ = s.capacity;
+  lease.bytes_ = bytes;
   lease.index_ = index;
   held_.fetch_or(uint64_t{1} << index, std::memory_order_acq_rel);
   return true;
@@ -103,7 +106,13 @@ void NodeSlots::claim(Lease& lease, std::size_t bytes) {
 
 void NodeSlots::seal(Lease& lease) {
   if (!protect_ || lease.sealed_) return;
-  if (mprotect(lease.data_, lease.capacity_, PROT_READ) == 0) lease.sealed_ = true;
+  if (mprotect(lease.data_, lease.capacity_, PROT_READ) != 0) return;
+  lease.sealed_ = true;
+  lease.sealed_crc_ = crc32c(0, lease.data_, lease.bytes_);
+}
+
+bool NodeSlots::intact(const Lease& lease) const {
+  return !lease.sealed_ || crc32c(0, lease.data_, lease.bytes_) == lease.sealed_crc_;
 }
 
 void NodeSlots::unseal(Lease& lease) {

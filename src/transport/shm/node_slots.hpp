@@ -46,7 +46,9 @@ class NodeSlots {
     MemoryAccounting* accounting_ = nullptr;
     char* data_ = nullptr;
     std::size_t capacity_ = 0;
+    std::size_t bytes_ = 0;    // asked for
     std::size_t charged_ = 0;  // this rank's share of the bytes asked for, in memory stats
+    uint32_t sealed_crc_ = 0;  // debug mode: the CRC-32C of the bytes asked for, when sealed
     int index_ = -1;
     bool claimed_ = false;
     bool sealed_ = false;
@@ -71,8 +73,14 @@ class NodeSlots {
   // second barrier, so that the next acquire's post cannot overwrite this one's before every rank
   // read it (a caller with no barrier of its own after the acquire: unit creation).
   bool try_acquire(std::size_t bytes, Lease& lease);
-  // After every team rank wrote its blocks.
+  // After every team rank wrote its blocks. In debug mode (`protect`) the slot turns read-only in
+  // this process and its content is checksummed.
   void seal(Lease& lease);
+  // Debug mode: whether a sealed slot still holds what it held when sealed. A write by this rank
+  // faults instead, so a change is a node peer's write while this rank held the slot: into its
+  // own shard under zero-copy storage, or through a pointer kept past its own reshard. True when
+  // the lease is not sealed (not debug mode).
+  bool intact(const Lease& lease) const;
   // Writable again (a held slot that stays held: zero-copy storage between unshards).
   void unseal(Lease& lease);
   // Whether `p` points into a slot.

@@ -1,4 +1,4 @@
-#include "checkpoint/crc32c.hpp"
+#include "core/crc32c.hpp"
 
 #include <array>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <nmmintrin.h>
 #endif
 
-namespace fsdp::ckpt {
+namespace fsdp {
 namespace {
 
 // The reflected Castagnoli polynomial.
@@ -99,4 +99,4 @@ uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
   return multiply(shift_power(length_b), crc_a) ^ crc_b;
 }
 
-}  // namespace fsdp::ckpt
+}  // namespace fsdp
