@@ -247,11 +247,19 @@ int main(int argc, char** argv) {
   FILE* json = rank == 0 && out ? fopen(out, "w") : NULL;
   fsdp_transport_t transport = FSDP_TRANSPORT_AUTO;
   TRY(fsdp_context_placement(ctx, NULL, NULL, NULL, &transport));
-  const char* tname = transport == FSDP_TRANSPORT_SHM ? "shm" : "mpi";
+  const char* tname = transport == FSDP_TRANSPORT_SHM             ? "shm"
+                      : transport == FSDP_TRANSPORT_SHM_ZERO_COPY ? "shm_zero_copy"
+                                                                  : "mpi";
+  const char* dc = getenv("FSDP_DEBUG_COLLECTIVES"); /* run.sh's debug-mode run */
+  const int debug = dc && *dc && strcmp(dc, "0") != 0;
   if (json)
-    fprintf(json, "{\n  \"benchmark\": \"training\",\n  \"ranks\": %d,\n  \"transport\": \"%s\",\n",
-            world, tname);
-  if (rank == 0) printf("# libfsdp training benchmark, %d ranks, %s transport\n\n", world, tname);
+    fprintf(json,
+            "{\n  \"benchmark\": \"training\",\n  \"ranks\": %d,\n  \"transport\": \"%s\",\n"
+            "  \"debug_collectives\": %d,\n",
+            world, tname, debug);
+  if (rank == 0)
+    printf("# libfsdp training benchmark, %d ranks, %s transport%s\n\n", world, tname,
+           debug ? ", debug mode (FSDP_DEBUG_COLLECTIVES=1)" : "");
   bench_memory(ctx, json, rank, F);
   bench_step(ctx, json, rank, world, floats, passes);
   bench_overhead(ctx, json, rank, world);
