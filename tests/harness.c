@@ -116,6 +116,14 @@ int th_unsharded_pooled(fsdp_context_t ctx) {
   return t != FSDP_TRANSPORT_SHM && t != FSDP_TRANSPORT_SHM_ZERO_COPY;
 }
 
+uint64_t th_allocation_calls(fsdp_context_t ctx) {
+  fsdp_memory_stats_t m;
+  memset(&m, 0, sizeof m);
+  m.size = sizeof m;
+  CHECK_OK(fsdp_memory_stats(ctx, &m));
+  return m.allocation_calls;
+}
+
 int th_zero_copy(fsdp_context_t ctx) {
   fsdp_transport_t t = FSDP_TRANSPORT_AUTO;
   int F = 1;

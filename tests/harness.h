@@ -43,6 +43,9 @@ int th_unsharded_pooled(fsdp_context_t ctx);
  * placement, F and the node size, not from the unit (fsdp_unit_zero_copy). Collective. */
 int th_zero_copy(fsdp_context_t ctx);
 
+/* fsdp_memory_stats' allocation_calls: allocator and shared-window calls the context made. */
+uint64_t th_allocation_calls(fsdp_context_t ctx);
+
 /* Deterministic pseudo-random numbers in [-1, 1), independent of libfsdp. */
 double th_uniform(uint64_t* state);
 

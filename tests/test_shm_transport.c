@@ -8,12 +8,12 @@
  * faults. With emulated nodes (FSDP_RANKS_PER_NODE) the shared-memory side is hierarchical and is
  * checked against the exact mean and for run-to-run determinism instead of against MPI's ring.
  * FSDP_TRANSPORT_SHM_ZERO_COPY goes through the same comparison (its float32 units keep their
- * shards in the node's copy; its bfloat16 ones copy), then its storage rules: 64 zero-copy units
- * per node and the rest copying, mixed frozen/trainable units copying, slots reused after
- * destroy, no memory or allocation per unshard, shard writes seen by every rank at the next
- * unshard, and in debug mode a write into the shard of an unsharded unit faulting. Last, debug
- * mode's checksum: a node peer's write into a unit this rank holds (its shard under zero-copy
- * storage, a stale parameter pointer otherwise) makes this rank's reshard fail with
+ * shards in the node's copy; its bfloat16 ones copy), then its storage rules: any number of
+ * zero-copy units, mixed frozen/trainable units copying, blocks reused after every node rank
+ * destroyed their unit and not before, no memory or allocation per unshard, shard writes seen by
+ * every rank at the next unshard, and in debug mode a write into the shard of an unsharded unit
+ * faulting. Last, debug mode's checksum: a node peer's write into a unit this rank holds (its shard
+ * under zero-copy storage, a stale parameter pointer otherwise) makes this rank's reshard fail with
  * FSDP_ERR_CORRUPT, and the unit is resharded. */
 #include <math.h>
 #include <setjmp.h>
@@ -231,21 +231,24 @@ static void check_steady_state(void) {
   free_model(&m);
 }
 
-/* Zero-copy storage: 70 units (one more than the node's 64 slot indexes allow, plus some)
- * keep their initial values through unshards, the first 64 zero-copy and the rest on SHM's copy
- * path; a unit with frozen and trainable parameters takes the copy path too; destroyed units
- * give their slots to new ones; and unsharding takes no memory and allocates nothing. */
+/* Zero-copy storage: 200 units all keep their shards in node-shared blocks and their initial
+ * values through unshards, which take no memory and allocate nothing; units destroyed on every
+ * rank give their blocks to new ones (no new shared memory); a block one rank still uses is not
+ * handed out again although another rank destroyed its unit; past the 1,024 blocks a chunk
+ * counts, a new chunk is made; a unit with frozen and trainable parameters takes the copy path. */
 static void check_zero_copy_storage(void) {
   fsdp_config_t cfg = FSDP_CONFIG_INIT;
   cfg.transport = FSDP_TRANSPORT_SHM_ZERO_COPY;
   fsdp_context_t ctx = NULL;
   CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx));
   const int expected = th_zero_copy(ctx);
-  enum { MANY = 70 };
+  enum { MANY = 200 };
   fsdp_unit_t u[MANY];
   const int64_t n = 3001;
   float* v = malloc((size_t)n * sizeof(float));
-  int values_ok = 1, flags_ok = 1;
+  int values_ok = 1, flags_ok = 1, same_blocks = 1;
+  uint64_t created[2] = {0, 0};
+  void* shard_at[MANY];
   for (int round = 0; round < 2; ++round) {
     for (int k = 0; k < MANY; ++k) {
       for (int64_t i = 0; i < n; ++i) v[i] = (float)(k * 10000 + i + round);
@@ -254,30 +257,93 @@ static void check_zero_copy_storage(void) {
       CHECK_OK(fsdp_unit_create(ctx, 1, &d, values, &u[k]));
       int z = -1;
       CHECK_OK(fsdp_unit_zero_copy(u[k], &z));
-      flags_ok &= z == (expected && k < 64);
+      flags_ok &= z == expected;
+      void* sp = NULL;
+      CHECK_OK(fsdp_shard_data(u[k], &sp, NULL));
+      if (round == 1) same_blocks &= sp == shard_at[k];
+      shard_at[k] = sp;
     }
-    fsdp_memory_stats_t m;
-    memset(&m, 0, sizeof m);
-    m.size = sizeof m;
-    CHECK_OK(fsdp_memory_stats(ctx, &m));
-    const uint64_t calls = m.allocation_calls;
+    const uint64_t calls = created[round] = th_allocation_calls(ctx);
     for (int k = 0; k < MANY; ++k) {
       CHECK_OK(fsdp_unshard(u[k]));
       float* p = NULL;
       CHECK_OK(fsdp_param_data(u[k], 0, (void**)&p));
       for (int64_t i = 0; i < n; ++i) values_ok &= p[i] == (float)(k * 10000 + i + round);
-      CHECK_OK(fsdp_memory_stats(ctx, &m));
-      if (expected && k < 64) {
+      if (expected && k == MANY / 2) {
+        fsdp_memory_stats_t m;
+        memset(&m, 0, sizeof m);
+        m.size = sizeof m;
+        CHECK_OK(fsdp_memory_stats(ctx, &m));
         CHECK_MSG(m.unsharded_bytes == 0, "zero-copy: an unsharded unit takes no memory");
-        if (k == 63) /* before the copy path's units */
-          CHECK_MSG(m.allocation_calls == calls, "zero-copy: unsharding allocates nothing");
       }
       CHECK_OK(fsdp_reshard(u[k]));
     }
+    if (expected)
+      CHECK_MSG(th_allocation_calls(ctx) == calls, "zero-copy: unsharding allocates nothing");
     for (int k = 0; k < MANY; ++k) CHECK_OK(fsdp_unit_destroy(&u[k]));
   }
-  CHECK_MSG(flags_ok, "zero-copy: the first 64 units of a node, and no more");
+  CHECK_MSG(flags_ok, "zero-copy: every unit that qualifies, however many");
   CHECK_MSG(values_ok, "zero-copy: every unit unshards to its initial values");
+  if (expected)
+    CHECK_MSG(created[1] == created[0] && same_blocks,
+              "zero-copy: destroyed units' blocks are reused, in the same order");
+
+  /* One rank destroys its unit first: the block stays its peers' until they destroy theirs. */
+  const int64_t m1 = 1000;
+  fsdp_param_desc_t d1 = {"w", 1, &m1, FSDP_FLOAT32, 1};
+  fsdp_unit_t kept = NULL, fresh = NULL;
+  CHECK_OK(fsdp_unit_create(ctx, 1, &d1, NULL, &kept));
+  float* ks = NULL;
+  size_t kn = 0;
+  CHECK_OK(fsdp_shard_data(kept, (void**)&ks, &kn));
+  for (size_t j = 0; j < kn; ++j) ks[j] = 7.0f;
+  const int first = th_rank() % th_ranks_per_node() == 0;
+  if (first) CHECK_OK(fsdp_unit_destroy(&kept));
+  CHECK_OK(fsdp_unit_create(ctx, 1, &d1, NULL, &fresh)); /* zeroes its shard */
+  float* fs = NULL;
+  CHECK_OK(fsdp_shard_data(fresh, (void**)&fs, NULL));
+  for (size_t j = 0; j < kn; ++j) fs[j] = -1.0f;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (!first) {
+    int intact = 1;
+    for (size_t j = 0; j < kn; ++j) intact &= ks[j] == 7.0f;
+    CHECK_MSG(intact, "zero-copy: a block is not reused while a node rank still has its unit");
+    CHECK_OK(fsdp_unit_destroy(&kept));
+  }
+  CHECK_OK(fsdp_unit_destroy(&fresh));
+
+  /* More blocks than a chunk's head page counts (1,024 with 4 KiB pages): a second chunk. */
+  if (expected && th_size() <= 2) {
+    enum { TINY = 1100 };
+    fsdp_unit_t* t = malloc(sizeof(fsdp_unit_t) * TINY);
+    const uint64_t before = th_allocation_calls(ctx);
+    const int64_t one = 1;
+    fsdp_param_desc_t d = {"w", 1, &one, FSDP_FLOAT32, 1};
+    int z_ok = 1;
+    for (int k = 0; k < TINY; ++k) {
+      const float value = (float)k;
+      const void* values[1] = {&value};
+      CHECK_OK(fsdp_unit_create(ctx, 1, &d, values, &t[k]));
+      int z = 0;
+      CHECK_OK(fsdp_unit_zero_copy(t[k], &z));
+      z_ok &= z == 1;
+    }
+    CHECK_MSG(z_ok && th_allocation_calls(ctx) == before + 1,
+              "zero-copy: 1,100 units in two chunks, the second made when the first's counts ran "
+              "out");
+    int tiny_ok = 1;
+    for (int k = 0; k < TINY; k += 97) {
+      CHECK_OK(fsdp_unshard(t[k]));
+      float* p = NULL;
+      CHECK_OK(fsdp_param_data(t[k], 0, (void**)&p));
+      tiny_ok &= p[0] == (float)k;
+      CHECK_OK(fsdp_reshard(t[k]));
+    }
+    CHECK_MSG(tiny_ok, "zero-copy: units in both chunks unshard to their values");
+    for (int k = 0; k < TINY; ++k) CHECK_OK(fsdp_unit_destroy(&t[k]));
+    free(t);
+  }
+
   /* Trainable and frozen parameters in one unit: this rank's blocks are not contiguous. */
   const int64_t shapes[2] = {257, 129};
   fsdp_param_desc_t d2[2] = {{"a", 1, &shapes[0], FSDP_FLOAT32, 1},

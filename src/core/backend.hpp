@@ -48,7 +48,7 @@ class Backend {
   // With FSDP_TRANSPORT_SHM_ZERO_COPY and a shard group inside one node, the transport whose node
   // slots hold zero-copy units' shards for good; nullptr otherwise.
   shm::ShmTransport* zero_copy() {
-    return shm_ && placement_.transport == TransportKind::ShmZeroCopy && shm_->resident_slots()
+    return shm_ && placement_.transport == TransportKind::ShmZeroCopy && shm_->resident_storage()
                ? shm_.get()
                : nullptr;
   }

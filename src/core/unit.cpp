@@ -17,12 +17,13 @@ Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precis
   MemorySpace& shards = ctx_.shard_memory();
   // Collective over the node team (unit creation is collective), before anything that may fail on
   // one rank only.
-  if (zero_copy_eligible() &&
-      ctx_.zero_copy()->resident_slots()->try_acquire(unsharded_bytes(), resident_))
+  if (zero_copy_eligible()) {
+    ctx_.zero_copy()->resident_storage()->acquire(unsharded_bytes(), resident_);
     shard_ = static_cast<char*>(resident_.data()) +
              static_cast<std::size_t>(shard_rank_) * shard_bytes();
-  else
+  } else {
     shard_ = shards.allocate(shard_bytes());
+  }
   try {
     gathered_ = ctx_.memory().new_mark();
     grad_ready_ = ctx_.memory().new_mark();
@@ -38,7 +39,7 @@ Unit::~Unit() {
   release_unsharded();
   full_grad_.reset();
   if (zero_copy())
-    resident_.reset();  // local: the slot is reused or freed once no team rank holds it
+    resident_.reset();  // local: the block is reused once every team rank let it go
   else
     ctx_.shard_memory().deallocate(shard_, shard_bytes());
   ctx_.accounting().sub(MemoryKind::Shard, shard_bytes());
@@ -86,8 +87,8 @@ void Unit::release_unsharded() {
   copy_intact_.reset();
   unsharded_.reset();
   slot_.reset();
-  if (resident_held_) {  // the shard stays: the slot is this unit's storage
-    if (shm::ShmTransport* zc = ctx_.zero_copy()) zc->resident_slots()->unseal(resident_);
+  if (resident_held_) {  // the shard stays: the block is this unit's storage
+    if (shm::ShmTransport* zc = ctx_.zero_copy()) zc->resident_storage()->unseal(resident_);
     resident_held_ = false;
   }
 }
@@ -243,7 +244,7 @@ void Unit::check_node_copy_once() {
 }
 
 bool Unit::node_copy_intact() const {
-  if (resident_held_) return ctx_.zero_copy()->resident_slots()->intact(resident_);
+  if (resident_held_) return ctx_.zero_copy()->resident_storage()->intact(resident_);
   if (slot_.claimed()) return ctx_.node_slots()->intact(slot_);
   return true;
 }

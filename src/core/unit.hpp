@@ -3,8 +3,9 @@
 // buffer (param dtype) from the pool between unshard and reshard, and a full gradient buffer
 // (param dtype, trainable section only) between the first grad_data and the reduce that
 // communicates it. With FSDP_TRANSPORT_SHM_ZERO_COPY, a unit that can ("zero-copy storage": shard
-// group on one node, no conversion, this rank's blocks contiguous) keeps its shard at its block
-// of a node slot it holds for life: the unsharded buffer is that slot, and unshard a barrier.
+// group on one node, no conversion, this rank's blocks contiguous) keeps its shard at its place
+// in a node-shared block it holds for life: the unsharded buffer is that block, and unshard a
+// barrier.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "core/precision.hpp"
 #include "core/store.hpp"
 #include "transport/shm/node_slots.hpp"
+#include "transport/shm/resident_arena.hpp"
 
 namespace fsdp {
 
@@ -167,9 +169,9 @@ class Unit {
   // With the shared-memory transport instead: the node's copy, claimed when the unshard starts and
   // filled in by the all-gather, which picks the slot together with the node's other ranks.
   shm::NodeSlots::Lease slot_;
-  // Zero-copy storage: the node slot the shards live in, held from construction to destruction,
+  // Zero-copy storage: the node-shared block the shards live in, from construction to destruction,
   // and whether this rank has the unit unsharded in it (unshard to reshard).
-  shm::NodeSlots::Lease resident_;
+  shm::ResidentArena::Lease resident_;
   bool resident_held_ = false;
   // Debug mode, while unsharded: the node copy's check, once made (at the first reduce of the
   // hold, after which node peers may write their shards; else at reshard).

@@ -66,14 +66,6 @@ static int same_or_close(const float* a, const float* b, size_t n, int exact) {
   return 1;
 }
 
-static size_t allocation_calls(fsdp_context_t ctx) {
-  fsdp_memory_stats_t m;
-  memset(&m, 0, sizeof m);
-  m.size = sizeof m;
-  CHECK_OK(fsdp_memory_stats(ctx, &m));
-  return m.allocation_calls;
-}
-
 int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_gpu_training");
   const char* mode = argc > 1 ? argv[1] : "auto";
@@ -113,7 +105,7 @@ int main(int argc, char** argv) {
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
   CHECK_OK(fsdp_set_stream(dev.ctx, stream));
 
-  size_t after_warmup = 0;
+  uint64_t after_warmup = 0;
   for (int step = 0; step < STEPS; ++step) {
     for (int k = 0; k < 2; ++k) {
       const int n = k == 0 ? N0 : N1;
@@ -170,9 +162,9 @@ int main(int argc, char** argv) {
     CHECK_OK(fsdp_optimizer_step(dev.opt));
     CHECK_OK(fsdp_optimizer_zero_grad(host.opt));
     CHECK_OK(fsdp_optimizer_zero_grad(dev.opt));
-    if (step == 1) after_warmup = allocation_calls(dev.ctx);
+    if (step == 1) after_warmup = th_allocation_calls(dev.ctx);
   }
-  CHECK_MSG(allocation_calls(dev.ctx) == after_warmup, "steady-state steps called cudaMalloc");
+  CHECK_MSG(th_allocation_calls(dev.ctx) == after_warmup, "steady-state steps called cudaMalloc");
 
   /* The updated shards: equal wherever the gradients were equal. */
   for (int k = 0; k < 2; ++k) {

@@ -1,10 +1,7 @@
 #include "transport/shm/node_slots.hpp"
 
-#include <sys/mman.h>
-
 #include <string>
 
-#include "core/crc32c.hpp"
 #include "core/error.hpp"
 
 namespace fsdp::shm {
@@ -16,14 +13,13 @@ void NodeSlots::Lease::reset() {
   owner_ = nullptr;
   data_ = nullptr;
   capacity_ = bytes_ = charged_ = 0;
-  sealed_crc_ = 0;
   index_ = -1;
-  claimed_ = sealed_ = false;
+  claimed_ = false;
+  seal_ = SealedRegion();
 }
 
-NodeSlots::NodeSlots(NodeTeam& team, MemoryAccounting& accounting, bool protect,
-                     uint64_t Mailbox::*post)
-    : team_(team), accounting_(accounting), protect_(protect), post_(post) {}
+NodeSlots::NodeSlots(NodeTeam& team, MemoryAccounting& accounting, bool protect)
+    : team_(team), accounting_(accounting), protect_(protect) {}
 
 NodeSlots::~NodeSlots() {
   const bool abandon = team_.aborted();
@@ -51,20 +47,10 @@ int NodeSlots::create(std::size_t bytes) {
 }
 
 void NodeSlots::acquire(std::size_t bytes, Lease& lease) {
-  acquire(bytes, lease, /*may_refuse=*/false);
-}
-
-bool NodeSlots::try_acquire(std::size_t bytes, Lease& lease) {
-  const bool got = acquire(bytes, lease, /*may_refuse=*/true);
-  team_.barrier();  // every rank read the posts
-  return got;
-}
-
-bool NodeSlots::acquire(std::size_t bytes, Lease& lease, bool may_refuse) {
-  team_.mailbox(team_.rank()).*post_ = held_.load(std::memory_order_acquire);
+  team_.mailbox(team_.rank()).held_slots = held_.load(std::memory_order_acquire);
   team_.barrier();
   uint64_t held = 0;  // by any team rank; read before the gather's barrier, rewritten after it
-  for (int r = 0; r < team_.size(); ++r) held |= team_.mailbox(r).*post_;
+  for (int r = 0; r < team_.size(); ++r) held |= team_.mailbox(r).held_slots;
   int index = -1;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
@@ -73,12 +59,6 @@ bool NodeSlots::acquire(std::size_t bytes, Lease& lease, bool may_refuse) {
       index = static_cast<int>(i);
   }
   if (index < 0) {
-    if (may_refuse && slots_.size() >= static_cast<std::size_t>(kMaxSlots)) {
-      bool reusable = false;  // an index that is unused, or free once its unheld slot goes
-      for (std::size_t i = 0; i < slots_.size(); ++i)
-        reusable |= !slots_[i].window || !(held >> i & 1u);
-      if (!reusable) return false;  // the same posts on every team rank: the same answer
-    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (std::size_t i = 0; i < slots_.size(); ++i)
@@ -93,7 +73,6 @@ bool NodeSlots::acquire(std::size_t bytes, Lease& lease, bool may_refuse) {
   lease.bytes_ = bytes;
   lease.index_ = index;
   held_.fetch_or(uint64_t{1} << index, std::memory_order_acq_rel);
-  return true;
 }
 
 void NodeSlots::claim(Lease& lease, std::size_t bytes) {
@@ -105,24 +84,15 @@ void NodeSlots::claim(Lease& lease, std::size_t bytes) {
 }
 
 void NodeSlots::seal(Lease& lease) {
-  if (!protect_ || lease.sealed_) return;
-  if (mprotect(lease.data_, lease.capacity_, PROT_READ) != 0) return;
-  lease.sealed_ = true;
-  lease.sealed_crc_ = crc32c(0, lease.data_, lease.bytes_);
+  if (protect_) lease.seal_.seal(lease.data_, lease.capacity_, lease.bytes_);
 }
 
 bool NodeSlots::intact(const Lease& lease) const {
-  return !lease.sealed_ || crc32c(0, lease.data_, lease.bytes_) == lease.sealed_crc_;
-}
-
-void NodeSlots::unseal(Lease& lease) {
-  if (!lease.sealed_) return;
-  mprotect(lease.data_, lease.capacity_, PROT_READ | PROT_WRITE);
-  lease.sealed_ = false;
+  return lease.seal_.intact(lease.data_, lease.bytes_);
 }
 
 void NodeSlots::release(Lease& lease) {
-  unseal(lease);
+  lease.seal_.unseal(lease.data_, lease.capacity_);
   held_.fetch_and(~(uint64_t{1} << lease.index_), std::memory_order_acq_rel);
 }
 

@@ -21,6 +21,7 @@
 
 #include "core/memory_accounting.hpp"
 #include "transport/shm/node_team.hpp"
+#include "transport/shm/sealed_region.hpp"
 #include "transport/shm/shared_window.hpp"
 
 namespace fsdp::shm {
@@ -48,17 +49,14 @@ class NodeSlots {
     std::size_t capacity_ = 0;
     std::size_t bytes_ = 0;    // asked for
     std::size_t charged_ = 0;  // this rank's share of the bytes asked for, in memory stats
-    uint32_t sealed_crc_ = 0;  // debug mode: the CRC-32C of the bytes asked for, when sealed
     int index_ = -1;
     bool claimed_ = false;
-    bool sealed_ = false;
+    SealedRegion seal_;  // debug mode
   };
 
   // `protect`: a sealed slot is read-only in this process (debug mode: a caller writing into
-  // parameters every rank of the node reads faults at the write). `post`: the mailbox field this
-  // set of slots posts its holdings in (one per NodeSlots of a team).
-  NodeSlots(NodeTeam& team, MemoryAccounting& accounting, bool protect,
-            uint64_t Mailbox::*post = &Mailbox::held_slots);
+  // parameters every rank of the node reads faults at the write) and checksummed.
+  NodeSlots(NodeTeam& team, MemoryAccounting& accounting, bool protect);
   ~NodeSlots();
   NodeSlots(const NodeSlots&) = delete;
   NodeSlots& operator=(const NodeSlots&) = delete;
@@ -68,11 +66,6 @@ class NodeSlots {
   // Collective over the team. Fills `lease` (claimed) with a slot of at least `bytes` that every
   // team rank now holds. Throws Errc::OutOfMemory (on every team rank) when a slot cannot be made.
   void acquire(std::size_t bytes, Lease& lease);
-  // Collective over the team: as acquire, but when no slot fits and no slot index is left, leaves
-  // `lease` empty and returns false (on every team rank alike) instead of throwing. Ends with a
-  // second barrier, so that the next acquire's post cannot overwrite this one's before every rank
-  // read it (a caller with no barrier of its own after the acquire: unit creation).
-  bool try_acquire(std::size_t bytes, Lease& lease);
   // After every team rank wrote its blocks. In debug mode (`protect`) the slot turns read-only in
   // this process and its content is checksummed.
   void seal(Lease& lease);
@@ -81,8 +74,6 @@ class NodeSlots {
   // own shard under zero-copy storage, or through a pointer kept past its own reshard. True when
   // the lease is not sealed (not debug mode).
   bool intact(const Lease& lease) const;
-  // Writable again (a held slot that stays held: zero-copy storage between unshards).
-  void unseal(Lease& lease);
   // Whether `p` points into a slot.
   bool contains(const void* p) const;
   // Bytes of the node's slots (the same on every team rank), and windows created so far.
@@ -98,13 +89,10 @@ class NodeSlots {
   };
   void release(Lease& lease);
   int create(std::size_t bytes);  // collective; the new slot's index
-  // The common part of acquire and try_acquire; false only when `may_refuse`.
-  bool acquire(std::size_t bytes, Lease& lease, bool may_refuse);
 
   NodeTeam& team_;
   MemoryAccounting& accounting_;
   const bool protect_;
-  uint64_t Mailbox::*const post_;
   mutable std::mutex mutex_;  // slots_: the progress thread changes it, stats read it
   std::vector<Slot> slots_;   // by index, identical on every team rank; window == null: unused
   std::atomic<uint64_t> allocation_calls_{0};

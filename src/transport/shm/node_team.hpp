@@ -21,11 +21,10 @@ namespace fsdp::shm {
 // What one rank tells the others during a collective. Written before a barrier, read after it,
 // and not rewritten before the next barrier every rank passes after reading.
 struct alignas(64) Mailbox {
-  uint64_t segment = 0;        // where this rank's operand is: window index in its arena...
-  uint64_t offset = 0;         // ...and byte offset in its segment
-  uint64_t grow_bytes = 0;     // arena growth this rank needs before the operand can be shared
-  uint64_t held_slots = 0;     // NodeSlots this rank holds, as a bit mask by slot index
-  uint64_t held_resident = 0;  // the same for the zero-copy units' storage (a second NodeSlots)
+  uint64_t segment = 0;     // where this rank's operand is: window index in its arena...
+  uint64_t offset = 0;      // ...and byte offset in its segment
+  uint64_t grow_bytes = 0;  // arena growth this rank needs before the operand can be shared
+  uint64_t held_slots = 0;  // NodeSlots this rank holds, as a bit mask by slot index
 };
 
 class NodeTeam {

@@ -22,42 +22,21 @@ void* SharedArena::allocate(std::size_t bytes) {
   const std::size_t want = aligned(bytes == 0 ? 1 : bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   const int me = team_.rank();
-  for (Segment& s : segments_) {
-    for (auto it = s.free.begin(); it != s.free.end(); ++it) {
-      if (it->second < want) continue;
-      const std::size_t offset = it->first, left = it->second - want;
-      s.free.erase(it);
-      if (left) s.free.emplace(offset + want, left);
-      return s.window->segment(me) + offset;
-    }
-  }
+  for (Segment& s : segments_)
+    if (std::optional<std::size_t> offset = s.free.take(want))
+      return s.window->segment(me) + *offset;
   refused_ += want;
   return nullptr;
 }
 
 bool SharedArena::deallocate(void* p, std::size_t bytes) {
   const char* c = static_cast<const char*>(p);
-  const std::size_t size = aligned(bytes == 0 ? 1 : bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   const int me = team_.rank();
   for (Segment& s : segments_) {
     const char* base = s.window->segment(me);
     if (c < base || c >= base + s.window->segment_bytes(me)) continue;
-    std::size_t offset = static_cast<std::size_t>(c - base), length = size;
-    auto next = s.free.lower_bound(offset);
-    if (next != s.free.end() && next->first == offset + length) {  // merge with the block after
-      length += next->second;
-      next = s.free.erase(next);
-    }
-    if (next != s.free.begin()) {  // and with the block before
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == offset) {
-        offset = prev->first;
-        length += prev->second;
-        s.free.erase(prev);
-      }
-    }
-    s.free.emplace(offset, length);
+    s.free.give(static_cast<std::size_t>(c - base), aligned(bytes == 0 ? 1 : bytes));
     return true;
   }
   return false;
@@ -93,7 +72,7 @@ void SharedArena::grow(std::size_t bytes) {
   Segment s;
   s.window = std::make_unique<SharedWindow>(team_.comm(), size);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (size) s.free.emplace(0, s.window->segment_bytes(team_.rank()));
+  if (size) s.free.give(0, s.window->segment_bytes(team_.rank()));
   segments_.push_back(std::move(s));
   refused_ = 0;
 }

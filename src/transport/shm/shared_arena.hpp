@@ -12,12 +12,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "memory/host/host_memory_space.hpp"
+#include "transport/shm/free_ranges.hpp"
 #include "transport/shm/node_team.hpp"
 #include "transport/shm/shared_window.hpp"
 
@@ -47,7 +47,7 @@ class SharedArena {
  private:
   struct Segment {
     std::unique_ptr<SharedWindow> window;
-    std::map<std::size_t, std::size_t> free;  // offset -> bytes, coalesced
+    FreeRanges free;
   };
   NodeTeam& team_;
   mutable std::mutex mutex_;

@@ -23,8 +23,7 @@ ShmTransport::ShmTransport(const Group& shard, int node_key, MpiTransport& mpi,
     : mpi_(mpi) {
   team_ = std::make_unique<NodeTeam>(shard, node_key);
   slots_ = std::make_unique<NodeSlots>(*team_, accounting, protect_slots);
-  resident_ =
-      std::make_unique<NodeSlots>(*team_, accounting, protect_slots, &Mailbox::held_resident);
+  resident_ = std::make_unique<ResidentArena>(*team_, protect_slots);
   arena_ = std::make_unique<SharedArena>(*team_);
   arena_memory_ = std::make_unique<ArenaMemorySpace>(*arena_);
   sums_ = std::make_unique<Scratch>(scratch_memory_, accounting);

@@ -20,6 +20,7 @@
 #include "transport/mpi/mpi_transport.hpp"
 #include "transport/shm/node_slots.hpp"
 #include "transport/shm/node_team.hpp"
+#include "transport/shm/resident_arena.hpp"
 #include "transport/shm/shared_arena.hpp"
 
 namespace fsdp::shm {
@@ -44,12 +45,12 @@ class ShmTransport final : public Transport {
 
   NodeTeam& team() { return *team_; }
   NodeSlots& slots() { return *slots_; }
-  // Zero-copy storage (FSDP_TRANSPORT_SHM_ZERO_COPY): a unit's node slot for its whole life, its
-  // ranks' shards at their blocks; nullptr when the shard group spans nodes.
-  NodeSlots* resident_slots() { return team_->cross().size == 1 ? resident_.get() : nullptr; }
+  // Zero-copy storage (FSDP_TRANSPORT_SHM_ZERO_COPY): a unit's node-shared block for its whole
+  // life, its ranks' shards at their places; nullptr when the shard group spans nodes.
+  ResidentArena* resident_storage() { return team_->cross().size == 1 ? resident_.get() : nullptr; }
   // The unshard of a unit in zero-copy storage, collective over the team: every rank's shard
-  // writes so far become visible to every team rank (one barrier), then the slot is sealed.
-  void publish_resident(NodeSlots::Lease& storage) {
+  // writes so far become visible to every team rank (one barrier), then the block is sealed.
+  void publish_resident(ResidentArena::Lease& storage) {
     team_->barrier();
     resident_->seal(storage);
   }
@@ -70,7 +71,8 @@ class ShmTransport final : public Transport {
 
   MpiTransport& mpi_;
   std::unique_ptr<NodeTeam> team_;
-  std::unique_ptr<NodeSlots> slots_, resident_;
+  std::unique_ptr<NodeSlots> slots_;
+  std::unique_ptr<ResidentArena> resident_;
   std::unique_ptr<SharedArena> arena_;
   std::unique_ptr<ArenaMemorySpace> arena_memory_;
   HostMemorySpace scratch_memory_;
