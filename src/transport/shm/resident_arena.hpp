@@ -88,7 +88,7 @@ class ResidentArena {
 
   NodeTeam& team_;
   const bool protect_;
-  std::mutex mutex_;           // chunks_: releases may come while an unshard seals
+  std::mutex mutex_;  // chunks_: today creation and destruction both come from the caller thread
   std::vector<Chunk> chunks_;  // identical on every team rank
   std::atomic<uint64_t> allocation_calls_{0};
 };
