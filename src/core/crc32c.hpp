@@ -3,7 +3,7 @@
 // at several GB/s with the SSE4.2 instruction, and combines: the CRC of a concatenation follows
 // from the parts' CRCs and the second part's length, so ranks checksum their own ranges and one
 // combination gives the whole dataset's without moving data. Debug mode also checksums node-shared
-// parameters while a rank holds them (NodeSlots), to catch a node peer writing into them.
+// parameters while a rank holds them (SealedRegion), to catch a node peer writing into them.
 #pragma once
 
 #include <cstddef>

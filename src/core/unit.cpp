@@ -88,7 +88,7 @@ void Unit::release_unsharded() {
   unsharded_.reset();
   slot_.reset();
   if (resident_held_) {  // the shard stays: the block is this unit's storage
-    if (shm::ShmTransport* zc = ctx_.zero_copy()) zc->resident_storage()->unseal(resident_);
+    resident_.unseal();
     resident_held_ = false;
   }
 }
@@ -240,13 +240,7 @@ void Unit::reshard() {
 }
 
 void Unit::check_node_copy_once() {
-  if (!copy_intact_) copy_intact_ = node_copy_intact();
-}
-
-bool Unit::node_copy_intact() const {
-  if (resident_held_) return ctx_.zero_copy()->resident_storage()->intact(resident_);
-  if (slot_.claimed()) return ctx_.node_slots()->intact(slot_);
-  return true;
+  if (!copy_intact_) copy_intact_ = resident_held_ ? resident_.intact() : slot_.intact();
 }
 
 void* Unit::param_data(std::size_t i) {

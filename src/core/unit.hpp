@@ -139,9 +139,8 @@ class Unit {
   // Whether this unit can keep its shard in zero-copy storage (the same answer on every rank).
   bool zero_copy_eligible() const;
   void release_unsharded();
-  // Debug mode: false when a node peer wrote into the node's unsharded copy this rank holds.
-  bool node_copy_intact() const;
-  // Debug mode: checks the node copy now, once per hold: before a reduce lets peers write.
+  // Debug mode: checks the node copy this rank holds (false when a node peer wrote into it), once
+  // per hold: before a reduce lets peers write, else at reshard.
   void check_node_copy_once();
   // Whether unshard_async writes this rank's block of the unsharded buffer itself (a conversion,
   // or a copy out of offloaded host memory) so the all-gather runs in place.

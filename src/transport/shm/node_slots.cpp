@@ -87,10 +87,6 @@ void NodeSlots::seal(Lease& lease) {
   if (protect_) lease.seal_.seal(lease.data_, lease.capacity_, lease.bytes_);
 }
 
-bool NodeSlots::intact(const Lease& lease) const {
-  return lease.seal_.intact(lease.data_, lease.bytes_);
-}
-
 void NodeSlots::release(Lease& lease) {
   lease.seal_.unseal(lease.data_, lease.capacity_);
   held_.fetch_and(~(uint64_t{1} << lease.index_), std::memory_order_acq_rel);

@@ -38,6 +38,11 @@ class NodeSlots {
     ~Lease() { reset(); }
     bool claimed() const { return claimed_; }
     void* data() const { return data_; }
+    // Debug mode: whether a sealed slot still holds what it held when sealed. A write by this rank
+    // faults instead, so a change is a node peer's write while this rank held the slot: into its
+    // own shard under zero-copy storage, or through a pointer kept past its own reshard. True when
+    // the lease is not sealed (not debug mode).
+    bool intact() const { return seal_.intact(data_, bytes_); }
     // Lets the slot go (it is free once every team rank let it go). Local.
     void reset();
 
@@ -69,11 +74,6 @@ class NodeSlots {
   // After every team rank wrote its blocks. In debug mode (`protect`) the slot turns read-only in
   // this process and its content is checksummed.
   void seal(Lease& lease);
-  // Debug mode: whether a sealed slot still holds what it held when sealed. A write by this rank
-  // faults instead, so a change is a node peer's write while this rank held the slot: into its
-  // own shard under zero-copy storage, or through a pointer kept past its own reshard. True when
-  // the lease is not sealed (not debug mode).
-  bool intact(const Lease& lease) const;
   // Whether `p` points into a slot.
   bool contains(const void* p) const;
   // Bytes of the node's slots (the same on every team rank), and windows created so far.

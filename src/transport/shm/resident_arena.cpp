@@ -15,10 +15,13 @@ std::size_t counts_per_chunk() {
 }  // namespace
 
 void ResidentArena::Lease::reset() {
-  if (owner_) owner_->release(*this);
-  owner_ = nullptr;
+  if (count_) {
+    unseal();
+    count_->fetch_add(1, std::memory_order_release);  // read by the next acquire's collect
+  }
   data_ = nullptr;
-  bytes_ = span_ = chunk_ = record_ = 0;
+  bytes_ = span_ = 0;
+  count_ = nullptr;
   seal_ = SealedRegion();
 }
 
@@ -31,23 +34,18 @@ ResidentArena::~ResidentArena() {
 void ResidentArena::acquire(std::size_t bytes, Lease& lease) {
   const std::size_t span = round_to_pages(std::max<std::size_t>(bytes, 1));
   team_.barrier();  // every rank's releases before this creation are in the counts
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    collect();
-    std::size_t chunk = 0, record = 0;
-    while (chunk < chunks_.size() && !carve(chunks_[chunk], span, &record)) ++chunk;
-    if (chunk == chunks_.size()) {
-      add_chunk(span);  // the same decision on every team rank: the same counts and ranges
-      carve(chunks_.back(), span, &record);
-    }
-    const Record& r = chunks_[chunk].records[record];
-    lease.owner_ = this;
-    lease.data_ = chunks_[chunk].window->segment(0) + r.offset;
-    lease.bytes_ = bytes;
-    lease.span_ = span;
-    lease.chunk_ = chunk;
-    lease.record_ = record;
+  collect();
+  std::size_t chunk = 0, record = 0;
+  while (chunk < chunks_.size() && !carve(chunks_[chunk], span, &record)) ++chunk;
+  if (chunk == chunks_.size()) {
+    add_chunk(span);  // the same decision on every team rank: the same counts and ranges
+    carve(chunks_.back(), span, &record);
   }
+  Chunk& c = chunks_[chunk];
+  lease.data_ = c.window->segment(0) + c.records[record].offset;
+  lease.bytes_ = bytes;
+  lease.span_ = span;
+  lease.count_ = &c.counts[record];
   team_.barrier();  // every rank read the counts before any rank can release again
 }
 
@@ -91,22 +89,8 @@ void ResidentArena::add_chunk(std::size_t span) {
   chunks_.push_back(std::move(c));
 }
 
-void ResidentArena::release(Lease& lease) {
-  unseal(lease);
-  std::lock_guard<std::mutex> lock(mutex_);
-  chunks_[lease.chunk_].counts[lease.record_].fetch_add(1, std::memory_order_release);
-}
-
 void ResidentArena::seal(Lease& lease) {
   if (protect_) lease.seal_.seal(lease.data_, lease.span_, lease.bytes_);
-}
-
-void ResidentArena::unseal(Lease& lease) {
-  lease.seal_.unseal(lease.data_, lease.span_);
-}
-
-bool ResidentArena::intact(const Lease& lease) const {
-  return lease.seal_.intact(lease.data_, lease.bytes_);
 }
 
 }  // namespace fsdp::shm

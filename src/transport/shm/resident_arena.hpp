@@ -17,7 +17,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "transport/shm/free_ranges.hpp"
@@ -37,18 +36,20 @@ class ResidentArena {
     Lease& operator=(const Lease&) = delete;
     ~Lease() { reset(); }
     void* data() const { return data_; }
+    // Debug mode (see NodeSlots::intact): writable again at reshard; whether the bytes are still
+    // those sealed at the unshard.
+    void unseal() { seal_.unseal(data_, span_); }
+    bool intact() const { return seal_.intact(data_, bytes_); }
     // Lets the block go (free once every team rank let it go). Local.
     void reset();
 
    private:
     friend class ResidentArena;
-    ResidentArena* owner_ = nullptr;
     char* data_ = nullptr;
-    std::size_t bytes_ = 0;  // asked for
-    std::size_t span_ = 0;   // taken: whole pages
-    std::size_t chunk_ = 0;  // where the block's release count is
-    std::size_t record_ = 0;
-    SealedRegion seal_;  // debug mode
+    std::size_t bytes_ = 0;                   // asked for
+    std::size_t span_ = 0;                    // taken: whole pages
+    std::atomic<uint32_t>* count_ = nullptr;  // the block's release count, in its chunk
+    SealedRegion seal_;                       // debug mode
   };
 
   // `protect`: debug mode, as NodeSlots.
@@ -60,11 +61,8 @@ class ResidentArena {
   // Collective over the team (unit creation): fills `lease` with a block of at least `bytes`.
   // Throws Errc::OutOfMemory on every team rank when a chunk cannot be made.
   void acquire(std::size_t bytes, Lease& lease);
-  // As NodeSlots: after the team's barrier of an unshard (debug mode: read-only, checksummed);
-  // writable again at reshard; whether the bytes are still those sealed.
+  // As NodeSlots: after the team's barrier of an unshard (debug mode: read-only, checksummed).
   void seal(Lease& lease);
-  void unseal(Lease& lease);
-  bool intact(const Lease& lease) const;
   uint64_t allocation_calls() const { return allocation_calls_.load(std::memory_order_relaxed); }
 
   static constexpr std::size_t kChunkBytes = std::size_t(16) << 20;
@@ -81,15 +79,15 @@ class ResidentArena {
     std::vector<Record> records;      // at most as many as the head page holds counts
     std::atomic<uint32_t>* counts{};  // in the chunk's head page, shared by the team
   };
-  void release(Lease& lease);
   void collect();  // returns the blocks every team rank let go to their chunks' free ranges
   bool carve(Chunk& c, std::size_t span, std::size_t* record);
   void add_chunk(std::size_t span);  // collective
 
   NodeTeam& team_;
   const bool protect_;
-  std::mutex mutex_;  // chunks_: today creation and destruction both come from the caller thread
-  std::vector<Chunk> chunks_;  // identical on every team rank
+  // Identical on every team rank. Only acquire changes it, inside unit creation, a collective
+  // call; a lease's release touches its count alone.
+  std::vector<Chunk> chunks_;
   std::atomic<uint64_t> allocation_calls_{0};
 };
 
