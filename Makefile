@@ -8,7 +8,7 @@ MPIFORT ?= $(shell command -v mpifort.mpich || command -v mpifort)
 MPIEXEC ?= $(shell command -v mpiexec.mpich || command -v mpiexec)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo check sanitize tsan memcheck soak fuzz fuzz-merge bench install clean
+.PHONY: all deps configure build demo check sanitize tsan memcheck soak fuzz fuzz-merge bench bench-gpt install clean
 
 all: build
 
@@ -99,6 +99,12 @@ soak: build
 # environment on first use (bench/setup-python.sh).
 bench: build
 	bash bench/run.sh $(BUILD_DIR) "$(MPIEXEC)"
+
+# The seed's Table 3.1 (doc/pytorch.md): three GPT sizes x {DDP, FSDP2, libfsdp, no communication}
+# x {FP32, BF16, FP16} x activation checkpointing, 2 ranks, about 30 minutes. Markdown, JSON and a
+# PNG of the loss curves in $(BUILD_DIR)/bench/gpt/.
+bench-gpt: build
+	bash bench/run.sh $(BUILD_DIR) "$(MPIEXEC)" gpt
 
 install: build
 	cmake --install $(BUILD_DIR)

@@ -3,7 +3,7 @@
 # <build>/bench/, and the summary (with the machine it ran on) to <build>/bench/summary.md.
 # Timings on a shared machine are noisy: every comparison is a ratio measured in the same run.
 # Usage: run.sh [build dir] [mpiexec] [parts...]
-#   parts: collectives training checkpoint e2e (default: all)
+#   parts: collectives training checkpoint e2e (default: all), gpt (make bench-gpt)
 set -euo pipefail
 build=${1:-build}
 mpiexec=${2:-$(command -v mpiexec.mpich || command -v mpiexec)}
@@ -70,6 +70,11 @@ fi
 if want e2e; then
   "$python" "$here/e2e_gpt.py" --build "$build" --mpiexec "$mpiexec" --python "$python" \
     --nproc 2 --reps 5 --out "$out/e2e-np2.json" | tee "$out/e2e.log"
+fi
+# The seed's Table 3.1 (make bench-gpt only: about 30 minutes).
+if want gpt; then
+  "$python" "$here/bench_gpt.py" --build "$build" --mpiexec "$mpiexec" --python "$python" \
+    --nproc 2 --out "$out/gpt" | tee "$out/gpt.log"
 fi
 "$python" "$here/summarize.py" "$out"
 echo "results: $out/summary.md, $out/*.json, $out/*.png"

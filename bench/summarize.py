@@ -179,6 +179,10 @@ def main():
         lines += open(os.path.join(d, "checkpoint.md")).read().splitlines()
         lines.append("")
     e2e(d, lines, plots)
+    table = os.path.join(d, "gpt", "gpt_table.md")
+    if os.path.exists(table):  # make bench-gpt: the seed's Table 3.1
+        lines += open(table).read().replace("# The seed's", "### The seed's").splitlines()
+        lines.append("")
     lines += ["Plots: " + ", ".join(os.path.basename(p) for p in plots), ""]
     with open(os.path.join(d, "summary.md"), "w") as out:
         out.write("\n".join(lines))

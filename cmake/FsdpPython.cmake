@@ -26,3 +26,27 @@ endif()
 # What the binding needs to find itself and the library in the build tree.
 set(FSDP_PYTHON_ENV "PYTHONPATH=${PROJECT_SOURCE_DIR}/python" "LIBFSDP_LIBRARY=$<TARGET_FILE:fsdp>"
     "OMP_NUM_THREADS=1")
+
+# A PyTorch >= 2.6 interpreter for the tests that need a recent PyTorch (float16 on the CPU,
+# transformers): FSDP_TORCH_PYTHON, else the benchmark's virtual environment
+# (bench/setup-python.sh) when it exists. Without one those tests report themselves skipped.
+if(NOT FSDP_TORCH_PYTHON)
+  set(_venv "$ENV{FSDP_BENCH_VENV}")
+  if(NOT _venv)
+    set(_venv "$ENV{HOME}/.cache/libfsdp/bench-venv")
+  endif()
+  if(EXISTS "${_venv}/bin/python")
+    execute_process(COMMAND "${_venv}/bin/python" -c
+      "import torch, numpy; assert tuple(int(x) for x in torch.__version__.split('.')[:2]) >= (2, 6)"
+      RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+    if(_rc EQUAL 0)
+      set(FSDP_TORCH_PYTHON "${_venv}/bin/python" CACHE FILEPATH "Python with PyTorch >= 2.6")
+    endif()
+  endif()
+endif()
+if(FSDP_TORCH_PYTHON)
+  message(STATUS "libfsdp: PyTorch >= 2.6 tests with ${FSDP_TORCH_PYTHON}")
+  set(FSDP_TORCH_PYTHON_RUN ${FSDP_TORCH_PYTHON})
+else()
+  set(FSDP_TORCH_PYTHON_RUN /bin/sh -c "echo 'skipped: no Python with PyTorch >= 2.6 (run bench/setup-python.sh)'; exit 77")
+endif()

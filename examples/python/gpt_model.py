@@ -8,6 +8,7 @@ import resource
 
 import torch
 import torch.nn as nn
+import torch.utils.checkpoint
 import torch.nn.functional as F
 
 VOCAB, PERIOD, NOISE = 16384, 5, 0.05
@@ -23,7 +24,14 @@ def arguments():
     p.add_argument("--batch", type=int, default=8, help="sequences per rank and step")
     p.add_argument("--lr", type=float, default=2e-4)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tied", action="store_true",
+                   help="the output head reuses the token embedding (as the seed's GPT)")
+    p.add_argument("--ckpt", action="store_true",
+                   help="activation checkpointing around each block (non-reentrant)")
+    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+                   help="compute dtype: bf16/fp16 with float32 master weights")
     p.add_argument("--out", help="JSON output per rank; {rank} is replaced by the rank")
+    p.add_argument("--no-save", action="store_true", help="libfsdp: no checkpoint at the end")
     return p.parse_args()
 
 
@@ -70,11 +78,18 @@ class GPT(nn.Module):
         self.embed = Embedding(a.dim, a.seq)
         self.blocks = nn.ModuleList(Block(a.dim, a.heads) for _ in range(a.layers))
         self.head = Head(a.dim)
+        if getattr(a, "tied", False):  # GPT-2's init for a weight that also makes the logits
+            nn.init.normal_(self.embed.tok.weight, std=0.02)
+            self.head.out.weight = self.embed.tok.weight
+        self.ckpt = getattr(a, "ckpt", False)
 
     def forward(self, idx):
         x = self.embed(idx)
         for block in self.blocks:
-            x = block(x)
+            if self.ckpt and torch.is_grad_enabled():
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
         return self.head(x)
 
 
@@ -98,35 +113,75 @@ def loss_fn(logits, targets):
     return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
 
 
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def reset_peak_rss():
+    """Starts the peak-RSS measure here (Linux: VmHWM reset through /proc/self/clear_refs), so
+    that the peak is the training loop's, not the construction's."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def peak_rss_mib():
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def train_torch(a, model, rank, world, tag, name):
-    """The PyTorch-side loop of the baselines (DDP, FSDP2): AdamW, a.steps steps, step 0 untimed;
-    writes the report."""
+def run_steps(a, model, opt, rank, tag, autocast=False, scaler=None):
+    """a.steps training steps of `model` on this rank's batches with `opt` (torch's or libfsdp's;
+    `scaler`: torch's or libfsdp's GradScaler for float16; `autocast`: forward under
+    torch.autocast("cpu", a.precision's dtype)). Returns the losses and each step's seconds; the
+    peak RSS is measured from here on."""
+    import contextlib
     import time
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0)
-    losses, start = [], None
+    losses, times = [], []
+    reset_peak_rss()
     for step in range(a.steps):
-        if step == 1:
-            start = time.perf_counter()
+        start = time.perf_counter()
         x, y = batch(a, step, rank)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
+        with (torch.autocast("cpu", dtype=DTYPES[a.precision]) if autocast
+              else contextlib.nullcontext()):
+            loss = loss_fn(model(x), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())  # this rank's batch
+        times.append(time.perf_counter() - start)
         if rank == 0 and (step % 20 == 0 or step == a.steps - 1):
             print(f"{tag:7s} step {step:4d}  loss {losses[-1]:.4f}", flush=True)
-    seconds = time.perf_counter() - start if start else 1.0
-    report(a, name, rank, world, losses, seconds, a.steps - 1)
+    return losses, times
 
 
-def report(a, name, rank, world, losses, seconds, timed_steps, extra=None):
-    """Writes this rank's loss curve, throughput and peak RSS to a.out ({rank} replaced)."""
+def train_torch(a, model, rank, world, tag, name, autocast=False, scaler=None):
+    """The PyTorch-side run of the baselines (DDP, FSDP2, no communication): torch's AdamW, step 0
+    untimed; writes the report."""
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0)
+    losses, times = run_steps(a, model, opt, rank, tag, autocast, scaler)
+    report(a, name, rank, world, losses, times)
+
+
+def report(a, name, rank, world, losses, times, extra=None):
+    """Writes this rank's loss curve, throughput (tokens of every rank per second, from the median
+    step time after the first step) and peak RSS to a.out ({rank} replaced)."""
+    import statistics
+    timed = times[1:] or times
     result = {"name": name, "rank": rank, "world": world, "steps": a.steps, "losses": losses,
-              "tokens_per_s": timed_steps * a.batch * a.seq * world / seconds,
+              "step_seconds": times,
+              "tokens_per_s": a.batch * a.seq * world / statistics.median(timed),
               "peak_rss_mib": peak_rss_mib()}
     result.update(extra or {})
     if a.out:

@@ -1,39 +1,34 @@
 """The GPT decoder trained with PyTorch doing forward and backward on CPU and libfsdp doing all
-sharding, communication, the AdamW step and a checkpoint. Run under MPI:
-    mpiexec -n 2 python3 train_gpt_libfsdp.py --steps 200 --out 'libfsdp.{rank}.json'"""
-import time
-
+sharding, communication, the AdamW step and a checkpoint, wrapped as with FSDP2 (each block, then
+the root). Run under MPI:
+    mpiexec -n 2 python3 train_gpt_libfsdp.py --steps 200 --tied --ckpt --precision bf16 \
+        --out 'libfsdp.{rank}.json'"""
 import torch
 
 import gpt_model
 import libfsdp
-import libfsdp.pytorch
+from libfsdp.pytorch import FullyShard, MixedPrecisionPolicy
 
 a = gpt_model.arguments()
 torch.set_num_threads(1)
 ctx = libfsdp.init()  # full sharding over MPI_COMM_WORLD
 rank, world = ctx.group()
 model = gpt_model.model(a)
-sharded = libfsdp.pytorch.FullyShard(ctx, model, [model.embed, *model.blocks, model.head])
+policy = None
+if a.precision != "fp32":  # float32 masters and optimizer state, compute in bf16/fp16
+    policy = MixedPrecisionPolicy(param_dtype=gpt_model.DTYPES[a.precision],
+                                  reduce_dtype=torch.float32)
+sharded = FullyShard(ctx, model, model.blocks, mp_policy=policy)
 opt = ctx.optimizer("adamw", sharded.units, lr=a.lr, weight_decay=0.0)
+scaler = libfsdp.GradScaler(ctx) if a.precision == "fp16" else None
 
-losses, start = [], None
-for step in range(a.steps):
-    if step == 1:
-        start = time.perf_counter()  # step 0 is the warm-up
-    x, y = gpt_model.batch(a, step, rank)
-    loss = gpt_model.loss_fn(sharded(x), y)
-    sharded.backward(loss)
-    opt.step()
-    opt.zero_grad()
-    losses.append(loss.item())  # this rank's batch; the DDP run reports the same
-    if rank == 0 and (step % 20 == 0 or step == a.steps - 1):
-        print(f"libfsdp step {step:4d}  loss {losses[-1]:.4f}", flush=True)
-seconds = time.perf_counter() - start if start else 1.0
+ctx.reset_peak_memory()
+losses, times = gpt_model.run_steps(a, model, opt, rank, "libfsdp", scaler=scaler)
 stats = ctx.memory_stats()
-if a.out:  # the checkpoint any rank count can resume: model and AdamW state
+if a.out and not a.no_save:  # the checkpoint any rank count can resume: model and AdamW state
     ctx.save(a.out.replace("{rank}", "model") + ".h5", [opt], {"step": str(a.steps)})
-gpt_model.report(a, "libfsdp", rank, world, losses, seconds, a.steps - 1,
+gpt_model.report(a, "libfsdp", rank, world, losses, times,
                  {"library_peak_bytes": stats["peak_bytes"],
+                  "library_peak_parameter_bytes": stats["peak_parameter_bytes"],
                   "unsharded_model_bytes": stats["unsharded_model_bytes"]})
 ctx.finalize()

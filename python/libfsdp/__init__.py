@@ -127,9 +127,10 @@ def checkpoint_metadata(path, key):
 
 # The classes need _lib, _check... above.
 from .context import Context  # noqa: E402
+from .grad_scaler import GradScaler  # noqa: E402
 from .optimizer import Optimizer  # noqa: E402
 from .request import Request  # noqa: E402
 from .unit import Unit  # noqa: E402
 
-__all__ = ["Error", "Context", "Unit", "Optimizer", "Request", "init", "finalize_mpi", "checkpoint_metadata",
-           "to_float32"]
+__all__ = ["Error", "Context", "Unit", "Optimizer", "Request", "GradScaler", "init", "finalize_mpi",
+           "checkpoint_metadata", "to_float32"]

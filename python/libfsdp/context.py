@@ -60,8 +60,8 @@ class Context:
     # ---- units and optimizers ----------------------------------------------------------------
     def unit(self, params, name=None, param_dtype=None, reduce_dtype=None, sync_from_rank0=False):
         """Creates a Unit (collective over the world group) from `params`: a sequence of
-        (name, array) pairs, where each array is C-contiguous float32 or float64 (all of one
-        dtype) holding the parameter's initial full values, or (name, shape, dtype[,
+        (name, array[, requires_grad]), where each array is C-contiguous float32 or float64 (all
+        of one dtype) holding the parameter's initial full values, or (name, shape, dtype[,
         requires_grad]) for a zero-initialized one."""
         return Unit._create(self, params, name, param_dtype, reduce_dtype, sync_from_rank0)
 

@@ -1,70 +1,355 @@
-"""PyTorch modules sharded by libfsdp: PyTorch computes forward and backward on CPU, libfsdp does
-the sharding, communication, optimizer and checkpoints (module and autograd hooks).
+"""PyTorch modules sharded by libfsdp, with the semantics of FSDP2's `fully_shard`: PyTorch computes
+forward and backward on CPU; libfsdp shards, all-gathers, reduce-scatters, steps the optimizer and
+writes checkpoints.
 
-    sharded = libfsdp.pytorch.FullyShard(ctx, model, [model.embed, *model.blocks, model.head])
-    loss = loss_fn(sharded(x), y)
-    sharded.backward(loss)      # reduce-scatters each unit's gradient as soon as it is complete
-    opt.step(); opt.zero_grad() # opt = ctx.optimizer("adamw", sharded.units, lr=...)
+    sharded = libfsdp.pytorch.FullyShard(ctx, model, model.blocks)   # each block, then the root
+    loss = loss_fn(sharded(x), y)       # or model(x): FullyShard works through the module's hooks
+    loss.backward()                     # each unit's reduction starts when its gradients are in
+    opt.step(); opt.zero_grad()         # opt = ctx.optimizer("adamw", sharded.units, lr=...)
 
-Each listed submodule becomes one unit holding its parameters. Between calls a parameter holds no
-storage (an empty tensor); a unit's forward pre-hook unshards it and points its parameters at the
-library's unsharded buffer (no copy), its forward hook reshards it. Tensors autograd saves from
-those parameters are recorded as positions in the buffer and re-pointed at the buffer unsharded
-again for backward (torch.autograd.graph.saved_tensors_hooks). Before a unit's backward, its
-parameters' .grad are the library's full-gradient buffers, so autograd accumulates straight into
-them; when every parameter's gradient is in, the unit is resharded and its reduction starts.
-Limits: every parameter must take part in the loss (as DDP without find_unused_parameters), a
-parameter must belong to exactly one listed submodule, parameters must be float32 or float64."""
+Units. Every listed submodule becomes one unit, and the root one more (FSDP2: `fully_shard` on
+each block, then on the root). A parameter belongs to the innermost listed module that contains
+every module using it: a weight tied between the embedding and the output head lives in the unit
+of their common listed ancestor (the root) and both use it; autograd sums its two gradients.
+Listing two modules that are not nested but share a parameter is refused (FSDP2 needs the same).
+
+Between uses a parameter holds no storage (an empty tensor). A unit's forward pre-hook unshards it
+and points its parameters at the library's unsharded buffer (no copy); its forward hook reshards
+it (not the root's, which backward needs first, as FSDP2 does). Tensors autograd saves from
+parameters are kept as positions in the buffer and found again after the unit is unsharded for
+backward. Before a unit's backward its parameters' .grad are the library's full-gradient buffers,
+so autograd accumulates into them; when every gradient is in, the unit is resharded and its
+reduction starts. At the end of backward (an autograd callback) units left over are reduced in
+unit order (a parameter that got no gradient reduces as zero), and every reduction is waited for.
+
+Mixed precision (`MixedPrecisionPolicy`, FSDP2's fields): shards and optimizer state stay float32,
+unshard casts to param_dtype, gradients reduce in reduce_dtype (default: param_dtype). Parameters
+that are bfloat16 or float16 in the model get float32 masters and compute in their own dtype.
+float16 steps go through `libfsdp.GradScaler`. Activation checkpointing
+(torch.utils.checkpoint, use_reentrant=False): recomputation finds the unit unsharded for backward.
+Meta-device models are materialized one unit at a time (reset_parameters, or param_init_fn)."""
+import ctypes
+import dataclasses
+import functools
+
+import numpy as np
 import torch
 
-from . import _refuse
+from . import _capi, _check, _lib, _refuse, _view
+from .context import Context
+
+# torch dtype -> the library's name, for the dtypes a unit computes or reduces in.
+_LIB_DTYPE = {torch.float32: "float32", torch.float64: "float64", torch.bfloat16: "bfloat16",
+              torch.float16: "float16"}
+# numpy dtype of a unit's buffers -> torch dtype (numpy shows bfloat16 as uint16 bits).
+_TORCH_OF = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+             np.dtype(np.float16): torch.float16, np.dtype(np.uint16): torch.bfloat16}
+
+
+@dataclasses.dataclass(frozen=True)
+class MixedPrecisionPolicy:
+    """FSDP2's MixedPrecisionPolicy. param_dtype: what unsharded parameters (and full gradients)
+    are; reduce_dtype: what gradients are reduced in (None: param_dtype); output_dtype: the root's
+    floating outputs are cast to it; cast_forward_inputs: each unit's floating positional inputs
+    are cast to its param_dtype."""
+    param_dtype: torch.dtype = None
+    reduce_dtype: torch.dtype = None
+    output_dtype: torch.dtype = None
+    cast_forward_inputs: bool = True
+
+
+def _torch_view(address, dtype, shape):
+    """A torch tensor over library memory (no copy); bfloat16 from its bits (numpy has none, and
+    older torch has no uint16)."""
+    array = _view(address, dtype, shape)
+    if dtype == np.uint16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
 
 
 class _UnitState:
-    def __init__(self, unit, params):
-        self.unit, self.params = unit, params  # params: [(name, Parameter)] in unit order
-        self.flat = None        # torch view of the unsharded buffer while unsharded
-        self.pending = 0        # gradients still to arrive in this backward
+    """One unit and the module it was made for."""
+
+    def __init__(self, module, where, unit, params, reshard_after_forward):
+        self.module, self.where, self.unit = module, where, unit
+        self.params = params                   # [(name, Parameter)] in unit order
+        self.trainable = [p for _, p in params if p.requires_grad]
+        self.dtype = _TORCH_OF[unit.param_dtype]  # what the parameters are while unsharded
+        self.reshard_after_forward = reshard_after_forward
+        self.offsets = None   # element offsets of the parameters from the region's start
+        self.extent = 0       # elements from the region's start to the end of the last one
+        self.start = 0        # offset of parameter 0 from the region's start, in bytes
+        self.region = None    # torch view of the unsharded parameters while unsharded
+        self.prepared = False  # this backward gave its parameters their gradient buffers
+        self.pending = 0      # gradients still to arrive in this backward
+        self.reduced = False  # its reduction started in this backward
         self.accumulators = []  # the parameters' AccumulateGrad nodes (kept alive)
 
 
-class FullyShard:
-    """Shards `root`'s parameters over `ctx`, one unit per module of `submodules` (in forward
-    order), and runs `root` with libfsdp's unshard / reshard / reduce cycle."""
+def _tensors(value):
+    """The tensors in a module's output (tensors, tuples, lists, dicts, dataclass-like outputs)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v)
 
-    def __init__(self, ctx, root, submodules, prefetch=True):
+
+def _cast(value, dtype):
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype) if value.is_floating_point() and value.dtype != dtype else value
+    if isinstance(value, tuple):
+        return tuple(_cast(v, dtype) for v in value)
+    if isinstance(value, list):
+        return [_cast(v, dtype) for v in value]
+    return value
+
+
+class FullyShard:
+    """Shards `root`'s parameters over `ctx`: one unit per module of `submodules` (in forward
+    order), and one for the root with the parameters no listed module took.
+
+    mp_policy: MixedPrecisionPolicy (None: compute in the parameters' dtype). reshard_after_forward:
+    False keeps every unit unsharded from forward to backward (ZeRO-2-like; the root always is).
+    prefetch: the library all-gathers the next unit while this one computes. find_unused_parameters:
+    as DDP's: ranks may leave different parameters without gradient; every unit then stays
+    unsharded from forward to backward and every reduction waits for the end of backward, in unit
+    order, so that all ranks issue the same collectives. param_init_fn(module): fills a meta-device module's
+    parameters once materialized on CPU (default: its reset_parameters()). sync_module_states:
+    every rank starts from rank 0's values (PyTorch's sync_module_states)."""
+
+    def __init__(self, ctx, root, submodules=(), *, mp_policy=None, reshard_after_forward=True,
+                 prefetch=True, find_unused_parameters=False, param_init_fn=None,
+                 sync_module_states=True):
+        plan = self._plan(ctx, root, submodules, mp_policy, param_init_fn)
+        self.ctx, self.root, self.mp_policy = ctx, root, mp_policy or MixedPrecisionPolicy()
+        self.find_unused_parameters = bool(find_unused_parameters)
+        self.states, self._requests, self._empty = [], [], {}
+        self._in_backward, self._attached = False, []
+        created, replaced = [], []
+        try:
+            for module, where, params in plan:
+                is_root = module is root
+                fresh = self._materialize(root, params, param_init_fn, replaced)
+                unit = self._create_unit(ctx, where, fresh, sync_module_states)
+                created.append(unit)
+                for (_, old), (_, p) in zip(params, fresh):
+                    if p is not old:  # materialized from meta: its values now live in the shards
+                        p.data = torch.empty(0, dtype=p.dtype)
+                params = fresh
+                # The root, and every unit under find_unused_parameters, stays unsharded from
+                # forward to backward: an unshard in backward is collective, and ranks whose
+                # losses use different units would issue different ones.
+                state = _UnitState(module, where, unit, params,
+                                   reshard_after_forward and not is_root
+                                   and not self.find_unused_parameters)
+                self.states.append(state)
+        except BaseException:
+            for unit in reversed(created):
+                unit.destroy()
+            for holder, name, old in reversed(replaced):
+                holder._parameters[name] = old
+            raise
+        # Nothing can fail from here on: the model changes now. The root's first pre-hook marks
+        # the iteration (the library's prefetch follows the unshard order between the marks).
+        root.register_forward_pre_hook(self._begin_forward_hook)
+        for state in self.states:
+            self._take_storage(state)
+            state.module.register_forward_pre_hook(self._pre_forward_hook(state))
+            state.module.register_forward_hook(self._post_forward_hook(state))
+        self.root_state = self.states[-1] if self.states and self.states[-1].module is root else None
+        self._wrap_root_forward()
+        ctx.set_prefetch(prefetch, prefetch)
+
+    # ---- planning: every check before anything is created ----------------------------------
+    @staticmethod
+    def _plan(ctx, root, submodules, policy, param_init_fn):
         call = "FullyShard"
+        if not isinstance(ctx, Context):
+            _refuse(call, f"ctx: a libfsdp.Context is needed, got {type(ctx).__name__}")
+        if not isinstance(root, torch.nn.Module):
+            _refuse(call, f"root: a torch.nn.Module is needed, got {type(root).__name__}")
+        if getattr(root, "_libfsdp_fully_shard", False):
+            _refuse(call, "root: FullyShard was already applied to this module")
+        if policy is not None and not isinstance(policy, MixedPrecisionPolicy):
+            _refuse(call, f"mp_policy: a MixedPrecisionPolicy is needed, got "
+                    f"{type(policy).__name__}")
+        if param_init_fn is not None and not callable(param_init_fn):
+            _refuse(call, "param_init_fn: a callable taking a module is needed")
+        policy = policy or MixedPrecisionPolicy()
+        for field in ("param_dtype", "reduce_dtype"):
+            value = getattr(policy, field)
+            if value is not None and value not in _LIB_DTYPE:
+                _refuse(call, f"mp_policy.{field}: {value} is not one of "
+                        f"{sorted(str(d) for d in _LIB_DTYPE)}")
+        if policy.output_dtype is not None and not (isinstance(policy.output_dtype, torch.dtype)
+                                                    and policy.output_dtype.is_floating_point):
+            _refuse(call, f"mp_policy.output_dtype: {policy.output_dtype} is not a floating dtype")
+        if isinstance(submodules, torch.nn.Module) and not isinstance(submodules,
+                                                                      torch.nn.ModuleList):
+            submodules = [submodules]
+        names = {}
+        for name, m in root.named_modules():
+            names.setdefault(id(m), name or "<root>")
+        listed = []
+        for k, m in enumerate(submodules):
+            if not isinstance(m, torch.nn.Module):
+                _refuse(call, f"submodules[{k}]: a torch.nn.Module is needed, got "
+                        f"{type(m).__name__}")
+            if id(m) not in names:
+                _refuse(call, f"submodules[{k}] ({type(m).__name__}): not a submodule of root")
+            if any(m is other for other in listed):
+                _refuse(call, f"submodules[{k}] ('{names[id(m)]}'): listed twice")
+            if m is not root:
+                listed.append(m)
+        listed.append(root)  # the root takes what no listed submodule took
+        inside = [{id(x) for x in m.modules()} for m in listed]
+        order = {id(m): k for k, m in enumerate(listed)}
+        # The innermost listed module around every module of the tree.
+        innermost = {}
+
+        def walk(module, around):
+            if id(module) in innermost:
+                return
+            around = order.get(id(module), around)
+            innermost[id(module)] = around
+            for child in module.children():
+                walk(child, around)
+        walk(root, order[id(root)])
+        # Every parameter: the modules holding it, its unit.
+        uses, first_name = {}, {}
+        for mname, m in root.named_modules():
+            for pname, p in m._parameters.items():
+                if p is None:
+                    continue
+                full = f"{mname}.{pname}" if mname else pname
+                first_name.setdefault(id(p), full)
+                uses.setdefault(id(p), (p, set()))[1].add(innermost[id(m)])
         owner = {}
-        for k, module in enumerate(submodules):
-            for p in module.parameters():
-                if id(p) in owner:
-                    _refuse(call, f"submodules[{k}]: a parameter already belongs to submodules"
-                            f"[{owner[id(p)]}]; each parameter must be in one unit")
-                owner[id(p)] = k
-        uncovered = [n for n, p in root.named_parameters() if id(p) not in owner]
-        if uncovered:
-            _refuse(call, f"submodules: parameters in no listed submodule: {uncovered[:5]}")
-        names = {id(p): n for n, p in root.named_parameters()}
-        self.ctx, self.root, self.states, self._requests = ctx, root, [], []
-        self._empty = {}
-        for k, module in enumerate(submodules):
-            params = [(names[id(p)], p) for p in module.parameters()]
-            for n, p in params:
-                if p.dtype not in (torch.float32, torch.float64) or not p.requires_grad:
-                    _refuse(call, f"submodules[{k}]: parameter \"{n}\": float32 or float64 "
-                            "with requires_grad=True is needed")
-            unit = ctx.unit([(n, p.detach().contiguous().numpy()) for n, p in params],
-                            name=f"unit{k}", sync_from_rank0=True)
-            state = _UnitState(unit, params)
-            for _, p in params:  # created at the real shape: AccumulateGrad records it
+        for pid, (p, units) in uses.items():
+            name = first_name[pid]
+            if not p.is_floating_point() or p.is_complex():
+                _refuse(call, f"parameter \"{name}\": dtype {p.dtype}; only floating-point "
+                        "parameters can be sharded")
+            if p.device.type not in ("cpu", "meta"):
+                _refuse(call, f"parameter \"{name}\": on {p.device}; FullyShard runs PyTorch on "
+                        "the CPU (host memory); move the model to the CPU or the meta device")
+            chosen = None
+            for k in units:  # the outermost; every other one must lie inside it
+                if all(id(listed[j]) in inside[k] for j in units):
+                    chosen = k
+            if chosen is None:
+                a, b = sorted(units)[:2]
+                _refuse(call, f"parameter \"{name}\": used by '{names[id(listed[a])]}' and "
+                        f"'{names[id(listed[b])]}', listed modules neither of which contains the "
+                        "other; a shared (tied) parameter must live in a listed module that "
+                        "contains both (leave one of them out, or list a common ancestor)")
+            owner[pid] = chosen
+        plan = []
+        for k, m in enumerate(listed):
+            params = [(first_name[pid], p) for pid, (p, _) in uses.items() if owner[pid] == k]
+            if not params:
+                continue
+            where = names[id(m)]
+            storage = {torch.float64 if p.dtype == torch.float64 else torch.float32
+                       for _, p in params}
+            if len(storage) > 1:
+                _refuse(call, f"module '{where}': float64 and lower-precision parameters in one "
+                        "unit; a unit has one dtype (list the float64 part as its own submodule)")
+            wide = storage.pop() == torch.float64
+            for field in ("param_dtype", "reduce_dtype"):
+                value = getattr(policy, field)
+                if value is not None and (value == torch.float64) != wide:
+                    _refuse(call, f"mp_policy.{field}: {value} for module '{where}', whose "
+                            f"parameters are {'float64' if wide else 'float32 or lower'}: float32 "
+                            "masters compute and reduce in float32, bfloat16 or float16; float64 "
+                            "parameters only in float64")
+            for name, p in params:
+                if p.device.type == "meta" and param_init_fn is None:
+                    holder = FullyShard._holders(root, p)[0][0]
+                    if not hasattr(holder, "reset_parameters"):
+                        _refuse(call, f"parameter \"{name}\": on the meta device, and its module "
+                                f"({type(holder).__name__}) has no reset_parameters(); pass "
+                                "param_init_fn")
+            plan.append((m, where, params))
+        return plan
+
+    @staticmethod
+    def _holders(root, p):
+        """(module, attribute) pairs that hold parameter p."""
+        return [(m, n) for m in root.modules() for n, q in m._parameters.items() if q is p]
+
+    # ---- construction ------------------------------------------------------------------------
+    def _materialize(self, root, params, init_fn, replaced):
+        """Meta parameters of one unit become CPU parameters with values (every module holding
+        one gets new parameters, then reset_parameters() or init_fn); others are returned as
+        they are."""
+        if not any(p.device.type == "meta" for _, p in params):
+            return params
+        fresh, holders = {}, []
+        for name, p in params:
+            if p.device.type != "meta":
+                continue
+            for m, attr in self._holders(root, p):
+                if m not in holders:
+                    holders.append(m)
+        for m in holders:  # every meta parameter of a holder (reset_parameters fills them all)
+            for attr, q in list(m._parameters.items()):
+                if q is None or q.device.type != "meta":
+                    continue
+                if id(q) not in fresh:
+                    fresh[id(q)] = torch.nn.Parameter(torch.empty(q.shape, dtype=q.dtype),
+                                                      requires_grad=q.requires_grad)
+                replaced.append((m, attr, q))
+                m._parameters[attr] = fresh[id(q)]
+            for attr, b in list(m._buffers.items()):
+                if b is not None and b.device.type == "meta":
+                    m._buffers[attr] = torch.zeros(b.shape, dtype=b.dtype)
+        with torch.no_grad():
+            for m in holders:
+                (init_fn or (lambda mod: mod.reset_parameters()))(m)
+        return [(name, fresh.get(id(p), p)) for name, p in params]
+
+    def _create_unit(self, ctx, where, params, sync):
+        storage = torch.float64 if params[0][1].dtype == torch.float64 else torch.float32
+        policy = self.mp_policy
+        compute = policy.param_dtype
+        if compute is None and params[0][1].dtype in (torch.bfloat16, torch.float16):
+            compute = params[0][1].dtype  # a low-precision model: float32 masters, its dtype
+        values = []
+        for name, p in params:
+            v = p.detach()
+            v = v.to(storage) if v.dtype != storage else v
+            values.append((name, v.contiguous().numpy(), p.requires_grad))
+        return ctx.unit(values, name=where, sync_from_rank0=sync,
+                        param_dtype=_LIB_DTYPE.get(compute),
+                        reduce_dtype=_LIB_DTYPE.get(policy.reduce_dtype))
+
+    def _take_storage(self, state):
+        """Records the parameters' AccumulateGrad nodes (made at the compute dtype and real shape,
+        so autograd hands over gradients in that dtype) and drops their storage."""
+        for _, p in state.params:
+            p.data = torch.empty(p.shape, dtype=state.dtype)  # uninitialized: no pages touched
+            if p.requires_grad:
                 acc = p.expand_as(p).grad_fn.next_functions[0][0]
                 acc.register_hook(self._grad_done_hook(state))
                 state.accumulators.append(acc)
-            self._detach(state)
-            module.register_forward_pre_hook(self._pre_forward_hook(state))
-            module.register_forward_hook(self._post_forward_hook(state))
-            self.states.append(state)
-        ctx.set_prefetch(prefetch, prefetch)
+        self._detach(state)
+
+    def _wrap_root_forward(self):
+        """The root's forward runs with the saved-tensor hooks that keep parameters as positions
+        (model(x) and sharded(x) alike)."""
+        root, inner = self.root, self.root.forward
+
+        @functools.wraps(inner)
+        def forward(*args, **kwargs):
+            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+                return inner(*args, **kwargs)
+        root.forward = forward
+        root._libfsdp_fully_shard = True
 
     @property
     def units(self):
@@ -72,60 +357,146 @@ class FullyShard:
 
     # ---- parameters pointing at the unsharded buffer, or at nothing ------------------------
     def _attach(self, state):
-        state.unit.unshard()
-        # The whole unit as one tensor: its parameters lie in order in the unsharded buffer.
-        state.flat = torch.from_numpy(state.unit.unsharded())
-        offset = 0
-        for (_, p), shape in zip(state.params, state.unit.shapes):
-            n = int(torch.Size(shape).numel())
-            p.data = state.flat[offset:offset + n].view(shape)
-            offset += n
+        unit = state.unit
+        unit.unshard()
+        ptr = ctypes.c_void_p()
+        _check(_lib.fsdp_param_data(unit._handle, 0, ctypes.byref(ptr)))
+        size = unit.param_dtype.itemsize
+        if state.offsets is None:  # the layout is fixed: offsets from parameter 0 once
+            addrs = [ptr.value]
+            for i in range(1, len(state.params)):
+                p = ctypes.c_void_p()
+                _check(_lib.fsdp_param_data(unit._handle, i, ctypes.byref(p)))
+                addrs.append(p.value)
+            lo = min(addrs)
+            state.start = ptr.value - lo
+            state.offsets = [(a - lo) // size for a in addrs]
+            state.extent = max(o + int(np.prod(s, dtype=np.int64))
+                               for o, s in zip(state.offsets, unit.shapes))
+        state.region = _torch_view(ptr.value - state.start, unit.param_dtype, (state.extent,))
+        region = state.region
+        for (_, p), off, shape in zip(state.params, state.offsets, unit.shapes):
+            n = int(np.prod(shape, dtype=np.int64))
+            p.data = region[off:off + n].view(shape)
+        self._attached.append(state)
 
     def _detach(self, state):
+        empty = self._empty.setdefault(state.dtype, torch.empty(0, dtype=state.dtype))
         for _, p in state.params:
-            p.data = self._empty.setdefault(p.dtype, torch.empty(0, dtype=p.dtype))
-        state.flat = None
+            p.data = empty
+        state.region = None
+        if state in self._attached:
+            self._attached.remove(state)
+
+    def _reshard(self, state):
+        self._detach(state)
+        state.unit.reshard()
+
+    def _give_grads(self, state):
+        """Points the trainable parameters' .grad at the library's full-gradient buffers (zeroed,
+        or holding earlier micro-batches under no_sync)."""
+        for i, (_, p) in enumerate(state.params):
+            if p.requires_grad:
+                ptr = ctypes.c_void_p()
+                _check(_lib.fsdp_grad_data(state.unit._handle, i, ctypes.byref(ptr)))
+                p.grad = _torch_view(ptr.value, state.unit.param_dtype, state.unit.shapes[i])
 
     # ---- hooks ---------------------------------------------------------------------------------
+    def _begin_forward_hook(self, module, args):
+        if not self._in_backward:
+            self.ctx.begin_forward()
+
     def _pre_forward_hook(self, state):
-        def hook(module, inputs):
-            self._attach(state)
+        def hook(module, args):
+            if state.region is None:  # in backward: recomputation (activation checkpointing)
+                self._attach(state)
+            if self.mp_policy.cast_forward_inputs and state.dtype in (torch.bfloat16,
+                                                                      torch.float16):
+                return _cast(args, state.dtype)
+            return None
         return hook
 
     def _post_forward_hook(self, state):
-        def hook(module, inputs, output):
-            self._detach(state)
-            state.unit.reshard()
-            if isinstance(output, torch.Tensor) and output.requires_grad:
-                output.register_hook(self._pre_backward_hook(state))
+        def hook(module, args, output):
+            if self._in_backward:  # recomputation: the unit stays unsharded for its backward
+                return None
+            needs_grad = [t for t in _tensors(output) if t.requires_grad]
+            if state.reshard_after_forward or not needs_grad:
+                self._reshard(state)
+            for t in needs_grad:
+                t.register_hook(self._pre_backward_hook(state))
+            if module is self.root and self.mp_policy.output_dtype is not None:
+                return _cast(output, self.mp_policy.output_dtype)
+            return None
         return hook
 
     def _pre_backward_hook(self, state):
         def hook(grad):
-            self._attach(state)
-            for i, (_, p) in enumerate(state.params):
-                p.grad = torch.from_numpy(state.unit.grad(i))  # autograd adds into it
-            state.pending = len(state.params)
+            if not self._in_backward:
+                self._in_backward = True
+                self.ctx.begin_backward()
+                torch.autograd.Variable._execution_engine.queue_callback(self._finish_backward)
+            if state.prepared:
+                return None
+            state.prepared = True
+            if state.region is None:
+                self._attach(state)
+            self._give_grads(state)
+            state.pending = len(state.trainable)
+            return None
         return hook
 
     def _grad_done_hook(self, state):
         def hook(*unused):
+            if not state.prepared:
+                raise RuntimeError(
+                    f"libfsdp: a parameter of module '{state.where}' got a gradient that did not "
+                    "flow through that module's output; FullyShard needs each parameter used "
+                    "inside the forward of the module whose unit holds it")
             state.pending -= 1
             if state.pending == 0:
-                for _, p in state.params:
+                for p in state.trainable:
                     p.grad = None
-                self._detach(state)
-                state.unit.reshard()
-                self._requests.append(state.unit.reduce_grads_async())
+                self._reshard(state)
+                if not self.find_unused_parameters:
+                    self._requests.append(state.unit.reduce_grads_async())
+                    state.reduced = True
         return hook
 
+    def _finish_backward(self):
+        """End of backward (an autograd callback): units not yet reduced (parameters without a
+        gradient, frozen units, or all of them under find_unused_parameters) in unit order, on
+        every rank alike; then every reduction is waited for."""
+        try:
+            for state in self.states:
+                if state.reduced:
+                    continue
+                for p in state.trainable:
+                    p.grad = None
+                if state.region is not None:
+                    self._reshard(state)
+                if state.trainable:
+                    if not state.prepared:  # no gradient at all: zeros
+                        for i, (_, p) in enumerate(state.params):
+                            if p.requires_grad:
+                                state.unit.grad(i)
+                    self._requests.append(state.unit.reduce_grads_async())
+            requests, self._requests = self._requests, []
+            for r in requests:
+                r.wait()
+        finally:
+            self._in_backward = False
+            for state in self.states:
+                state.prepared, state.reduced, state.pending = False, False, 0
+
     def _pack(self, t):
+        if not self._attached or not isinstance(t, torch.Tensor):
+            return t
         ptr = t.data_ptr()
-        for state in self.states:
-            if state.flat is None:
-                continue
-            base = state.flat.data_ptr()
-            if base <= ptr < base + state.flat.numel() * state.flat.element_size():
+        for state in self._attached:
+            region = state.region
+            base = region.data_ptr()
+            if t.dtype == region.dtype and base <= ptr < base + region.numel() * t.element_size():
                 return (state, (ptr - base) // t.element_size(), t.size(), t.stride())
         return t
 
@@ -133,29 +504,206 @@ class FullyShard:
         if isinstance(packed, torch.Tensor):
             return packed
         state, offset, size, stride = packed
-        if state.flat is None:
-            raise RuntimeError(f"libfsdp: unit {state.unit.names[0]}... is sharded but its "
-                               "parameters are needed (is every unit's output part of the loss?)")
-        return state.flat.as_strided(size, stride, offset)
+        if state.region is None:
+            raise RuntimeError(f"libfsdp: the parameters of module '{state.where}' are needed in "
+                               "backward but the unit is sharded (is its output part of the "
+                               "loss?)")
+        return state.region.as_strided(size, stride, offset)
 
     # ---- the loop ------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        self.ctx.begin_forward()
-        with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
-            return self.root(*args, **kwargs)
+        return self.root(*args, **kwargs)
 
     def backward(self, loss):
-        """loss.backward() with each unit's reduction started as its gradients complete; returns
-        when every reduction has finished (the optimizer can step)."""
-        self.ctx.begin_backward()
-        with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
-            loss.backward()
-        for state in self.states:
-            if state.pending:
-                _refuse("FullyShard.backward", f"unit of \"{state.params[0][0]}\": "
-                        f"{state.pending} parameter(s) got no gradient; every parameter must "
-                        "take part in the loss")
-        requests, self._requests = self._requests, []
-        for r in requests:
-            r.wait()
+        """loss.backward(): every unit's reduction has finished when it returns."""
+        loss.backward()
 
+    def no_sync(self):
+        """Context manager: backward passes inside accumulate full gradients locally (no
+        communication); the first backward after it reduces their sum (DDP's no_sync)."""
+        ctx = self.ctx
+
+        class _NoSync:
+            def __enter__(self):
+                ctx.set_grad_sync(False)
+
+            def __exit__(self, *exc):
+                ctx.set_grad_sync(True)
+        return _NoSync()
+
+    # ---- state dicts ------------------------------------------------------------------------------
+    def _names(self):
+        """Every name under which root.state_dict() lists each parameter (tied ones twice), and
+        its persistent buffers."""
+        params, buffers = {}, {}
+
+        def walk(module, prefix, seen):
+            if id(module) in seen:
+                return
+            seen = seen | {id(module)}
+            for n, p in module._parameters.items():
+                if p is not None:
+                    params.setdefault(id(p), []).append(prefix + n)
+            for n, b in module._buffers.items():
+                if b is not None and n not in module._non_persistent_buffers_set:
+                    buffers[prefix + n] = b
+            for n, child in module._modules.items():
+                if child is not None:
+                    walk(child, prefix + n + ".", seen)
+        walk(self.root, "", frozenset())
+        return params, buffers
+
+    def _twin(self, state, sync=False, values=None):
+        """A float32 (storage dtype) unit with the same layout as `state`'s, optionally created
+        from full `values` (rank 0's with sync): its shard lines up with the unit's."""
+        unit = state.unit
+        descs = []
+        for i, (name, p) in enumerate(state.params):
+            if values is None:
+                descs.append((name, unit.shapes[i], unit.dtype, p.requires_grad))
+            else:
+                descs.append((name, values[i], p.requires_grad))
+        return self.ctx.unit(descs, name=f"{state.where} (state dict)", sync_from_rank0=sync)
+
+    def _full_values(self, state):
+        """The unit's full master values (storage dtype), one numpy array per parameter."""
+        unit = state.unit
+        same = unit.param_dtype == unit.dtype
+        source = unit if same else self._twin(state)
+        try:
+            if not same:
+                source.shard()[...] = unit.shard()
+            source.unshard()
+            out = [source.param(i).copy() for i in range(len(state.params))]
+            source.reshard()
+        finally:
+            if not same:
+                source.destroy()
+        return out
+
+    def _check_sharded(self, call):
+        if self._in_backward or self._attached:
+            _refuse(call, "a unit is unsharded (inside forward or backward); call it between "
+                    "steps")
+
+    def state_dict(self, full=True):
+        """The model's state as plain tensors, under root.state_dict()'s names (tied parameters
+        under each of theirs). full=True: full float32 (or float64) master values on every rank
+        (collective); full=False: this rank's own part, {name: (values, param_offset)} where
+        values are the parameter's flattened elements [param_offset, param_offset + len). Buffers
+        are included as they are."""
+        self._check_sharded("FullyShard.state_dict")
+        names, buffers = self._names()
+        out = {}
+        for state in self.states:
+            if full:
+                values = self._full_values(state)
+            for i, (_, p) in enumerate(state.params):
+                if full:
+                    tensor = torch.from_numpy(values[i])
+                else:
+                    shard_off, param_off, length = state.unit.shard_range(i)
+                    tensor = (torch.from_numpy(state.unit.shard()[shard_off:shard_off + length]
+                                               .copy()), param_off)
+                for name in names[id(p)]:
+                    out[name] = tensor
+        for name, b in buffers.items():
+            out[name] = b.detach().clone()
+        return dict(sorted(out.items()))
+
+    def _agree_with_rank0(self, error):
+        """Collective: every rank learns whether rank 0 found `error` (a libfsdp.Error or None),
+        through a one-element unit created from rank 0's value."""
+        flag = np.array([0.0 if error is None else 1.0], np.float32)
+        unit = self.ctx.unit([("rank0_refused", flag)], name="load_state_dict agreement",
+                             sync_from_rank0=True)
+        try:
+            unit.unshard()
+            refused = bool(unit.param(0)[0])
+            unit.reshard()
+        finally:
+            unit.destroy()
+        if error is not None:
+            raise error
+        if refused:
+            _refuse("FullyShard.load_state_dict", "rank 0 refused its state_dict (see its error)")
+
+    def load_state_dict(self, state_dict, strict=True, from_rank0=False):
+        """Loads full tensors (as nn.Module.state_dict() gives them, any floating dtype) into the
+        shards: each rank keeps its part; local. from_rank0=True: only rank 0's dict is read (the
+        others may pass {}) and must hold every parameter; collective. Every name and shape is
+        checked before anything is written: a refused dict changes nothing (with from_rank0, on
+        every rank)."""
+        call = "FullyShard.load_state_dict"
+        self._check_sharded(call)
+        if not isinstance(state_dict, dict):
+            _refuse(call, f"state_dict: a dict is needed, got {type(state_dict).__name__}")
+        names, buffers = self._names()
+        reads = not from_rank0 or self.ctx.group()[0] == 0
+        entries = [(state, i, names[id(p)]) for state in self.states
+                   for i, (_, p) in enumerate(state.params)]
+        error = None
+        if reads:
+            try:
+                self._check_state_dict(call, state_dict, entries, buffers,
+                                       strict or from_rank0)
+            except Exception as e:  # noqa: BLE001 - a libfsdp.Error, given to the agreement
+                error = e
+        if from_rank0:
+            self._agree_with_rank0(error)
+        elif error is not None:
+            raise error
+        key_of = {}
+        if reads:
+            for state, i, aliases in entries:
+                key_of[(id(state), i)] = next((a for a in aliases if a in state_dict), None)
+        for state in self.states:
+            dtype = torch.float64 if state.unit.dtype == np.float64 else torch.float32
+            full = []
+            for i in range(len(state.params)):
+                key = key_of.get((id(state), i))
+                full.append(None if key is None else
+                            state_dict[key].detach().to(dtype).contiguous().numpy())
+            if from_rank0:  # rank 0's values reach every rank through a twin unit's creation
+                twin = self._twin(state, sync=True, values=full if reads else [
+                    np.zeros(s, state.unit.dtype) for s in state.unit.shapes])
+                state.unit.shard()[...] = twin.shard()
+                twin.destroy()
+                continue
+            shard = state.unit.shard()
+            for i, v in enumerate(full):
+                if v is None:
+                    continue
+                shard_off, param_off, length = state.unit.shard_range(i)
+                shard[shard_off:shard_off + length] = v.reshape(-1)[param_off:param_off + length]
+        if reads:
+            with torch.no_grad():
+                for name, b in buffers.items():
+                    if name in state_dict:
+                        b.copy_(state_dict[name])
+
+    @staticmethod
+    def _check_state_dict(call, state_dict, entries, buffers, strict):
+        known = {a for _, _, aliases in entries for a in aliases} | set(buffers)
+        missing = [aliases[0] for _, _, aliases in entries
+                   if not any(a in state_dict for a in aliases)]
+        missing += [n for n in buffers if n not in state_dict]
+        unexpected = [n for n in state_dict if n not in known]
+        if strict and (missing or unexpected):
+            _refuse(call, f"state_dict: missing keys {missing[:5]}, unexpected keys "
+                    f"{unexpected[:5]}")
+        for state, i, aliases in entries:
+            for key in aliases:
+                if key not in state_dict:
+                    continue
+                v = state_dict[key]
+                if not isinstance(v, torch.Tensor) or not v.is_floating_point():
+                    _refuse(call, f"state_dict[\"{key}\"]: a floating-point tensor is needed, "
+                            f"got {getattr(v, 'dtype', type(v).__name__)}")
+                if tuple(v.shape) != tuple(state.unit.shapes[i]):
+                    _refuse(call, f"state_dict[\"{key}\"]: shape {tuple(v.shape)}, but the "
+                            f"parameter has shape {tuple(state.unit.shapes[i])}")
+        for name, b in buffers.items():
+            if name in state_dict and tuple(state_dict[name].shape) != tuple(b.shape):
+                _refuse(call, f"state_dict[\"{name}\"]: shape {tuple(state_dict[name].shape)}, "
+                        f"but the buffer has shape {tuple(b.shape)}")

@@ -45,13 +45,16 @@ class Unit:
         for i, entry in enumerate(params):
             where = f"params[{i}]"
             if not isinstance(entry, (tuple, list)) or len(entry) not in (2, 3, 4):
-                _refuse(call, f"{where}: (name, array) or (name, shape, dtype[, requires_grad]) "
+                _refuse(call, f"{where}: (name, array[, requires_grad]) or (name, shape, dtype[, "
+                        "requires_grad]) "
                         f"is needed, got {type(entry).__name__}")
             pname, requires_grad = entry[0], True
             if not isinstance(pname, str) or not pname:
                 _refuse(call, f"{where}: the name must be a non-empty str")
-            if len(entry) == 2:
+            if len(entry) == 2 or (len(entry) == 3 and isinstance(entry[1], np.ndarray)):
                 array = entry[1]
+                if len(entry) == 3:
+                    requires_grad = bool(entry[2])
                 if not isinstance(array, np.ndarray):
                     _refuse(call, f"{where} \"{pname}\": a numpy array is needed, got "
                             f"{type(array).__name__}")

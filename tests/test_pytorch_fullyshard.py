@@ -1,0 +1,381 @@
+"""libfsdp.pytorch.FullyShard against a non-sharded reference computed in the same process, step
+by step (run under mpiexec with 2 ranks). The reference trains one unsharded copy of the model on
+the global batch (the mean of every rank's loss, which is what DDP computes) with torch.optim.AdamW:
+- the seed's GPT with tied embeddings and activation checkpointing, FSDP2-style wrapping (each
+  block, then the root): float32 losses within 1e-5 relative over 20 steps and final parameters
+  alike; bfloat16 compute (float32 masters) within 2% of a bfloat16 reference at every step;
+- float16 compute with libfsdp.GradScaler (where this PyTorch multiplies float16 on the CPU);
+- parameters without gradient: a branch no rank takes reduces as zero, ranks taking different
+  branches with find_unused_parameters=True match the reference; no_sync() accumulation;
+- a bfloat16 model: float32 masters equal to its values, compute in bfloat16;
+- a meta-device model materialized one unit at a time, with the peak memory of construction;
+- state_dict()/load_state_dict() through plain nn.Modules, full and per rank, from rank 0;
+- bad input: a clear libfsdp.Error and nothing created or changed.
+Exit 77 (skipped) without PyTorch."""
+import copy
+import os
+import sys
+import zlib
+
+try:
+    import torch
+except ImportError:
+    print("skipped: PyTorch is not installed for", sys.executable)
+    sys.exit(77)
+import torch.nn as nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples", "python"))
+import gpt_model  # noqa: E402
+import libfsdp  # noqa: E402
+from libfsdp.pytorch import FullyShard, MixedPrecisionPolicy  # noqa: E402
+
+torch.set_num_threads(1)
+ctx = libfsdp.init()
+rank, world = ctx.group()
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print(f"rank {rank}: FAILED: {what}", flush=True)
+
+
+def gpt_args(**kw):
+    a = dict(dim=32, layers=2, heads=2, seq=16, batch=4, lr=2e-3, seed=0, tied=True, ckpt=True,
+             precision="fp32")
+    a.update(kw)
+    return type("Args", (), a)
+
+
+def reference_losses(a, steps, compute_dtype=None, scale=None):
+    """Every rank's loss per step of one unsharded model on the global batch (float32 masters;
+    with compute_dtype, forward and backward on a copy cast to it)."""
+    model = gpt_model.model(a)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01)
+    losses = []
+    for step in range(steps):
+        run = model if compute_dtype is None else copy.deepcopy(model).to(compute_dtype)
+        per_rank = []
+        for r in range(world):
+            x, y = gpt_model.batch(a, step, r)
+            loss = gpt_model.loss_fn(run(x), y)
+            ((loss * (scale or 1.0)) / world).backward()
+            per_rank.append(loss.item())
+        if compute_dtype is not None:
+            for p, q in zip(model.parameters(), run.parameters()):
+                p.grad = q.grad.float() / (scale or 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(per_rank)
+    return losses, model
+
+
+def train(a, steps, policy=None, scaler=False):
+    model = gpt_model.model(a)
+    sharded = FullyShard(ctx, model, model.blocks, mp_policy=policy)
+    opt = ctx.optimizer("adamw", sharded.units, lr=a.lr, weight_decay=0.01)
+    grad_scaler = libfsdp.GradScaler(ctx, init_scale=1024.0) if scaler else None
+    losses = []
+    for step in range(steps):
+        x, y = gpt_model.batch(a, step, rank)
+        loss = gpt_model.loss_fn(model(x), y)  # the model itself: FullyShard works through hooks
+        (grad_scaler.scale(loss) if scaler else loss).backward()
+        if scaler:
+            grad_scaler.step(opt)
+            grad_scaler.update()
+        else:
+            opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses, sharded, opt
+
+
+def drop(sharded, opt):
+    opt.destroy()
+    for unit in sharded.units:
+        unit.destroy()
+
+
+def check_gpt_fp32():
+    a = gpt_args()
+    ref, ref_model = reference_losses(a, 20)
+    losses, sharded, opt = train(a, 20)
+    worst = max(abs(x - r[rank]) / abs(r[rank]) for x, r in zip(losses, ref))
+    print(f"rank {rank}: fp32 tied + activation checkpointing: largest relative loss difference "
+          f"{worst:.2e} over 20 steps ({ref[0][rank]:.4f} -> {ref[-1][rank]:.4f})", flush=True)
+    check(worst <= 1e-5, f"fp32 losses within 1e-5 of the reference (got {worst:.2e})")
+    check(ref[-1][rank] < ref[0][rank] - 0.5, "the reference learns")
+    state = sharded.state_dict()
+    expected = ref_model.state_dict()
+    check(set(state) == set(expected), f"state_dict keys {sorted(set(state) ^ set(expected))}")
+    check("head.out.weight" in state and state["head.out.weight"] is state["embed.tok.weight"],
+          "the tied weight is listed under both names, once")
+    d = a.dim
+
+    def trusted(k, t):  # the key part of qkv.bias has a zero gradient in exact arithmetic
+        return torch.cat([t[:d], t[2 * d:]]) if k.endswith("qkv.bias") else t
+    diffs = {k: float(((trusted(k, state[k]) - trusted(k, expected[k])).abs() /
+                       (trusted(k, expected[k]).abs() + 1e-3)).max()) for k in expected}
+    diff = max(diffs.values())
+    if diff > 1e-4:
+        print(f"rank {rank}: parameter differences {diffs}")
+    check(diff <= 1e-4, f"final parameters match the reference (largest rel. diff {diff:.2e}; "
+          "the key bias is left out: its gradient is zero up to rounding, which AdamW scales up)")
+    # The state dict loads into a plain module that computes what the sharded one computes.
+    plain = gpt_model.model(a)
+    plain.load_state_dict(state)
+    x, _ = gpt_model.batch(a, 99, rank)
+    with torch.no_grad():
+        check(torch.equal(plain(x), sharded(x)), "an nn.Module loaded from state_dict() computes "
+              "bitwise what the sharded model computes")
+    # Back in: perturbed values, every rank's own dict, then rank 0's only.
+    changed = {k: v + 1.0 for k, v in state.items()}
+    sharded.load_state_dict(changed)
+    again = sharded.state_dict()
+    check(all(torch.equal(again[k], changed[k]) for k in changed), "load_state_dict (each rank)")
+    sharded.load_state_dict(state if rank == 0 else {}, from_rank0=True)
+    again = sharded.state_dict()
+    check(all(torch.equal(again[k], state[k]) for k in state), "load_state_dict(from_rank0)")
+    own = sharded.state_dict(full=False)
+    for k, (values, offset) in own.items():
+        full = state[k].reshape(-1)[offset:offset + values.numel()]
+        check(torch.equal(values, full), f"state_dict(full=False)[{k}] is this rank's part")
+    # A refused dict changes nothing, on every rank.
+    bad = dict(state)
+    bad["blocks.0.fc1.weight"] = torch.zeros(3, 3)
+    for kwargs in ({}, {"from_rank0": True}):
+        try:
+            sharded.load_state_dict(bad, **kwargs)
+            check(False, f"a wrong shape is refused {kwargs}")
+        except libfsdp.Error as e:
+            check("blocks.0.fc1.weight" in str(e) or "rank 0" in str(e), f"message: {e}")
+    check(all(torch.equal(v, sharded.state_dict()[k]) for k, v in state.items()),
+          "nothing changed after a refused load")
+    drop(sharded, opt)
+
+
+def check_gpt_bf16():
+    a = gpt_args()
+    ref, _ = reference_losses(a, 20, torch.bfloat16)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    losses, sharded, opt = train(a, 20, policy)
+    worst = max(abs(x - r[rank]) / abs(r[rank]) for x, r in zip(losses, ref))
+    print(f"rank {rank}: bf16 tied + activation checkpointing: largest relative loss difference "
+          f"{worst:.2e}", flush=True)
+    check(worst <= 0.02, f"bf16 losses within 2% of the bf16 reference (got {worst:.2e})")
+    check(all(p.dtype == torch.bfloat16 for p in sharded.root.parameters()),
+          "parameters appear to PyTorch as bfloat16")
+    check(all(u.dtype.itemsize == 4 for u in sharded.units), "float32 shards")
+    drop(sharded, opt)
+
+
+def check_gpt_fp16():
+    try:
+        torch.ones(2, 2, dtype=torch.float16) @ torch.ones(2, 2, dtype=torch.float16)
+    except RuntimeError:
+        print(f"rank {rank}: fp16 part skipped: PyTorch {torch.__version__} cannot multiply "
+              "float16 on the CPU", flush=True)
+        return
+    a = gpt_args(ckpt=False)
+    ref, _ = reference_losses(a, 10, torch.float16, scale=1024.0)
+    policy = MixedPrecisionPolicy(param_dtype=torch.float16, reduce_dtype=torch.float32)
+    losses, sharded, opt = train(a, 10, policy, scaler=True)
+    worst = max(abs(x - r[rank]) / abs(r[rank]) for x, r in zip(losses, ref))
+    print(f"rank {rank}: fp16 + GradScaler: largest relative loss difference {worst:.2e}",
+          flush=True)
+    check(worst <= 0.02, f"fp16 losses within 2% of the fp16 reference (got {worst:.2e})")
+    drop(sharded, opt)
+
+
+class Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.a, self.b, self.never = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+        self.out = nn.Linear(8, 1)
+
+    def forward(self, x, branch):
+        # Every rank runs both branches (an unshard is collective: FSDP needs every rank to run
+        # the same units), and the loss takes one: the other's parameters get no gradient.
+        ya, yb = self.a(x), self.b(x)
+        return self.out(ya if branch == 0 else yb).square().mean()
+
+
+def check_unused(find_unused):
+    """Rank r's loss takes branch r % 2 (find_unused) or every rank's branch 0; `never` is never
+    used."""
+    model, ref = Branchy(), Branchy()
+    sharded = FullyShard(ctx, model, [model.a, model.b, model.never],
+                         find_unused_parameters=find_unused)
+    opt = ctx.optimizer("sgd", sharded.units, lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    branch = (lambda r: r % 2) if find_unused else (lambda r: 0)
+    for step in range(3):
+        xs = [torch.randn(4, 8, generator=torch.Generator().manual_seed(step * 10 + r))
+              for r in range(world)]
+        model(xs[rank], branch(rank)).backward()
+        opt.step()
+        opt.zero_grad()
+        sum(ref(xs[r], branch(r)) for r in range(world)).div(world).backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+    got, want = sharded.state_dict(), ref.state_dict()
+    diffs = {k: float((got[k] - want[k]).abs().max()) for k in want}
+    diff = max(diffs.values())
+    if diff > 1e-6:
+        print(f"rank {rank}: differences {diffs}")
+    check(diff <= 1e-6, f"unused parameters (find_unused_parameters={find_unused}): parameters "
+          f"match the reference (largest diff {diff:.2e})")
+    opt.destroy()
+    for unit in sharded.units:
+        unit.destroy()
+
+
+def check_no_sync():
+    """Two micro-batches, the first under no_sync(): the step equals the reference's on the sum."""
+    model, ref = Branchy(), Branchy()
+    sharded = FullyShard(ctx, model, [model.a, model.b, model.never])
+    opt = ctx.optimizer("sgd", sharded.units, lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    xs = [[torch.randn(4, 8, generator=torch.Generator().manual_seed(100 + 10 * m + r))
+           for r in range(world)] for m in range(2)]
+    with sharded.no_sync():
+        model(xs[0][rank], 0).backward()
+    model(xs[1][rank], 0).backward()
+    opt.step()
+    for m in range(2):
+        sum(ref(xs[m][r], 0) for r in range(world)).div(world).backward()
+    ref_opt.step()
+    got, want = sharded.state_dict(), ref.state_dict()
+    diff = max(float((got[k] - want[k]).abs().max()) for k in want)
+    check(diff <= 1e-6, f"no_sync accumulation matches the reference (largest diff {diff:.2e})")
+    opt.destroy()
+    for unit in sharded.units:
+        unit.destroy()
+
+
+def check_low_precision_model():
+    """A model whose parameters are bfloat16: float32 masters holding its values exactly, compute
+    in bfloat16."""
+    a = gpt_args(ckpt=False)
+    model = gpt_model.model(a).to(torch.bfloat16)
+    values = {k: v.float() for k, v in model.state_dict().items()}
+    sharded = FullyShard(ctx, model, model.blocks)
+    x, y = gpt_model.batch(a, 0, rank)
+    logits = model(x)
+    check(logits.dtype == torch.bfloat16, f"a bfloat16 model computes in bfloat16 "
+          f"({logits.dtype})")
+    gpt_model.loss_fn(logits, y).backward()
+    state = sharded.state_dict()
+    check(all(torch.equal(state[k], values[k]) for k in values) and
+          all(v.dtype == torch.float32 for v in state.values()),
+          "a bfloat16 model's masters are float32 and equal its values")
+    for unit in sharded.units:
+        unit.destroy()
+
+
+def rss_hwm_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def check_meta():
+    layers, d = 32, 512
+    names = {}
+
+    def init(module):  # order-independent: each module from its own name
+        g = torch.Generator().manual_seed(zlib.crc32(names[id(module)].encode()))
+        module.weight.normal_(0.0, 0.02, generator=g)
+        module.bias.uniform_(-0.1, 0.1, generator=g)
+
+    def build(device):
+        m = nn.Sequential(*[nn.Linear(d, d, device=device) for _ in range(layers)])
+        names.update({id(x): n for n, x in m.named_modules()})
+        return m
+    meta = build("meta")
+    unit_bytes = (d * d + d) * 4
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current RSS
+        base = rss_hwm_kib()
+        reset = True
+    except OSError:
+        reset = False
+    sharded = FullyShard(ctx, meta, list(meta), param_init_fn=init)
+    grown = (rss_hwm_kib() - base) * 1024 if reset else None
+    shards = ctx.memory_stats()["shard_bytes"]
+    ref = build("cpu")
+    with torch.no_grad():
+        for m in ref:
+            init(m)
+    got, want = sharded.state_dict(), ref.state_dict()
+    check(all(torch.equal(got[k], want[k]) for k in want), "meta model materialized per unit "
+          "equals the model initialized whole")
+    if grown is not None:
+        budget = shards + 2 * unit_bytes + (8 << 20)
+        print(f"rank {rank}: meta build: peak RSS grew {grown / 2**20:.1f} MiB (model "
+              f"{layers * unit_bytes / 2**20:.1f} MiB, this rank's shards {shards / 2**20:.1f} "
+              f"MiB, one unit {unit_bytes / 2**20:.1f} MiB)", flush=True)
+        check(grown <= budget, f"meta build holds no more than a unit beyond the shards "
+              f"({grown} > {budget} bytes)")
+    for unit in sharded.units:
+        unit.destroy()
+
+
+def expect_error(what, fn, *words):
+    before = len(ctx.units)
+    try:
+        fn()
+        check(False, f"{what}: refused")
+    except libfsdp.Error as e:
+        msg = str(e)
+        check(all(w in msg for w in words), f"{what}: message {msg!r} names {words}")
+    check(len(ctx.units) == before, f"{what}: no unit created")
+
+
+def check_bad_input():
+    a = gpt_args()
+    m = gpt_model.model(a)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    expect_error("siblings sharing a parameter",
+                 lambda: FullyShard(ctx, m, [m.embed, *m.blocks, m.head]),
+                 "embed.tok.weight", "'embed'", "'head'")
+    expect_error("float64 compute over float32 parameters",
+                 lambda: FullyShard(ctx, m, m.blocks,
+                                    mp_policy=MixedPrecisionPolicy(param_dtype=torch.float64)),
+                 "param_dtype", "float64")
+    expect_error("an int8 compute dtype",
+                 lambda: FullyShard(ctx, m, m.blocks,
+                                    mp_policy=MixedPrecisionPolicy(param_dtype=torch.int8)),
+                 "param_dtype")
+    expect_error("a module listed twice", lambda: FullyShard(ctx, m, [m.blocks[0], m.blocks[0]]),
+                 "submodules[1]", "listed twice")
+    expect_error("a module of another model", lambda: FullyShard(ctx, m, [nn.Linear(2, 2)]),
+                 "submodules[0]", "not a submodule")
+    ints = nn.Linear(2, 2)
+    ints.steps = nn.Parameter(torch.zeros(3, dtype=torch.int64), requires_grad=False)
+    expect_error("an integer parameter", lambda: FullyShard(ctx, ints), "steps", "int64")
+    meta = nn.Module()
+    meta.w = nn.Parameter(torch.empty(4, device="meta"))
+    expect_error("a meta parameter nothing can initialize", lambda: FullyShard(ctx, meta),
+                 "\"w\"", "param_init_fn")
+    after = m.state_dict()
+    check(all(torch.equal(before[k], after[k]) for k in before), "the model is unchanged")
+
+
+check_gpt_fp32()
+check_gpt_bf16()
+check_gpt_fp16()
+check_unused(False)
+check_unused(True)
+check_no_sync()
+check_low_precision_model()
+check_meta()
+check_bad_input()
+ctx.finalize()
+print(f"rank {rank}: {'FAILED: ' + str(len(failures)) if failures else 'OK'}", flush=True)
+sys.exit(1 if failures else 0)
