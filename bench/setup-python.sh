@@ -18,5 +18,8 @@ base=$(command -v python3)
 # PyPI's Linux wheel of torch (the CPU-only index may be unreachable); several GB with its CUDA
 # libraries, which the CPU runs here never load.
 "$venv/bin/pip" install -q "torch>=2.6" numpy matplotlib >&2
+# transformers and safetensors: tests/test_pytorch_hf.py (Hugging Face models through FullyShard),
+# which reports itself skipped without them.
+"$venv/bin/pip" install -q transformers safetensors >&2 || echo "transformers not installed" >&2
 "$venv/bin/python" -c "$check" >&2
 echo "$venv/bin/python"

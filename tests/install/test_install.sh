@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the build tree into a fresh prefix, then builds and runs the hello examples against
 # the installed tree only: with find_package(fsdp) (C, and Fortran through fsdp::fortran), with
-# pkg-config (fsdp.pc, fsdp-fortran.pc), and the Python binding from its installed location.
+# pkg-config (fsdp.pc, fsdp-fortran.pc), and the Python binding from its installed location. Then
+# moves the prefix and runs the installed programs and the Python package with `env -i` (PATH to
+# MPI only): RUNPATH $ORIGIN and the package's relative library path make the install relocatable.
 #   test_install.sh <build dir> <source dir> <work dir> <mpiexec> <mpicc> <mpifort|""> <python|"">
 set -euo pipefail
 build=$1 src=$2 work=$3 mpiexec=$4 mpicc=$5 mpifort=${6:-} python=${7:-}
@@ -22,31 +24,34 @@ soname=$(objdump -p "$prefix/$libdir/libfsdp.so" | awk '/SONAME/ {print $2}')
 echo "installed: header, $soname, fsdp-ckpt, CMake package, pkg-config file"
 
 run() { "$mpiexec" -n 2 "$@"; }
-# 1. CMake package.
-with_fortran=OFF
-[ -n "$mpifort" ] && with_fortran=ON
-cmake -S "$src/tests/install" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DEXAMPLES="$src/examples" -DWITH_FORTRAN=$with_fortran -DMPI_C_COMPILER="$mpicc" \
-  ${mpifort:+-DMPI_Fortran_COMPILER="$mpifort"} > "$work/cmake.log"
-cmake --build "$work/cmake" > "$work/build.log"
-run "$work/cmake/hello_c"
-[ -n "$mpifort" ] && run "$work/cmake/hello_f"
-echo "find_package(fsdp): OK"
-
-# 2. pkg-config, with the MPI compiler wrappers.
-export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
-# shellcheck disable=SC2046
-"$mpicc" -o "$work/hello_pc" "$src/examples/hello/hello.c" $(pkg-config --cflags --libs fsdp) \
-  -Wl,-rpath,"$prefix/$libdir"
-run "$work/hello_pc"
-if [ -n "$mpifort" ]; then
-  [ -n "$(ls "$(pkg-config --variable=moddir fsdp-fortran)"/fsdp.mod)" ] || fail "fsdp.mod"
+# 1. CMake package, 2. pkg-config (with the MPI compiler wrappers): the hello examples built
+# against the tree at $1 alone, in $work/$2.
+build_against() {
+  local at=$1 dir=$work/$2 with_fortran=OFF
+  [ -n "$mpifort" ] && with_fortran=ON
+  cmake -S "$src/tests/install" -B "$dir/cmake" -DCMAKE_PREFIX_PATH="$at" \
+    -DEXAMPLES="$src/examples" -DWITH_FORTRAN=$with_fortran -DMPI_C_COMPILER="$mpicc" \
+    ${mpifort:+-DMPI_Fortran_COMPILER="$mpifort"} > "$dir.cmake.log"
+  cmake --build "$dir/cmake" > "$dir.build.log"
+  run "$dir/cmake/hello_c"
+  [ -n "$mpifort" ] && run "$dir/cmake/hello_f"
+  echo "find_package(fsdp) from $at: OK"
+  export PKG_CONFIG_PATH="$at/$libdir/pkgconfig"
   # shellcheck disable=SC2046
-  "$mpifort" -o "$work/hello_pc_f" "$src/examples/hello/hello.f90" \
-    $(pkg-config --cflags --libs fsdp-fortran) -Wl,-rpath,"$prefix/$libdir"
-  run "$work/hello_pc_f"
-fi
-echo "pkg-config: OK"
+  "$mpicc" -o "$dir/hello_pc" "$src/examples/hello/hello.c" $(pkg-config --cflags --libs fsdp) \
+    -Wl,-rpath,"$at/$libdir"
+  run "$dir/hello_pc"
+  if [ -n "$mpifort" ]; then
+    [ -n "$(ls "$(pkg-config --variable=moddir fsdp-fortran)"/fsdp.mod)" ] || fail "fsdp.mod"
+    # shellcheck disable=SC2046
+    "$mpifort" -o "$dir/hello_pc_f" "$src/examples/hello/hello.f90" \
+      $(pkg-config --cflags --libs fsdp-fortran) -Wl,-rpath,"$at/$libdir"
+    run "$dir/hello_pc_f"
+  fi
+  echo "pkg-config from $at: OK"
+}
+mkdir -p "$work/first"
+build_against "$prefix" first
 
 # 3. Python: the installed package finds the installed library by itself.
 if [ -n "$python" ]; then
@@ -54,4 +59,46 @@ if [ -n "$python" ]; then
   env -u LIBFSDP_LIBRARY PYTHONPATH="$site" "$mpiexec" -n 2 "$python" "$src/examples/hello/hello.py"
   echo "Python binding: OK"
 fi
+# 4. Relocatable: the prefix moved elsewhere, a clean environment (only PATH, to MPI).
+moved=$work/moved/opt/libfsdp
+mkdir -p "$(dirname "$moved")" && mv "$prefix" "$moved"
+mkdir -p "$work/again"
+build_against "$moved" again  # the CMake package and pkg-config files follow the move
+mpidir=$(dirname "$(command -v "$mpiexec")")
+clean() { env -i PATH="$mpidir" "$@"; }
+for exe in "$moved"/bin/fsdp-ckpt "$moved"/libexec/libfsdp/*; do
+  runpath=$(readelf -d "$exe" | awk '/RUNPATH|RPATH/ {print $NF}')
+  case "$runpath" in *'$ORIGIN'*) ;; *) fail "$exe: RUNPATH '$runpath' has no \$ORIGIN" ;; esac
+done
+if [ -x "$moved/libexec/libfsdp/fsdp_mlp" ]; then
+  clean "$mpiexec" -n 2 "$moved/libexec/libfsdp/fsdp_mlp" --save "$work/mlp.h5" > "$work/mlp.log"
+  clean "$moved/bin/fsdp-ckpt" verify "$work/mlp.h5" > "$work/verify.log" ||
+    fail "the moved fsdp-ckpt cannot verify (see $work/verify.log)"
+  echo "moved prefix: libexec/libfsdp/fsdp_mlp trained and saved, bin/fsdp-ckpt verified it"
+fi
+{ clean "$moved/bin/fsdp-ckpt" 2>&1 || true; } | grep -q usage || fail "the moved fsdp-ckpt does not run"
+if [ -x "$moved/libexec/libfsdp/fsdp_mlp_f" ]; then
+  clean "$mpiexec" -n 2 "$moved/libexec/libfsdp/fsdp_mlp_f" > "$work/mlp_f.log" ||
+    fail "the moved Fortran example does not run (see $work/mlp_f.log)"
+fi
+if [ -n "$python" ]; then
+  site=$(ls -d "$moved"/lib*/python3/site-packages)
+  clean PYTHONPATH="$site" "$mpiexec" -n 2 "$python" "$src/examples/hello/hello.py"
+  echo "moved prefix: Python package OK"
+fi
+# Bad input: the library gone from the moved prefix. A clear message naming what is missing.
+mkdir -p "$work/hidden" && mv "$moved/$libdir"/libfsdp.so* "$work/hidden/"
+set +e
+msg=$(clean "$moved/bin/fsdp-ckpt" 2>&1); rc=$?
+set -e
+[ "$rc" = 127 ] && echo "$msg" | grep -q "libfsdp.so.0" || fail "without its library fsdp-ckpt said ($rc): $msg"
+if [ -n "$python" ]; then
+  set +e
+  msg=$(clean PYTHONPATH="$site" "$python" -c "import libfsdp" 2>&1); rc=$?
+  set -e
+  [ "$rc" != 0 ] && echo "$msg" | grep -q "cannot load libfsdp.so" ||
+    fail "without its library the Python package said ($rc): $msg"
+fi
+mv "$work/hidden"/libfsdp.so* "$moved/$libdir/"
+echo "moved prefix without its library: the loader and the Python package name what is missing"
 echo "install test: OK"
