@@ -352,7 +352,8 @@ FSDP_EXPORT fsdp_status_t fsdp_check_version(int major, int minor, int patch);
  *  @param[in] src n elements of src_dtype
  *  @param[in] src_dtype the source dtype
  *  @param[in] n element count
- *  @return FSDP_SUCCESS */
+ *  @return FSDP_SUCCESS (n = 0 converts nothing); INVALID_ARGUMENT (a dtype that is not an
+ * fsdp_dtype_t, dst or src NULL with n > 0, dst and src overlapping) */
 FSDP_EXPORT fsdp_status_t fsdp_convert(void* dst, fsdp_dtype_t dst_dtype, const void* src,
                                        fsdp_dtype_t src_dtype, size_t n);
 
@@ -379,9 +380,8 @@ FSDP_EXPORT fsdp_status_t fsdp_init(MPI_Comm comm, const fsdp_config_t* cfg, fsd
  *  int in MPICH and Open MPI; from Fortran `MPI_COMM_WORLD`, from mpi4py `comm.py2f()`).
  *  @param[in] fcomm a Fortran communicator handle (MPI_Fint)
  *  @param[in] cfg NULL for all defaults, or a config from FSDP_CONFIG_INIT
- *  @param[in] ctx the context
- *  @return FSDP_SUCCESS; as fsdp_init; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or
- * FSDP_ERR_FINALIZED for a bad handle */
+ *  @param[out] ctx the new context
+ *  @return as fsdp_init */
 FSDP_EXPORT fsdp_status_t fsdp_init_fcomm(int fcomm, const fsdp_config_t* cfg, fsdp_context_t* ctx);
 
 /** Since 0.4. For FFI callers without MPI bindings (Python without mpi4py): initializes MPI if it
@@ -424,8 +424,8 @@ FSDP_EXPORT fsdp_status_t fsdp_group_info(fsdp_context_t ctx, fsdp_group_t group
  *  @param[out] sharding_factor may be NULL; F
  *  @param[out] strategy may be NULL
  *  @param[out] grad_reduction may be NULL
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (group not an enum); FSDP_ERR_INVALID_HANDLE,
- * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
+ * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_context_config(fsdp_context_t ctx, int* sharding_factor,
                                               fsdp_sharding_strategy_t* strategy,
                                               fsdp_grad_reduction_t* grad_reduction);
@@ -483,14 +483,14 @@ FSDP_EXPORT fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stat
 /** Frees the buffers the pool caches for reuse (not those in use) and the communication
  *  scratch. Local.
  *  @param[in] ctx the context
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (stats NULL or size too small); FSDP_ERR_INVALID_HANDLE,
- * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
+ * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_trim_pool(fsdp_context_t ctx);
 
 /** Restarts every peak of fsdp_memory_stats from the current values. Local.
  *  @param[in] ctx the context
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (stats NULL or size too small); FSDP_ERR_INVALID_HANDLE,
- * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
+ * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_reset_peak_memory(fsdp_context_t ctx);
 
 /** Gradient accumulation without communication (PyTorch's no_sync). With `enabled` = 0,

@@ -259,6 +259,26 @@ static void bad_unit_calls(fsdp_context_t ctx) {
   m.size = 0;
   CHECK_FAILS(fsdp_memory_stats(ctx, &m), FSDP_ERR_INVALID_ARGUMENT, "stats->size");
 
+  /* The statuses fsdp.h lists for the context queries and fsdp_convert, and nothing else. */
+  CHECK_FAILS(fsdp_trim_pool(NULL), FSDP_ERR_INVALID_HANDLE, "fsdp_trim_pool");
+  CHECK_FAILS(fsdp_reset_peak_memory(NULL), FSDP_ERR_INVALID_HANDLE, "fsdp_reset_peak_memory");
+  CHECK_FAILS(fsdp_context_config(NULL, NULL, NULL, NULL), FSDP_ERR_INVALID_HANDLE,
+              "fsdp_context_config");
+  CHECK_OK(fsdp_context_config(ctx, NULL, NULL, NULL));
+  {
+    float src[4] = {1, 2, 3, 4}, dst[4] = {0, 0, 0, 0};
+    CHECK_FAILS(fsdp_convert(dst, (fsdp_dtype_t)9, src, FSDP_FLOAT32, 4),
+                FSDP_ERR_INVALID_ARGUMENT, "dst_dtype = 9");
+    CHECK_FAILS(fsdp_convert(dst, FSDP_FLOAT32, src, (fsdp_dtype_t)-3, 4),
+                FSDP_ERR_INVALID_ARGUMENT, "src_dtype = -3");
+    CHECK_FAILS(fsdp_convert(NULL, FSDP_FLOAT32, src, FSDP_FLOAT32, 4), FSDP_ERR_INVALID_ARGUMENT,
+                "dst: NULL");
+    CHECK_FAILS(fsdp_convert(src + 1, FSDP_FLOAT32, src, FSDP_FLOAT32, 2),
+                FSDP_ERR_INVALID_ARGUMENT, "overlap");
+    CHECK_MSG(dst[0] == 0 && src[1] == 2, "a refused conversion writes nothing");
+    CHECK_OK(fsdp_convert(NULL, FSDP_FLOAT32, NULL, FSDP_FLOAT32, 0));
+  }
+
   /* Destroyed handles. */
   fsdp_unit_t copy = u;
   CHECK_OK(fsdp_unit_destroy(&u));

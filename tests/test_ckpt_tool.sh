@@ -40,7 +40,17 @@ fi
 out=$("$tool" diff "$ckpt" "$ckpt"); rc=$?
 check "diff identical" '[ $rc -eq 0 ] && grep -q "identical" <<<"$out"'
 out=$("$tool" diff "$ckpt" "$other"); rc=$?
-check "diff different" '[ $rc -eq 1 ] && grep -q "^embed.weight" <<<"$out" && grep -q "differ" <<<"$out"'
+check "diff different" '[ $rc -eq 1 ] && grep -q "^/model/embed.weight" <<<"$out" && grep -q "differ" <<<"$out"'
+# Checkpoints whose parameters are equal but whose optimizer state or metadata differ are not
+# identical: each difference is named.
+cp "$ckpt" "$dir/opt-state.h5"  # one bit flipped in the first optimizer state dataset
+opt_ds=$("$h5dump" -n "$ckpt" | awk '$1 == "dataset" && $2 ~ /^\/optimizers\/0\// {print $2; exit}')
+opt_off=$("$h5dump" -p -H -d "$opt_ds" "$ckpt" | sed -n 's/.*OFFSET \([0-9]*\).*/\1/p' | head -1)
+"$py" -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); b=f.read(4); f.seek(-4,1); f.write(bytes([b[0]^1])+b[1:])" "$dir/opt-state.h5" "$opt_off"
+out=$("$tool" diff "$ckpt" "$dir/opt-state.h5"); rc=$?
+check "diff notices optimizer state alone" '[ $rc -eq 1 ] && grep -q "^$opt_ds .*[1-9]" <<<"$out" && grep -q "checkpoints differ: 1 dataset" <<<"$out"'
+out=$("$tool" diff "$ckpt" "$dir/opt-state.h5" --model-only); rc=$?
+check "diff --model-only compares parameters only" '[ $rc -eq 0 ] && grep -q "identical" <<<"$out" && ! grep -q "^/optimizers" <<<"$out"'
 
 for dt in fp32 bf16 fp16; do
   st=$(tr a-z A-Z <<<"$dt" | sed 's/FP32/F32/; s/FP16/F16/')
@@ -50,12 +60,14 @@ for dt in fp32 bf16 fp16; do
 done
 
 $mpiexec -n 3 "$tool" import "$dir/model-fp32.safetensors" --to "$dir/imported.h5" >/dev/null
-out=$("$tool" diff "$ckpt" "$dir/imported.h5"); rc=$?
+out=$("$tool" diff "$ckpt" "$dir/imported.h5" --model-only); rc=$?
 check "import of the fp32 export equals the original" '[ $rc -eq 0 ]'
+out=$("$tool" diff "$ckpt" "$dir/imported.h5"); rc=$?
+check "diff names the optimizer state and metadata an import lacks" '[ $rc -eq 1 ] && grep -q "^only in $ckpt: /optimizers/0/" <<<"$out" && grep -q "optimizers: 1 vs 0" <<<"$out" && grep -q "metadata .imported_from. only in B" <<<"$out"'
 out=$("$tool" verify "$dir/imported.h5"); rc=$?
 check "imported checkpoint verifies" '[ $rc -eq 0 ]'
 "$tool" import "$dir/model-bf16.safetensors" --to "$dir/imported16.h5" >/dev/null
-out=$("$tool" diff "$ckpt" "$dir/imported16.h5"); rc=$?
+out=$("$tool" diff "$ckpt" "$dir/imported16.h5" --model-only); rc=$?
 check "bf16 round trip within bfloat16 rounding" '[ $rc -eq 1 ] && awk "NR>1 && NF==3 && \$3 > 0.0040 {bad=1} END {exit bad}" <<<"$out"'
 
 out=$("$tool" info "$dir/missing.h5" 2>&1); rc=$?

@@ -16,6 +16,7 @@
 #include <ctime>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,8 @@ const char* kUsage =
     "usage: fsdp-ckpt <command> ...\n"
     "  info FILE                      parameters, shapes, dtypes, sizes, metadata, layout\n"
     "  verify FILE [--progress]       check every dataset's crc32c\n"
-    "  diff A B                       max absolute and relative difference per parameter\n"
+    "  diff A B [--model-only]        max abs/rel difference per parameter and optimizer state,\n"
+    "                                 and which metadata, hyperparameters or scaler differ\n"
     "  export FILE --to OUT.safetensors [--dtype bf16|fp16|fp32|fp64]\n"
     "  import IN.safetensors --to OUT.h5 [--dtype fp32|fp64]\n"
     "Runs under mpiexec too: each rank then reads and writes a share of every dataset.\n";
@@ -258,25 +260,102 @@ int verify(const std::string& path, bool progress) {
   return failed || index_wrong ? 1 : 0;
 }
 
-int diff(const std::string& pa, const std::string& pb) {
-  const Catalog a = shared_catalog(pa), b = shared_catalog(pb);
+// What differs between two checkpoints besides dataset values: metadata, optimizers (kind,
+// groups and hyperparameters) and the gradient scaler, one line each.
+std::vector<std::string> state_differences(const Catalog& a, const Catalog& b) {
+  std::vector<std::string> out;
+  const auto text = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return std::string(buf);
+  };
+  std::map<std::string, std::string> ma(a.metadata.begin(), a.metadata.end()),
+      mb(b.metadata.begin(), b.metadata.end());
+  for (const auto& [k, v] : ma) {
+    const auto it = mb.find(k);
+    if (it == mb.end())
+      out.push_back("metadata '" + k + "' only in A");
+    else if (it->second != v)
+      out.push_back("metadata '" + k + "': '" + v + "' vs '" + it->second + "'");
+  }
+  for (const auto& [k, v] : mb)
+    if (!ma.count(k)) out.push_back("metadata '" + k + "' only in B");
+  if (a.optimizers.size() != b.optimizers.size())
+    out.push_back("optimizers: " + std::to_string(a.optimizers.size()) + " vs " +
+                  std::to_string(b.optimizers.size()));
+  for (std::size_t k = 0; k < std::min(a.optimizers.size(), b.optimizers.size()); ++k) {
+    const OptimizerInfo &oa = a.optimizers[k], &ob = b.optimizers[k];
+    const std::string who = "optimizer " + std::to_string(k);
+    if (oa.kind != ob.kind) out.push_back(who + ": " + oa.kind + " vs " + ob.kind);
+    if (oa.groups.size() != ob.groups.size())
+      out.push_back(who + ": " + std::to_string(oa.groups.size()) + " vs " +
+                    std::to_string(ob.groups.size()) + " groups");
+    for (std::size_t g = 0; g < std::min(oa.groups.size(), ob.groups.size()); ++g) {
+      const OptimizerGroupInfo &ga = oa.groups[g], &gb = ob.groups[g];
+      const std::string at = who + " group " + std::to_string(g) + " ";
+      if (ga.pattern != gb.pattern)
+        out.push_back(at + "pattern: '" + ga.pattern + "' vs '" + gb.pattern + "'");
+      const std::pair<const char*, std::pair<double, double>> hp[] = {
+          {"lr", {ga.lr, gb.lr}},
+          {"weight_decay", {ga.weight_decay, gb.weight_decay}},
+          {"momentum", {ga.momentum, gb.momentum}},
+          {"dampening", {ga.dampening, gb.dampening}},
+          {"nesterov", {double(ga.nesterov), double(gb.nesterov)}},
+          {"beta1", {ga.beta1, gb.beta1}},
+          {"beta2", {ga.beta2, gb.beta2}},
+          {"eps", {ga.eps, gb.eps}}};
+      for (const auto& [name, v] : hp)
+        if (v.first != v.second)
+          out.push_back(at + name + ": " + text(v.first) + " vs " + text(v.second));
+    }
+  }
+  const ScalerInfo &sa = a.scaler, &sb = b.scaler;
+  if (sa.present != sb.present)
+    out.push_back(std::string("grad scaler: only in ") + (sa.present ? "A" : "B"));
+  else if (sa.present && (sa.scale != sb.scale || sa.growth_factor != sb.growth_factor ||
+                          sa.backoff_factor != sb.backoff_factor ||
+                          sa.growth_interval != sb.growth_interval ||
+                          sa.growth_tracker != sb.growth_tracker))
+    out.push_back("grad scaler: scale " + text(sa.scale) + " vs " + text(sb.scale) +
+                  ", growth tracker " + std::to_string(sa.growth_tracker) + " vs " +
+                  std::to_string(sb.growth_tracker));
+  return out;
+}
+
+int diff(const std::string& pa, const std::string& pb, bool model_only) {
+  Catalog a = shared_catalog(pa), b = shared_catalog(pb);
+  if (model_only) {  // parameters alone: what an export or import carries
+    for (Catalog* c : {&a, &b}) {
+      c->optimizers.clear();
+      c->scaler = ScalerInfo{};
+      c->metadata.clear();
+    }
+  }
+  // Every dataset by its label: parameters (/model/NAME) and optimizer state
+  // (/optimizers/K/STATE/NAME).
+  const auto da_all = all_datasets(a), db_all = all_datasets(b);
+  std::map<std::string, const DatasetInfo*> in_b;
+  for (const auto& [label, d] : db_all) in_b[label] = &d;
   std::vector<std::string> only_a, only_b, shape;
   struct Pair {
+    std::string label;
     const DatasetInfo *a, *b;
   };
   std::vector<Pair> common;
-  for (const DatasetInfo& d : a.model) {
-    const DatasetInfo* o = b.find_param(d.name);
-    if (!o)
-      only_a.push_back(d.name);
-    else if (o->shape != d.shape)
-      shape.push_back(d.name + ": " + shape_text(d.shape) + " vs " + shape_text(o->shape));
+  std::set<std::string> in_a;
+  for (const auto& [label, d] : da_all) {
+    in_a.insert(label);
+    const auto it = in_b.find(label);
+    if (it == in_b.end())
+      only_a.push_back(label);
+    else if (it->second->shape != d.shape)
+      shape.push_back(label + ": " + shape_text(d.shape) + " vs " + shape_text(it->second->shape));
     else
-      common.push_back({&d, o});
+      common.push_back({label, &d, it->second});
   }
-  for (const DatasetInfo& d : b.model)
-    if (!a.find_param(d.name)) only_b.push_back(d.name);
-  std::vector<double> stats(2 * common.size(), 0.0);  // max abs, max rel per parameter
+  for (const auto& [label, d] : db_all)
+    if (!in_a.count(label)) only_b.push_back(label);
+  std::vector<double> stats(2 * common.size(), 0.0);  // max abs, max rel per dataset
   run_unified(MPI_COMM_WORLD, [&] {
     PosixFile fa(pa, O_RDONLY), fb(pb, O_RDONLY);
     std::vector<double> x, y;
@@ -304,18 +383,28 @@ int diff(const std::string& pa, const std::string& pb) {
   std::vector<double> global(stats.size());
   MPI_Reduce(stats.data(), global.data(), static_cast<int>(stats.size()), MPI_DOUBLE, MPI_MAX, 0,
              MPI_COMM_WORLD);
-  int differ = !only_a.empty() || !only_b.empty() || !shape.empty();
+  const std::vector<std::string> state = state_differences(a, b);
+  int differ = !only_a.empty() || !only_b.empty() || !shape.empty() || !state.empty();
   if (g_rank == 0) {
-    std::printf("%-40s %14s %14s\n", "parameter", "max abs diff", "max rel diff");
+    std::printf("%-48s %14s %14s\n", "dataset", "max abs diff", "max rel diff");
+    int values = 0;
     for (std::size_t i = 0; i < common.size(); ++i) {
-      std::printf("%-40s %14.6g %14.6g\n", common[i].a->name.c_str(), global[2 * i],
+      std::printf("%-48s %14.6g %14.6g\n", common[i].label.c_str(), global[2 * i],
                   global[2 * i + 1]);
-      differ |= global[2 * i] != 0;
+      values += global[2 * i] != 0;
     }
+    differ |= values != 0;
     for (const auto& n : only_a) std::printf("only in %s: %s\n", pa.c_str(), n.c_str());
     for (const auto& n : only_b) std::printf("only in %s: %s\n", pb.c_str(), n.c_str());
     for (const auto& n : shape) std::printf("shapes differ: %s\n", n.c_str());
-    std::printf(differ ? "checkpoints differ\n" : "checkpoints are identical\n");
+    for (const auto& n : state) std::printf("differs (A vs B): %s\n", n.c_str());
+    if (differ)
+      std::printf("checkpoints differ: %d dataset(s) by value, %zu only in one, %zu by shape, %zu "
+                  "in metadata, hyperparameters or scaler\n",
+                  values, only_a.size() + only_b.size(), shape.size(), state.size());
+    else
+      std::printf("checkpoints are identical (parameters, optimizer state, hyperparameters, "
+                  "scaler and metadata)\n");
   }
   MPI_Bcast(&differ, 1, MPI_INT, 0, MPI_COMM_WORLD);
   return differ ? 1 : 0;
@@ -536,7 +625,7 @@ int import_safetensors(const std::string& in, const std::string& out, const std:
 struct Args {
   std::vector<std::string> positional;
   std::string to, dtype;
-  bool progress = false;
+  bool progress = false, model_only = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -547,6 +636,8 @@ Args parse(int argc, char** argv) {
       (s == "--to" ? a.to : a.dtype) = argv[++i];
     else if (s == "--progress")
       a.progress = true;
+    else if (s == "--model-only")
+      a.model_only = true;
     else if (s.rfind("--", 0) == 0)
       fail(Errc::InvalidArgument, "unknown option '" + s + "'\n" + kUsage);
     else
@@ -569,7 +660,8 @@ int run(int argc, char** argv) {
   };
   if (cmd == "info") return need(1, false), info(a.positional[0]);
   if (cmd == "verify") return need(1, false), verify(a.positional[0], a.progress);
-  if (cmd == "diff") return need(2, false), diff(a.positional[0], a.positional[1]);
+  if (cmd == "diff")
+    return need(2, false), diff(a.positional[0], a.positional[1], a.model_only);
   if (cmd == "export") return need(1, true), export_safetensors(a.positional[0], a.to, a.dtype);
   if (cmd == "import") return need(1, true), import_safetensors(a.positional[0], a.to, a.dtype);
   fail(Errc::InvalidArgument, "unknown command '" + cmd + "'\n" + kUsage);
