@@ -8,7 +8,7 @@ MPIFORT ?= $(shell command -v mpifort.mpich || command -v mpifort)
 MPIEXEC ?= $(shell command -v mpiexec.mpich || command -v mpiexec)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo check sanitize tsan memcheck soak fuzz fuzz-merge bench bench-gpt install clean
+.PHONY: all deps configure build demo check sanitize tsan memcheck soak fuzz fuzz-merge bench bench-gpt abi-baseline install clean
 
 all: build
 
@@ -99,6 +99,13 @@ soak: build
 # environment on first use (bench/setup-python.sh).
 bench: build
 	bash bench/run.sh $(BUILD_DIR) "$(MPIEXEC)"
+
+# The ABI baseline (doc/abi.md): regenerate only for a deliberate change (a new version node's
+# functions are additions and need none; a SONAME bump or a changed type does).
+abi-baseline: build
+	abidw --headers-dir include --drop-private-types --exported-interfaces-only --no-corpus-path \
+	  --out-file share/abi/libfsdp.so.$$(sed -n 's/^#define FSDP_VERSION_MAJOR \([0-9]*\).*/\1/p' include/fsdp.h).abi \
+	  $(BUILD_DIR)/src/libfsdp.so
 
 # The seed's Table 3.1 (doc/pytorch.md): three GPT sizes x {DDP, FSDP2, libfsdp, no communication}
 # x {FP32, BF16, FP16} x activation checkpointing, 2 ranks, about 30 minutes. Markdown, JSON and a

@@ -91,7 +91,9 @@ typedef enum fsdp_status {
 } fsdp_status_t;
 
 /* ------------------------------------------------------------------------------------------------
- * Enumerations
+ * Enumerations. Every member has a fixed value that never changes within a SONAME. The *_COUNT
+ * sentinels that end them are not part of the ABI: they grow when members are added, so use them
+ * only for arrays and range checks compiled against this very header (doc/abi.md).
  * --------------------------------------------------------------------------------------------- */
 /** Element types of parameters, compute and communication. */
 typedef enum fsdp_dtype {

@@ -6,10 +6,11 @@ set -euo pipefail
 # gfortran: the Fortran module and its tests. libopenblas-dev: CBLAS for the C example. python3-numpy,
 # python3-torch, python3-matplotlib: the Python binding, its PyTorch example and plot (for
 # /usr/bin/python3). doxygen: the API reference. clang + libclang-rt-14-dev (libFuzzer, Debian 12's
-# clang 14) and valgrind: `make fuzz` and `make memcheck` (doc/testing.md).
+# clang 14) and valgrind: `make fuzz` and `make memcheck` (doc/testing.md). abigail-tools: abidw and
+# abidiff, the ABI check against share/abi/ (doc/abi.md).
 packages=(build-essential cmake binutils pkg-config gfortran mpich libmpich-dev libhdf5-mpich-dev
           hdf5-tools libopenblas-dev python3-numpy python3-torch python3-matplotlib doxygen
-          clang libclang-rt-14-dev valgrind)
+          clang libclang-rt-14-dev valgrind abigail-tools)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
