@@ -51,7 +51,8 @@ void Backend::choose_host_transport(const PlacementRequest& request, const Proce
   const bool forced = request.transport == TransportKind::Shm || zero_copy;
   try {
     shm_ = std::make_unique<shm::ShmTransport>(groups.shard(), topo.node_leader, *host_transport_,
-                                               accounting, protect_shared_parameters());
+                                               accounting, protect_shared_parameters(),
+                                               /*fall_back=*/!forced);
   } catch (const Error& e) {
     if (forced) local = e;
   }

@@ -1,5 +1,8 @@
 #include "transport/shm/node_slots.hpp"
 
+#include <mpi.h>
+
+#include <new>
 #include <string>
 
 #include "core/error.hpp"
@@ -15,11 +18,12 @@ void NodeSlots::Lease::reset() {
   capacity_ = bytes_ = charged_ = 0;
   index_ = -1;
   claimed_ = false;
+  private_.reset();
   seal_ = SealedRegion();
 }
 
-NodeSlots::NodeSlots(NodeTeam& team, MemoryAccounting& accounting, bool protect)
-    : team_(team), accounting_(accounting), protect_(protect) {}
+NodeSlots::NodeSlots(NodeTeam& team, MemoryAccounting& accounting, bool protect, bool fall_back)
+    : team_(team), accounting_(accounting), protect_(protect), fall_back_(fall_back) {}
 
 NodeSlots::~NodeSlots() {
   const bool abandon = team_.aborted();
@@ -64,7 +68,14 @@ void NodeSlots::acquire(std::size_t bytes, Lease& lease) {
       for (std::size_t i = 0; i < slots_.size(); ++i)
         if (slots_[i].window && !(held >> i & 1u)) slots_[i] = Slot();  // collective free
     }
-    index = create(round_to_pages(bytes));  // throws on every team rank alike
+    try {
+      index = create(round_to_pages(bytes));  // throws on every team rank alike
+    } catch (const Error& e) {
+      // One node (the team is the whole group): every rank takes the same way out.
+      if (!fall_back_ || e.code() != Errc::OutOfMemory || team_.cross().size != 1) throw;
+      acquire_private(bytes, lease, e.what());
+      return;
+    }
   }
   const Slot& s = slots_[static_cast<std::size_t>(index)];
   lease.owner_ = this;
@@ -83,11 +94,36 @@ void NodeSlots::claim(Lease& lease, std::size_t bytes) {
   accounting_.add(MemoryKind::Unsharded, lease.charged_);
 }
 
+void NodeSlots::acquire_private(std::size_t bytes, Lease& lease, const std::string& why) {
+  int ok = 1;
+  try {
+    lease.private_.reset(new char[bytes]);
+  } catch (const std::bad_alloc&) {
+    ok = 0;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, team_.comm());
+  if (!ok) {
+    lease.private_.reset();
+    fail(Errc::OutOfMemory, why + "; and a private buffer of " + std::to_string(bytes) +
+                                " bytes could not be allocated on every rank either");
+  }
+  warn_fallback_once(warned_, team_.rank() == 0, why,
+                     "unsharded parameters that do not fit are all-gathered");
+  lease.owner_ = this;
+  lease.data_ = lease.private_.get();
+  lease.capacity_ = lease.bytes_ = bytes;
+  lease.index_ = -1;
+  // This rank holds the whole buffer, not a share of the node's copy.
+  accounting_.add(MemoryKind::Unsharded, bytes - lease.charged_);
+  lease.charged_ = bytes;
+}
+
 void NodeSlots::seal(Lease& lease) {
-  if (protect_) lease.seal_.seal(lease.data_, lease.capacity_, lease.bytes_);
+  if (protect_ && lease.index_ >= 0) lease.seal_.seal(lease.data_, lease.capacity_, lease.bytes_);
 }
 
 void NodeSlots::release(Lease& lease) {
+  if (lease.index_ < 0) return;  // a private buffer: the lease frees it
   lease.seal_.unseal(lease.data_, lease.capacity_);
   held_.fetch_and(~(uint64_t{1} << lease.index_), std::memory_order_acq_rel);
 }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/memory_accounting.hpp"
@@ -54,14 +55,17 @@ class NodeSlots {
     std::size_t capacity_ = 0;
     std::size_t bytes_ = 0;    // asked for
     std::size_t charged_ = 0;  // this rank's share of the bytes asked for, in memory stats
-    int index_ = -1;
+    int index_ = -1;  // -1 with private_: no node slot (AUTO's fallback, see acquire)
     bool claimed_ = false;
+    std::unique_ptr<char[]> private_;
     SealedRegion seal_;  // debug mode
   };
 
   // `protect`: a sealed slot is read-only in this process (debug mode: a caller writing into
   // parameters every rank of the node reads faults at the write) and checksummed.
-  NodeSlots(NodeTeam& team, MemoryAccounting& accounting, bool protect);
+  // `fall_back`: FSDP_TRANSPORT_AUTO on one node: a slot node shared memory cannot hold becomes a
+  // private buffer of each rank (the transport then all-gathers it through MPI), with a warning.
+  NodeSlots(NodeTeam& team, MemoryAccounting& accounting, bool protect, bool fall_back);
   ~NodeSlots();
   NodeSlots(const NodeSlots&) = delete;
   NodeSlots& operator=(const NodeSlots&) = delete;
@@ -69,7 +73,9 @@ class NodeSlots {
   // Local, on the caller's thread when the unshard starts: the lease is charged from here on.
   void claim(Lease& lease, std::size_t bytes);
   // Collective over the team. Fills `lease` (claimed) with a slot of at least `bytes` that every
-  // team rank now holds. Throws Errc::OutOfMemory (on every team rank) when a slot cannot be made.
+  // team rank now holds. Throws Errc::OutOfMemory (on every team rank) when a slot cannot be made
+  // (node shared memory exhausted), unless `fall_back`: then every team rank gets a private
+  // buffer instead.
   void acquire(std::size_t bytes, Lease& lease);
   // After every team rank wrote its blocks. In debug mode (`protect`) the slot turns read-only in
   // this process and its content is checksummed.
@@ -89,10 +95,14 @@ class NodeSlots {
   };
   void release(Lease& lease);
   int create(std::size_t bytes);  // collective; the new slot's index
+  // `fall_back`: a private buffer for `lease` on every team rank (collective), or OutOfMemory.
+  void acquire_private(std::size_t bytes, Lease& lease, const std::string& why);
 
   NodeTeam& team_;
   MemoryAccounting& accounting_;
   const bool protect_;
+  const bool fall_back_;
+  bool warned_ = false;
   mutable std::mutex mutex_;  // slots_: the progress thread changes it, stats read it
   std::vector<Slot> slots_;   // by index, identical on every team rank; window == null: unused
   std::atomic<uint64_t> allocation_calls_{0};

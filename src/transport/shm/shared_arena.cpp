@@ -70,10 +70,21 @@ std::size_t SharedArena::wanted() const {
 void SharedArena::grow(std::size_t bytes) {
   const std::size_t size = bytes ? std::max(aligned(bytes), kMinSegment) : 0;
   Segment s;
-  s.window = std::make_unique<SharedWindow>(team_.comm(), size);
+  try {
+    s.window = std::make_unique<SharedWindow>(team_.comm(), size);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    refused_ = 0;  // what was refused is not asked for again by the next growth
+    throw;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   if (size) s.free.give(0, s.window->segment_bytes(team_.rank()));
   segments_.push_back(std::move(s));
+  refused_ = 0;
+}
+
+void SharedArena::forget_refused() {
+  std::lock_guard<std::mutex> lock(mutex_);
   refused_ = 0;
 }
 

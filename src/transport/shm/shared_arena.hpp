@@ -41,7 +41,9 @@ class SharedArena {
   // Growth this rank asks for at the next reduce: what was refused since the last growth.
   std::size_t wanted() const;
   // Collective over the team: every rank adds a segment of its own `bytes` (0 allowed).
-  void grow(std::size_t bytes);
+  void grow(std::size_t bytes);  // (throws as SharedWindow, on every team rank; refusals forgotten)
+  // Forgets the refused requests without growing (the caller went another way). Local.
+  void forget_refused();
   uint64_t windows() const;
 
  private:

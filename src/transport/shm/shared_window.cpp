@@ -1,7 +1,12 @@
 #include "transport/shm/shared_window.hpp"
 
+#include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "core/error.hpp"
@@ -16,6 +21,36 @@ std::size_t page_bytes() {
 std::size_t round_to_pages(std::size_t bytes) {
   const std::size_t p = page_bytes();
   return (bytes + p - 1) / p * p;
+}
+
+int back_pages(char* data, std::size_t bytes) {
+  if (bytes == 0) return 1;
+#ifdef MADV_POPULATE_WRITE
+  if (madvise(data, bytes, MADV_POPULATE_WRITE) == 0) return 1;
+  if (errno != EINVAL) return 0;  // EFAULT (would be SIGBUS), ENOMEM, EHWPOISON
+#endif
+  // A kernel before 5.14: the filesystem's free space, which the window's pages would take.
+  (void)data;
+  struct statvfs st;
+  if (statvfs("/dev/shm", &st) != 0) return 1;  // not a tmpfs we can see: nothing to check
+  return static_cast<unsigned long long>(st.f_bavail) * st.f_frsize >= bytes ? 1 : 0;
+}
+
+std::string shm_space_text() {
+  struct statvfs st;
+  if (statvfs("/dev/shm", &st) != 0) return "/dev/shm: " + std::string(std::strerror(errno));
+  const auto mib = [](unsigned long long b) { return std::to_string(b >> 20) + " MiB"; };
+  return "/dev/shm has " + mib(static_cast<unsigned long long>(st.f_bavail) * st.f_frsize) +
+         " free of " + mib(static_cast<unsigned long long>(st.f_blocks) * st.f_frsize);
+}
+
+void warn_fallback_once(bool& warned, bool speaker, const std::string& why, const char* what) {
+  if (!warned && speaker)
+    std::fprintf(stderr,
+                 "libfsdp: warning: %s: %s through MPI instead (FSDP_TRANSPORT=mpi or =shm "
+                 "chooses)\n",
+                 why.c_str(), what);
+  warned = true;
 }
 
 SharedWindow::SharedWindow(MPI_Comm team, std::size_t my_bytes) {
@@ -34,6 +69,22 @@ SharedWindow::SharedWindow(MPI_Comm team, std::size_t my_bytes) {
   if (rc != MPI_SUCCESS)
     fail(Errc::OutOfMemory, "MPI_Win_allocate_shared of " + std::to_string(request) +
                                 " bytes failed (node shared memory, /dev/shm, exhausted?)");
+  // Node shared memory lives on a tmpfs (/dev/shm) and is sparse: a page touched beyond the
+  // filesystem's size raises SIGBUS (Docker's default /dev/shm is 64 MB). Back this rank's
+  // segment now, where a failure is an error: MADV_POPULATE_WRITE fails with EFAULT or ENOMEM
+  // instead of faulting. Every team rank learns whether all of them succeeded.
+  int backed = back_pages(mine, request);
+  MPI_Allreduce(MPI_IN_PLACE, &backed, 1, MPI_INT, MPI_MIN, team);
+  if (!backed) {
+    unsigned long long total = request;  // the window's size, for the message
+    MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, team);
+    MPI_Win_free(&win_);  // its pages go back first: the free space below is what is left
+    MPI_Barrier(team);    // on every rank of the node
+    fail(Errc::OutOfMemory, "node shared memory: a window of " + std::to_string(total) +
+                                " bytes cannot be backed; " + shm_space_text() +
+                                " (enlarge it, e.g. docker run --shm-size, or use "
+                                "FSDP_TRANSPORT=mpi)");
+  }
   int* model = nullptr;
   int found = 0;
   MPI_Win_get_attr(win_, MPI_WIN_MODEL, &model, &found);

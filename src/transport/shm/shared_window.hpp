@@ -9,14 +9,17 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace fsdp::shm {
 
 class SharedWindow {
  public:
-  // Collective over `team`. `my_bytes` may be 0. Segments are page-aligned. Throws
-  // Errc::OutOfMemory when MPI cannot allocate, Errc::Unsupported when the window is not unified.
+  // Collective over `team`. `my_bytes` may be 0. Segments are page-aligned and backed (populated)
+  // before use. Throws Errc::OutOfMemory on every team rank when MPI cannot allocate or a rank's
+  // segment cannot be backed (/dev/shm too small), Errc::Unsupported when the window is not
+  // unified.
   SharedWindow(MPI_Comm team, std::size_t my_bytes);
   // Frees the window (collective over the team) unless abandon() was called.
   ~SharedWindow();
@@ -36,6 +39,15 @@ class SharedWindow {
   std::vector<std::size_t> bytes_;
   bool abandoned_ = false;
 };
+
+// 1 when `bytes` of shared memory at `data` are backed (populated: no SIGBUS on first touch), 0
+// when the filesystem behind them (tmpfs, /dev/shm) cannot hold them. Local.
+int back_pages(char* data, std::size_t bytes);
+// "/dev/shm has N MiB free of M MiB", for messages.
+std::string shm_space_text();
+// FSDP_TRANSPORT_AUTO's fallback to MPI, said once (`warned`) on one line by the node's
+// `speaker`: `why` (the window that cannot be backed), then `what` goes through MPI instead.
+void warn_fallback_once(bool& warned, bool speaker, const std::string& why, const char* what);
 
 // The page size, and `bytes` rounded up to it.
 std::size_t page_bytes();

@@ -1,6 +1,7 @@
 #include "transport/shm/shm_transport.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -19,10 +20,10 @@ constexpr std::size_t kChunkBytes = std::size_t(32) << 10;
 }  // namespace
 
 ShmTransport::ShmTransport(const Group& shard, int node_key, MpiTransport& mpi,
-                           MemoryAccounting& accounting, bool protect_slots)
-    : mpi_(mpi) {
+                           MemoryAccounting& accounting, bool protect_slots, bool fall_back)
+    : mpi_(mpi), fall_back_(fall_back) {
   team_ = std::make_unique<NodeTeam>(shard, node_key);
-  slots_ = std::make_unique<NodeSlots>(*team_, accounting, protect_slots);
+  slots_ = std::make_unique<NodeSlots>(*team_, accounting, protect_slots, fall_back);
   resident_ = std::make_unique<ResidentArena>(*team_, protect_slots);
   arena_ = std::make_unique<SharedArena>(*team_);
   arena_memory_ = std::make_unique<ArenaMemorySpace>(*arena_);
@@ -129,7 +130,31 @@ void ShmTransport::reduce_scatter(void* full, std::size_t block_count, DType t, 
     bool growing = false;
     for (int j = 0; j < team.size(); ++j) growing |= team.mailbox(j).grow_bytes != 0;
     if (growing) {  // collective: some rank's gradient (or an earlier one) did not fit
-      arena_->grow(grow);
+      std::size_t most = 0;
+      for (int j = 0; j < team.size(); ++j) most = std::max(most, team.mailbox(j).grow_bytes);
+      // AUTO on one node (the team is the whole group, so every rank decides alike): what node
+      // shared memory cannot hold is reduced through MPI.
+      const bool may_fall_back = fall_back_ && team.cross().size == 1;
+      bool fall_back = may_fall_back && most >= mpi_from_bytes_;
+      if (fall_back) {
+        arena_->forget_refused();  // no new attempt: it failed at this size before
+      } else {
+        try {
+          arena_->grow(grow);
+        } catch (const Error& e) {
+          if (!may_fall_back || e.code() != Errc::OutOfMemory) throw;
+          mpi_from_bytes_ = std::min(mpi_from_bytes_, most);
+          warn_fallback_once(warned_, team.rank() == 0, e.what(),
+                             "gradients that do not fit are reduced");
+          fall_back = true;
+        }
+      }
+      if (fall_back) {
+        team.barrier();  // every rank read the mailboxes before any posts again
+        if (staged) arena_->deallocate(staged, bytes);
+        staged = nullptr;
+        return mpi_.reduce_scatter(full, block_count, t, g, epilogue);
+      }
       if (!shared && !staged) {
         stage();  // fits now: the growth covers every refused request, this one included
         if (!staged) fail(Errc::OutOfMemory, "node-shared gradient arena: no room after growth");

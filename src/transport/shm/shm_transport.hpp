@@ -28,9 +28,11 @@ namespace fsdp::shm {
 class ShmTransport final : public Transport {
  public:
   // Collective over `shard`. `mpi` carries every other group and the inter-node parts.
-  // `protect_slots`: debug mode, see NodeSlots.
+  // `protect_slots`: debug mode, see NodeSlots. `fall_back`: FSDP_TRANSPORT_AUTO: on one node,
+  // what node shared memory (/dev/shm) cannot hold goes through `mpi` instead, with a warning;
+  // otherwise that is FSDP_ERR_OUT_OF_MEMORY.
   ShmTransport(const Group& shard, int node_key, MpiTransport& mpi, MemoryAccounting& accounting,
-               bool protect_slots);
+               bool protect_slots, bool fall_back);
   ~ShmTransport() override;
   const char* name() const override { return "shm"; }
   void all_gather(const void* shard, void* full, std::size_t count, DType t,
@@ -70,6 +72,11 @@ class ShmTransport final : public Transport {
                 const ReduceEpilogue& e);
 
   MpiTransport& mpi_;
+  const bool fall_back_;
+  bool warned_ = false;
+  // AUTO's fallback: gradients of at least this many bytes (a growth that size failed) go
+  // through MPI without another attempt.
+  std::size_t mpi_from_bytes_ = SIZE_MAX;
   std::unique_ptr<NodeTeam> team_;
   std::unique_ptr<NodeSlots> slots_;
   std::unique_ptr<ResidentArena> resident_;
