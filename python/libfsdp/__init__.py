@@ -19,7 +19,15 @@ import numpy as np
 from . import _capi
 
 _lib = _capi.load()
-__version__ = "%d.%d.%d" % _capi.VERSION
+
+
+def _library_version():
+    parts = [ctypes.c_int() for _ in range(3)]
+    _lib.fsdp_get_version(*[ctypes.byref(p) for p in parts])
+    return "%d.%d.%d" % tuple(p.value for p in parts)
+
+
+__version__ = _library_version()  # the loaded library's (fsdp_get_version)
 
 # numpy dtypes of the library's dtypes. numpy has no bfloat16: its buffers appear as uint16 bits
 # (convert with to_float32).

@@ -21,6 +21,8 @@ OPTIMIZERS = {"sgd": 0, "adamw": 1}
 LOAD_FLAGS = {"strict": 0, "partial": 1, "model_only": 2, "convert_dtype": 4}
 CONFIG_MAGIC = 0x46534450
 MAX_NDIM = 16
+# Where the library was loaded from (set by load()).
+LOADED_FROM = None
 # The header version this binding was written against (checked against the library at load).
 VERSION = (0, 4, 0)
 
@@ -167,6 +169,8 @@ def load():
     else:
         raise ImportError("libfsdp: cannot load libfsdp.so (set LIBFSDP_LIBRARY to its path)"
                           + ("; tried " + "; ".join(errors) if errors else ""))
+    global LOADED_FROM
+    LOADED_FROM = path
     for name, argtypes in _PROTOTYPES.items():
         fn = getattr(lib, name)
         fn.argtypes = argtypes

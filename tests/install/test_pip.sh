@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# pip install . and pip wheel . (scikit-build-core, pyproject.toml) into a fresh virtual
+# environment, then, with no PYTHONPATH or LIBFSDP_LIBRARY:
+#  - mpiexec -n 2 python -m libfsdp.selftest (unshard, reduce, SGD, checkpoint) on every rank;
+#  - an mpi4py communicator (a split of COMM_WORLD) accepted by libfsdp.init;
+#  - the wheel holds the package and the library (one file, named by its SONAME);
+#  - bad input: the library linked against an MPI that is not here (its libmpich renamed in a
+#    copy) fails at import with a message naming the missing library, not a crash.
+# Needs PyPI (scikit-build-core, numpy, mpi4py; pip's cache serves later runs).
+# Usage: test_pip.sh <source dir> <work dir> <mpiexec> <python with venv>
+set -euo pipefail
+src=$1 work=$2 mpiexec=$3 python=$4
+fail() { echo "FAIL: $*"; exit 1; }
+rm -rf "$work" && mkdir -p "$work"
+"$python" -m venv "$work/venv" 2> "$work/venv.log" ||
+  { echo "skipped: $python cannot create a virtual environment"; exit 77; }
+py=$work/venv/bin/python
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+unset PYTHONPATH LIBFSDP_LIBRARY
+"$py" -m pip install -q "$src" > "$work/install.log" 2>&1 ||
+  { tail -30 "$work/install.log"; fail "pip install . (see $work/install.log)"; }
+cd "$work"
+out=$("$mpiexec" -n 2 "$py" -m libfsdp.selftest)
+echo "$out"
+[ "$(grep -o 'libfsdp selftest: OK' <<<"$out" | wc -l)" = 2 ] || fail "selftest"
+grep -q "library $work/venv/lib/python3[.0-9]*/site-packages/libfsdp/libfsdp.so.0" <<<"$out" ||
+  fail "the library was not the one pip installed"
+
+# Built from source against this MPI (its PyPI wheels expect libmpi.so.12, which Debian names
+# libmpich.so.12).
+mpicc=$(command -v mpicc.mpich || command -v mpicc)
+MPICC=$mpicc "$py" -m pip install -q --no-binary mpi4py mpi4py > "$work/mpi4py.log" 2>&1 ||
+  { tail -20 "$work/mpi4py.log"; fail "pip install mpi4py (see $work/mpi4py.log)"; }
+cat > "$work/with_mpi4py.py" <<'PYEOF'
+import numpy as np
+from mpi4py import MPI
+import libfsdp
+world = MPI.COMM_WORLD
+sub = world.Split(0, world.Get_size() - 1 - world.Get_rank())  # ranks reversed
+ctx = libfsdp.init(sub)
+rank, size = ctx.group()
+assert (rank, size) == (sub.Get_rank(), sub.Get_size()), (rank, size)
+u = ctx.unit([("w", np.arange(10, dtype=np.float32))])
+u.unshard()
+assert np.array_equal(u.param(0), np.arange(10, dtype=np.float32))
+u.reshard()
+ctx.finalize()
+print(f"mpi4py communicator: OK (rank {rank} of {size})", flush=True)
+PYEOF
+out=$("$mpiexec" -n 2 "$py" "$work/with_mpi4py.py")
+echo "$out"
+[ "$(grep -o 'mpi4py communicator: OK' <<<"$out" | wc -l)" = 2 ] || fail "mpi4py communicator"
+
+"$py" -m pip wheel -q --no-deps -w "$work/wheels" "$src" > "$work/wheel.log" 2>&1 ||
+  { tail -30 "$work/wheel.log"; fail "pip wheel . (see $work/wheel.log)"; }
+listing=$("$py" -m zipfile -l "$work"/wheels/libfsdp-*.whl)
+grep -q "libfsdp/libfsdp.so.0 " <<<"$listing" && grep -q "libfsdp/pytorch.py" <<<"$listing" ||
+  fail "the wheel lacks the library or the package: $listing"
+[ "$(grep -c 'libfsdp\.so' <<<"$listing")" = 1 ] || fail "more than one copy of the library"
+echo "pip wheel: $(basename "$work"/wheels/libfsdp-*.whl)"
+
+# A library linked against an MPI this machine lacks: a copy whose libmpich.so.12 is renamed.
+site=$(ls -d "$work"/venv/lib/python3*/site-packages)
+cp -r "$site/libfsdp" "$work/othermpi"
+"$py" - "$work/othermpi/libfsdp.so.0" <<'PYEOF'
+import sys
+data = open(sys.argv[1], "rb").read()
+assert b"libmpich.so.12" in data
+open(sys.argv[1], "wb").write(data.replace(b"libmpich.so.12", b"libmpixx.so.12"))
+PYEOF
+mkdir -p "$work/other/libfsdp" && cp -r "$work/othermpi/." "$work/other/libfsdp/"
+set +e
+msg=$(PYTHONPATH="$work/other" "$py" -c "import libfsdp" 2>&1); rc=$?
+set -e
+[ $rc -ne 0 ] && grep -q "cannot load libfsdp.so" <<<"$msg" && grep -q "libmpixx.so.12" <<<"$msg" ||
+  fail "another MPI's wheel: ($rc) $msg"
+echo "another MPI's library: $(tail -1 <<<"$msg")"
+echo "PASS: pip install, selftest, mpi4py, wheel"
