@@ -65,7 +65,14 @@ mkdir -p "$(dirname "$moved")" && mv "$prefix" "$moved"
 mkdir -p "$work/again"
 build_against "$moved" again  # the CMake package and pkg-config files follow the move
 mpidir=$(dirname "$(command -v "$mpiexec")")
-clean() { env -i PATH="$mpidir" "$@"; }
+# Under make sanitize, the sanitizer runtime's options (and those it needs of UCX and hwloc) go
+# through too: they find no library, they only keep the runtime's leak checks off MPI's exits.
+keep=()
+for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS UCX_MEM_MALLOC_HOOKS \
+         UCX_MEM_MMAP_HOOK_MODE HWLOC_PLUGINS_PATH; do
+  [ -n "${!v:-}" ] && keep+=("$v=${!v}")
+done
+clean() { env -i PATH="$mpidir" "${keep[@]}" "$@"; }
 for exe in "$moved"/bin/fsdp-ckpt "$moved"/libexec/libfsdp/*; do
   runpath=$(readelf -d "$exe" | awk '/RUNPATH|RPATH/ {print $NF}')
   case "$runpath" in *'$ORIGIN'*) ;; *) fail "$exe: RUNPATH '$runpath' has no \$ORIGIN" ;; esac
