@@ -6,7 +6,8 @@ the global batch (the mean of every rank's loss, which is what DDP computes) wit
   alike; bfloat16 compute (float32 masters) within 2% of a bfloat16 reference at every step;
 - float16 compute with libfsdp.GradScaler (where this PyTorch multiplies float16 on the CPU);
 - parameters without gradient: a branch no rank takes reduces as zero, ranks taking different
-  branches with find_unused_parameters=True match the reference; no_sync() accumulation;
+  branches with find_unused_parameters=True match the reference; no_sync() accumulation; a
+  frozen parameter left as it was;
 - a bfloat16 model: float32 masters equal to its values, compute in bfloat16;
 - a meta-device model materialized one unit at a time, with the peak memory of construction;
 - state_dict()/load_state_dict() through plain nn.Modules, full and per rank, from rank 0;
@@ -233,6 +234,33 @@ def check_unused(find_unused):
         unit.destroy()
 
 
+def check_frozen():
+    """A frozen parameter (requires_grad=False) stays as it was; the others match the reference."""
+    model, ref = Branchy(), Branchy()
+    for m in (model, ref):
+        m.a.weight.requires_grad_(False)
+    before = model.a.weight.detach().clone()
+    sharded = FullyShard(ctx, model, [model.a, model.b, model.never])
+    opt = ctx.optimizer("sgd", sharded.units, lr=0.1)
+    ref_opt = torch.optim.SGD([p for p in ref.parameters() if p.requires_grad], lr=0.1)
+    for step in range(2):
+        xs = [torch.randn(4, 8, generator=torch.Generator().manual_seed(200 + 10 * step + r))
+              for r in range(world)]
+        model(xs[rank], 0).backward()
+        opt.step()
+        opt.zero_grad()
+        sum(ref(xs[r], 0) for r in range(world)).div(world).backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+    got, want = sharded.state_dict(), ref.state_dict()
+    check(torch.equal(got["a.weight"], before), "a frozen parameter is not updated")
+    diff = max(float((got[k] - want[k]).abs().max()) for k in want)
+    check(diff <= 1e-6, f"with a frozen parameter, the rest matches the reference ({diff:.2e})")
+    opt.destroy()
+    for unit in sharded.units:
+        unit.destroy()
+
+
 def check_no_sync():
     """Two micro-batches, the first under no_sync(): the step equals the reference's on the sum."""
     model, ref = Branchy(), Branchy()
@@ -370,6 +398,12 @@ def check_bad_input():
                  "\"w\"", "param_init_fn")
     after = m.state_dict()
     check(all(torch.equal(before[k], after[k]) for k in before), "the model is unchanged")
+    twice = Branchy()
+    sharded = FullyShard(ctx, twice, [twice.a])
+    expect_error("FullyShard applied twice", lambda: FullyShard(ctx, twice, [twice.b]),
+                 "already applied")
+    for unit in sharded.units:
+        unit.destroy()
 
 
 check_gpt_fp32()
@@ -377,6 +411,7 @@ check_gpt_bf16()
 check_gpt_fp16()
 check_unused(False)
 check_unused(True)
+check_frozen()
 check_no_sync()
 check_low_precision_model()
 check_meta()
