@@ -124,6 +124,19 @@ if transport is None:
 else:
     os.environ["FSDP_TRANSPORT"] = transport
 zunit = zctx.unit([("w", w0)])
+
+# Every field of fsdp_config_t from init(): the placement asked for is the one resolved.
+saved = os.environ.pop("FSDP_TRANSPORT", None)  # the environment would override the config
+mctx = libfsdp.init(transport="mpi", timeout_s=120.0, on_timeout="error", debug_collectives=True)
+placement = mctx.placement()
+check(placement == {"memory_space": "host", "device": -1, "cpu_offload": False,
+                    "transport": "mpi"}, f"init(transport='mpi') gives {placement}")
+mctx.finalize()
+if saved is not None:
+    os.environ["FSDP_TRANSPORT"] = saved
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "transport", libfsdp.init, transport="carrier pigeon")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "timeout_s", libfsdp.init, timeout_s="soon")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "on_timeout", libfsdp.init, on_timeout="panic")
 check(zunit.zero_copy is True, "a float32 unit on one node has zero-copy storage")
 zunit.unshard()
 check(np.array_equal(zunit.param(0), w0), "a zero-copy unit unshards to its initial values")

@@ -81,24 +81,39 @@ _mpi_started = False
 
 
 def init(comm=None, strategy="full", sharding_factor=0, param_dtype=None, reduce_dtype=None,
-         grad_reduction="mean", max_unsharded=0, thread_multiple=True):
-    """Creates a Context (collective over the communicator).
+         grad_reduction="mean", max_unsharded=0, thread_multiple=True, memory_space="host",
+         device=-1, cpu_offload=False, transport="auto", debug_collectives=False,
+         on_timeout="error", timeout_s=0.0):
+    """Creates a Context (collective over the communicator). Every field of fsdp_config_t:
 
     comm: None for MPI_COMM_WORLD (MPI is initialized here if nothing else did it; finalize it
     with finalize_mpi), an mpi4py communicator, or a Fortran communicator handle (int).
     strategy: "full", "hybrid" or "none"; sharding_factor: F, 0 for the strategy's default.
-    param_dtype / reduce_dtype: None, "float32", "float64", "bfloat16", "float16"."""
+    param_dtype / reduce_dtype: None, "float32", "float64", "bfloat16", "float16".
+    memory_space "host" or "cuda", device (-1: by node rank), cpu_offload; transport "auto",
+    "mpi", "nccl", "shm" or "shm_zero_copy" (FSDP_TRANSPORT overrides); debug_collectives
+    (FSDP_DEBUG); on_timeout "error" or "abort" after timeout_s seconds (0: no watchdog)."""
     global _mpi_started
+    call = "fsdp_init"
     cfg = _capi.Config()
     _check(_lib.fsdp_config_defaults(ctypes.byref(cfg), ctypes.sizeof(cfg)))
-    cfg.strategy = _choice("fsdp_init", "strategy", _capi.STRATEGIES, strategy)
-    cfg.grad_reduction = _choice("fsdp_init", "grad_reduction", _capi.REDUCTIONS, grad_reduction)
-    cfg.param_dtype = _choice("fsdp_init", "param_dtype", _DTYPES, param_dtype)
-    cfg.reduce_dtype = _choice("fsdp_init", "reduce_dtype", _DTYPES, reduce_dtype)
-    for arg, value in (("sharding_factor", sharding_factor), ("max_unsharded", max_unsharded)):
+    cfg.strategy = _choice(call, "strategy", _capi.STRATEGIES, strategy)
+    cfg.grad_reduction = _choice(call, "grad_reduction", _capi.REDUCTIONS, grad_reduction)
+    cfg.param_dtype = _choice(call, "param_dtype", _DTYPES, param_dtype)
+    cfg.reduce_dtype = _choice(call, "reduce_dtype", _DTYPES, reduce_dtype)
+    cfg.memory_space = _choice(call, "memory_space", _capi.MEMORY_SPACES, memory_space)
+    cfg.transport = _choice(call, "transport", _capi.TRANSPORTS, transport)
+    cfg.on_timeout = _choice(call, "on_timeout", _capi.ON_TIMEOUT, on_timeout)
+    for arg, value in (("sharding_factor", sharding_factor), ("max_unsharded", max_unsharded),
+                       ("device", device)):
         if not isinstance(value, int) or isinstance(value, bool):
-            _refuse("fsdp_init", f"{arg}: an int is needed, got {type(value).__name__}")
-    cfg.sharding_factor, cfg.max_unsharded = sharding_factor, max_unsharded
+            _refuse(call, f"{arg}: an int is needed, got {type(value).__name__}")
+    if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool):
+        _refuse(call, f"timeout_s: a number of seconds is needed, got {type(timeout_s).__name__}")
+    cfg.sharding_factor, cfg.max_unsharded, cfg.device = sharding_factor, max_unsharded, device
+    cfg.cpu_offload = 1 if cpu_offload else 0
+    cfg.debug_collectives = 1 if debug_collectives else 0
+    cfg.timeout_s = float(timeout_s)
     if comm is None:
         world = ctypes.c_int()
         _check(_lib.fsdp_mpi_init(1 if thread_multiple else 0, None, ctypes.byref(world)))

@@ -4,7 +4,8 @@ import ctypes
 import ctypes.util
 import os
 
-# Status codes and enumerations: the values of include/fsdp.h.
+# Status codes and enumerations: the values of include/fsdp.h. tests/check_python_capi.py compares
+# every one of them, and every struct's fields and offsets, with the header (in make check).
 STATUS_NAMES = [
     "FSDP_SUCCESS", "FSDP_ERR_INVALID_ARGUMENT", "FSDP_ERR_INVALID_HANDLE",
     "FSDP_ERR_DESTROYED_HANDLE", "FSDP_ERR_FINALIZED", "FSDP_ERR_OUT_OF_RANGE", "FSDP_ERR_STATE",
@@ -18,13 +19,16 @@ STRATEGIES = {"full": 0, "hybrid": 1, "none": 2}
 REDUCTIONS = {"mean": 0, "sum": 1}
 GROUPS = {"world": 0, "shard": 1, "replicate": 2}
 OPTIMIZERS = {"sgd": 0, "adamw": 1}
+MEMORY_SPACES = {"host": 0, "cuda": 1}
+TRANSPORTS = {"auto": 0, "mpi": 1, "nccl": 2, "shm": 3, "shm_zero_copy": 4}
+ON_TIMEOUT = {"error": 0, "abort": 1}
 LOAD_FLAGS = {"strict": 0, "partial": 1, "model_only": 2, "convert_dtype": 4}
 CONFIG_MAGIC = 0x46534450
 MAX_NDIM = 16
 # Where the library was loaded from (set by load()).
 LOADED_FROM = None
 # The header version this binding was written against (checked against the library at load).
-VERSION = (0, 4, 0)
+VERSION = (0, 7, 0)
 
 size_t, c_int, c_double, c_void_p, c_char_p = (ctypes.c_size_t, ctypes.c_int, ctypes.c_double,
                                                ctypes.c_void_p, ctypes.c_char_p)
@@ -34,7 +38,10 @@ P = ctypes.POINTER
 class Config(ctypes.Structure):
     _fields_ = [("size", size_t), ("magic", ctypes.c_uint32), ("version", ctypes.c_uint32),
                 ("strategy", c_int), ("sharding_factor", c_int), ("grad_reduction", c_int),
-                ("param_dtype", c_int), ("reduce_dtype", c_int), ("max_unsharded", c_int)]
+                ("param_dtype", c_int), ("reduce_dtype", c_int), ("max_unsharded", c_int),
+                ("memory_space", c_int), ("device", c_int), ("cpu_offload", c_int),
+                ("transport", c_int), ("debug_collectives", c_int), ("on_timeout", c_int),
+                ("timeout_s", c_double)]
 
 
 class ParamDesc(ctypes.Structure):
@@ -54,7 +61,7 @@ class MemoryStats(ctypes.Structure):
         "peak_bytes", "unsharded_model_bytes", "scratch_bytes", "full_grad_bytes",
         "optimizer_state_bytes", "peak_parameter_bytes", "peak_shard_bytes",
         "peak_grad_shard_bytes", "peak_unsharded_bytes", "peak_full_grad_bytes",
-        "peak_optimizer_state_bytes")]
+        "peak_optimizer_state_bytes", "allocation_calls")]
 
 
 class Hyperparams(ctypes.Structure):
@@ -90,6 +97,7 @@ _PROTOTYPES = {
     "fsdp_group_info": [c_void_p, c_int, P(c_int), P(c_int)],
     "fsdp_context_config": [c_void_p, P(c_int), P(c_int), P(c_int)],
     "fsdp_memory_stats": [c_void_p, P(MemoryStats)],
+    "fsdp_context_placement": [c_void_p, P(c_int), P(c_int), P(c_int), P(c_int)],
     "fsdp_reset_peak_memory": [c_void_p],
     "fsdp_set_grad_sync": [c_void_p, c_int],
     "fsdp_unit_create_ex": [c_void_p, c_int, P(ParamDesc), P(c_void_p), P(UnitOptions),

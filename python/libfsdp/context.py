@@ -29,6 +29,17 @@ class Context:
         _check(_lib.fsdp_context_config(self._handle, ctypes.byref(f), None, None))
         return f.value
 
+    def placement(self):
+        """fsdp_context_placement after AUTO was resolved: memory_space ("host"/"cuda"), device
+        (-1 for host memory), cpu_offload, transport ("mpi", "nccl", "shm", "shm_zero_copy").
+        Local."""
+        out = [ctypes.c_int() for _ in range(4)]
+        _check(_lib.fsdp_context_placement(self._handle, *[ctypes.byref(o) for o in out]))
+        name = lambda table, v: next(k for k, x in table.items() if x == v)
+        return {"memory_space": name(_capi.MEMORY_SPACES, out[0].value), "device": out[1].value,
+                "cpu_offload": bool(out[2].value),
+                "transport": name(_capi.TRANSPORTS, out[3].value)}
+
     @property
     def progress_thread(self):
         on = ctypes.c_int()
