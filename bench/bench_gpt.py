@@ -88,12 +88,10 @@ def table(cells):
                 ratios = " |  |  |  |  | "
             lib = f"{r['library_peak_mib']:.1f}" if r["library_peak_mib"] else "-"
             tokens = r["tokens_per_s"]
+            tokens = f"{tokens:.0f}" if tokens >= 100 else f"{tokens:.2f}"  # FP16 runs are slow
             lines.append(f"| {c['size']} | {method} | {c['precision'].upper()} | "
-                         f"{'Yes' if c['ckpt'] else 'No'} | "
-                         f"{tokens:.0f} | " if tokens >= 100 else
-                         f"| {c['size']} | {method} | {c['precision'].upper()} | "
-                         f"{'Yes' if c['ckpt'] else 'No'} | {tokens:.2f} | ")
-            lines[-1] += (f"{r['peak_rss_mib']:.0f} | {lib} | {r['final_loss']:.4f} | {ratios} |")
+                         f"{'Yes' if c['ckpt'] else 'No'} | {tokens} | {r['peak_rss_mib']:.0f} | "
+                         f"{lib} | {r['final_loss']:.4f} | {ratios} |")
     return "\n".join(lines)
 
 

@@ -267,8 +267,8 @@ static void bad_unit_calls(fsdp_context_t ctx) {
   CHECK_OK(fsdp_context_config(ctx, NULL, NULL, NULL));
   {
     float src[4] = {1, 2, 3, 4}, dst[4] = {0, 0, 0, 0};
-    CHECK_FAILS(fsdp_convert(dst, (fsdp_dtype_t)9, src, FSDP_FLOAT32, 4),
-                FSDP_ERR_INVALID_ARGUMENT, "dst_dtype = 9");
+    CHECK_FAILS(fsdp_convert(dst, (fsdp_dtype_t)9, src, FSDP_FLOAT32, 4), FSDP_ERR_INVALID_ARGUMENT,
+                "dst_dtype = 9");
     CHECK_FAILS(fsdp_convert(dst, FSDP_FLOAT32, src, (fsdp_dtype_t)-3, 4),
                 FSDP_ERR_INVALID_ARGUMENT, "src_dtype = -3");
     CHECK_FAILS(fsdp_convert(NULL, FSDP_FLOAT32, src, FSDP_FLOAT32, 4), FSDP_ERR_INVALID_ARGUMENT,

@@ -93,8 +93,10 @@ def train(a, steps, policy=None, scaler=False):
     return losses, sharded, opt
 
 
-def drop(sharded, opt):
-    opt.destroy()
+def drop(sharded, opt=None):
+    """Frees what a check created (the context outlives every check)."""
+    if opt is not None:
+        opt.destroy()
     for unit in sharded.units:
         unit.destroy()
 
@@ -204,6 +206,12 @@ class Branchy(nn.Module):
         return self.out(ya if branch == 0 else yb).square().mean()
 
 
+def largest_diff(sharded, ref):
+    """The largest absolute difference between the sharded model's state and the reference's."""
+    got, want = sharded.state_dict(), ref.state_dict()
+    return max(float((got[k] - want[k]).abs().max()) for k in want)
+
+
 def check_unused(find_unused):
     """Rank r's loss takes branch r % 2 (find_unused) or every rank's branch 0; `never` is never
     used."""
@@ -222,16 +230,10 @@ def check_unused(find_unused):
         sum(ref(xs[r], branch(r)) for r in range(world)).div(world).backward()
         ref_opt.step()
         ref_opt.zero_grad()
-    got, want = sharded.state_dict(), ref.state_dict()
-    diffs = {k: float((got[k] - want[k]).abs().max()) for k in want}
-    diff = max(diffs.values())
-    if diff > 1e-6:
-        print(f"rank {rank}: differences {diffs}")
+    diff = largest_diff(sharded, ref)
     check(diff <= 1e-6, f"unused parameters (find_unused_parameters={find_unused}): parameters "
           f"match the reference (largest diff {diff:.2e})")
-    opt.destroy()
-    for unit in sharded.units:
-        unit.destroy()
+    drop(sharded, opt)
 
 
 def check_frozen():
@@ -252,13 +254,10 @@ def check_frozen():
         sum(ref(xs[r], 0) for r in range(world)).div(world).backward()
         ref_opt.step()
         ref_opt.zero_grad()
-    got, want = sharded.state_dict(), ref.state_dict()
-    check(torch.equal(got["a.weight"], before), "a frozen parameter is not updated")
-    diff = max(float((got[k] - want[k]).abs().max()) for k in want)
+    check(torch.equal(sharded.state_dict()["a.weight"], before), "a frozen parameter is not updated")
+    diff = largest_diff(sharded, ref)
     check(diff <= 1e-6, f"with a frozen parameter, the rest matches the reference ({diff:.2e})")
-    opt.destroy()
-    for unit in sharded.units:
-        unit.destroy()
+    drop(sharded, opt)
 
 
 def check_no_sync():
@@ -276,12 +275,9 @@ def check_no_sync():
     for m in range(2):
         sum(ref(xs[m][r], 0) for r in range(world)).div(world).backward()
     ref_opt.step()
-    got, want = sharded.state_dict(), ref.state_dict()
-    diff = max(float((got[k] - want[k]).abs().max()) for k in want)
+    diff = largest_diff(sharded, ref)
     check(diff <= 1e-6, f"no_sync accumulation matches the reference (largest diff {diff:.2e})")
-    opt.destroy()
-    for unit in sharded.units:
-        unit.destroy()
+    drop(sharded, opt)
 
 
 def check_low_precision_model():
@@ -300,8 +296,7 @@ def check_low_precision_model():
     check(all(torch.equal(state[k], values[k]) for k in values) and
           all(v.dtype == torch.float32 for v in state.values()),
           "a bfloat16 model's masters are float32 and equal its values")
-    for unit in sharded.units:
-        unit.destroy()
+    drop(sharded)
 
 
 def rss_hwm_kib():
@@ -355,8 +350,7 @@ def check_meta():
               f"MiB, one unit {unit_bytes / 2**20:.1f} MiB)", flush=True)
         check(grown <= budget, f"meta build holds no more than a unit beyond the shards "
               f"({grown} > {budget} bytes)")
-    for unit in sharded.units:
-        unit.destroy()
+    drop(sharded)
 
 
 def expect_error(what, fn, *words):
@@ -402,8 +396,7 @@ def check_bad_input():
     sharded = FullyShard(ctx, twice, [twice.a])
     expect_error("FullyShard applied twice", lambda: FullyShard(ctx, twice, [twice.b]),
                  "already applied")
-    for unit in sharded.units:
-        unit.destroy()
+    drop(sharded)
 
 
 check_gpt_fp32()

@@ -78,7 +78,6 @@ check(np.array_equal(small.param(0), np.arange(1000, dtype=np.float32)),
 small.reshard()
 small.grad(0)[...] = float(rank + 1)
 small.reduce_grads()
-lo, hi = rank * 500, (rank + 1) * 500
 check(np.allclose(small.shard_grad()[:500], (1 + world) / 2), "and reduces exactly")
 ctx.finalize()
 print(f"rank {rank}: {'OK' if not failures else 'FAILED'} ({transport})", flush=True)

@@ -35,7 +35,7 @@ import functools
 import numpy as np
 import torch
 
-from . import _capi, _check, _lib, _refuse, _view
+from . import _check, _lib, _refuse, _view
 from .context import Context
 
 # torch dtype -> the library's name, for the dtypes a unit computes or reduces in.

@@ -312,10 +312,10 @@ std::vector<std::string> state_differences(const Catalog& a, const Catalog& b) {
   const ScalerInfo &sa = a.scaler, &sb = b.scaler;
   if (sa.present != sb.present)
     out.push_back(std::string("grad scaler: only in ") + (sa.present ? "A" : "B"));
-  else if (sa.present && (sa.scale != sb.scale || sa.growth_factor != sb.growth_factor ||
-                          sa.backoff_factor != sb.backoff_factor ||
-                          sa.growth_interval != sb.growth_interval ||
-                          sa.growth_tracker != sb.growth_tracker))
+  else if (sa.present &&
+           (sa.scale != sb.scale || sa.growth_factor != sb.growth_factor ||
+            sa.backoff_factor != sb.backoff_factor || sa.growth_interval != sb.growth_interval ||
+            sa.growth_tracker != sb.growth_tracker))
     out.push_back("grad scaler: scale " + text(sa.scale) + " vs " + text(sb.scale) +
                   ", growth tracker " + std::to_string(sa.growth_tracker) + " vs " +
                   std::to_string(sb.growth_tracker));
@@ -399,12 +399,14 @@ int diff(const std::string& pa, const std::string& pb, bool model_only) {
     for (const auto& n : shape) std::printf("shapes differ: %s\n", n.c_str());
     for (const auto& n : state) std::printf("differs (A vs B): %s\n", n.c_str());
     if (differ)
-      std::printf("checkpoints differ: %d dataset(s) by value, %zu only in one, %zu by shape, %zu "
-                  "in metadata, hyperparameters or scaler\n",
-                  values, only_a.size() + only_b.size(), shape.size(), state.size());
+      std::printf(
+          "checkpoints differ: %d dataset(s) by value, %zu only in one, %zu by shape, %zu "
+          "in metadata, hyperparameters or scaler\n",
+          values, only_a.size() + only_b.size(), shape.size(), state.size());
     else
-      std::printf("checkpoints are identical (parameters, optimizer state, hyperparameters, "
-                  "scaler and metadata)\n");
+      std::printf(
+          "checkpoints are identical (parameters, optimizer state, hyperparameters, "
+          "scaler and metadata)\n");
   }
   MPI_Bcast(&differ, 1, MPI_INT, 0, MPI_COMM_WORLD);
   return differ ? 1 : 0;
@@ -660,8 +662,7 @@ int run(int argc, char** argv) {
   };
   if (cmd == "info") return need(1, false), info(a.positional[0]);
   if (cmd == "verify") return need(1, false), verify(a.positional[0], a.progress);
-  if (cmd == "diff")
-    return need(2, false), diff(a.positional[0], a.positional[1], a.model_only);
+  if (cmd == "diff") return need(2, false), diff(a.positional[0], a.positional[1], a.model_only);
   if (cmd == "export") return need(1, true), export_safetensors(a.positional[0], a.to, a.dtype);
   if (cmd == "import") return need(1, true), import_safetensors(a.positional[0], a.to, a.dtype);
   fail(Errc::InvalidArgument, "unknown command '" + cmd + "'\n" + kUsage);

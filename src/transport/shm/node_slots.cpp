@@ -2,7 +2,6 @@
 
 #include <mpi.h>
 
-#include <new>
 #include <string>
 
 #include "core/error.hpp"
@@ -18,7 +17,6 @@ void NodeSlots::Lease::reset() {
   capacity_ = bytes_ = charged_ = 0;
   index_ = -1;
   claimed_ = false;
-  private_.reset();
   seal_ = SealedRegion();
 }
 
@@ -95,22 +93,22 @@ void NodeSlots::claim(Lease& lease, std::size_t bytes) {
 }
 
 void NodeSlots::acquire_private(std::size_t bytes, Lease& lease, const std::string& why) {
-  int ok = 1;
+  void* data = nullptr;
   try {
-    lease.private_.reset(new char[bytes]);
-  } catch (const std::bad_alloc&) {
-    ok = 0;
+    data = private_memory_.allocate(bytes);
+  } catch (const Error&) {  // OutOfMemory: this rank only, so agreed below
   }
+  int ok = data != nullptr;
   MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, team_.comm());
   if (!ok) {
-    lease.private_.reset();
+    if (data) private_memory_.deallocate(data, bytes);
     fail(Errc::OutOfMemory, why + "; and a private buffer of " + std::to_string(bytes) +
                                 " bytes could not be allocated on every rank either");
   }
   warn_fallback_once(warned_, team_.rank() == 0, why,
                      "unsharded parameters that do not fit are all-gathered");
   lease.owner_ = this;
-  lease.data_ = lease.private_.get();
+  lease.data_ = static_cast<char*>(data);
   lease.capacity_ = lease.bytes_ = bytes;
   lease.index_ = -1;
   // This rank holds the whole buffer, not a share of the node's copy.
@@ -123,7 +121,10 @@ void NodeSlots::seal(Lease& lease) {
 }
 
 void NodeSlots::release(Lease& lease) {
-  if (lease.index_ < 0) return;  // a private buffer: the lease frees it
+  if (lease.index_ < 0) {  // a private buffer
+    private_memory_.deallocate(lease.data_, lease.capacity_);
+    return;
+  }
   lease.seal_.unseal(lease.data_, lease.capacity_);
   held_.fetch_and(~(uint64_t{1} << lease.index_), std::memory_order_acq_rel);
 }

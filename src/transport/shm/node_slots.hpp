@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/memory_accounting.hpp"
+#include "memory/host/host_memory_space.hpp"
 #include "transport/shm/node_team.hpp"
 #include "transport/shm/sealed_region.hpp"
 #include "transport/shm/shared_window.hpp"
@@ -55,9 +56,8 @@ class NodeSlots {
     std::size_t capacity_ = 0;
     std::size_t bytes_ = 0;    // asked for
     std::size_t charged_ = 0;  // this rank's share of the bytes asked for, in memory stats
-    int index_ = -1;  // -1 with private_: no node slot (AUTO's fallback, see acquire)
+    int index_ = -1;  // -1 once filled in: a private buffer, no node slot (AUTO's fallback)
     bool claimed_ = false;
-    std::unique_ptr<char[]> private_;
     SealedRegion seal_;  // debug mode
   };
 
@@ -84,7 +84,9 @@ class NodeSlots {
   bool contains(const void* p) const;
   // Bytes of the node's slots (the same on every team rank), and windows created so far.
   std::size_t node_bytes() const;
-  uint64_t allocation_calls() const { return allocation_calls_.load(std::memory_order_relaxed); }
+  uint64_t allocation_calls() const {
+    return allocation_calls_.load(std::memory_order_relaxed) + private_memory_.allocation_calls();
+  }
 
  private:
   static constexpr int kMaxSlots = 64;  // a bit each in a mailbox's mask
@@ -103,8 +105,9 @@ class NodeSlots {
   const bool protect_;
   const bool fall_back_;
   bool warned_ = false;
-  mutable std::mutex mutex_;  // slots_: the progress thread changes it, stats read it
-  std::vector<Slot> slots_;   // by index, identical on every team rank; window == null: unused
+  HostMemorySpace private_memory_;  // AUTO's fallback buffers (the host allocator's alignment)
+  mutable std::mutex mutex_;        // slots_: the progress thread changes it, stats read it
+  std::vector<Slot> slots_;  // by index, identical on every team rank; window == null: unused
   std::atomic<uint64_t> allocation_calls_{0};
   std::atomic<uint64_t> held_{0};  // bit i: this rank holds slot i
 };

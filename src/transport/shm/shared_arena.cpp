@@ -73,8 +73,7 @@ void SharedArena::grow(std::size_t bytes) {
   try {
     s.window = std::make_unique<SharedWindow>(team_.comm(), size);
   } catch (...) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    refused_ = 0;  // what was refused is not asked for again by the next growth
+    forget_refused();  // what was refused is not asked for again by the next growth
     throw;
   }
   std::lock_guard<std::mutex> lock(mutex_);
