@@ -1,5 +1,5 @@
 ! The C ABI of libfsdp (include/fsdp.h) as seen from Fortran: the enums as integer(c_int)
-! parameters, the handles and structs as bind(C) types of the same layout, and a bind(C)
+! parameters (generated from the header), the handles and structs as bind(C) types of the same layout, and a bind(C)
 ! interface to every function. Functions whose C arguments Fortran passes as they are (handles,
 ! numbers, outputs by reference) keep their C names and are re-exported by module fsdp; the ones
 ! that take strings, communicators, descriptor arrays or typed buffers are named c_fsdp_* here and
@@ -9,40 +9,9 @@ module fsdp_c
   use, intrinsic :: iso_c_binding
   implicit none
 
-  ! ---- Versions (the header's; module fsdp checks them against the library's at fsdp_init)
-  integer(c_int), parameter :: FSDP_VERSION_MAJOR = 0, FSDP_VERSION_MINOR = 7, &
-                               FSDP_VERSION_PATCH = 0
-  integer(c_int32_t), parameter :: FSDP_VERSION = FSDP_VERSION_MAJOR * 10000 &
-                                                  + FSDP_VERSION_MINOR * 100 + FSDP_VERSION_PATCH
-
-  ! ---- fsdp_status_t
-  integer(c_int), parameter :: FSDP_SUCCESS = 0, FSDP_ERR_INVALID_ARGUMENT = 1, &
-    FSDP_ERR_INVALID_HANDLE = 2, FSDP_ERR_DESTROYED_HANDLE = 3, FSDP_ERR_FINALIZED = 4, &
-    FSDP_ERR_OUT_OF_RANGE = 5, FSDP_ERR_STATE = 6, FSDP_ERR_MISMATCH = 7, &
-    FSDP_ERR_VERSION = 8, FSDP_ERR_UNSUPPORTED = 9, FSDP_ERR_OUT_OF_MEMORY = 10, &
-    FSDP_ERR_MPI = 11, FSDP_ERR_INTERNAL = 12, FSDP_ERR_CALLBACK = 13, FSDP_ERR_IO = 14, &
-    FSDP_ERR_FORMAT = 15, FSDP_ERR_CORRUPT = 16, FSDP_ERR_CUDA = 17, FSDP_ERR_NCCL = 18, &
-    FSDP_ERR_ABORTED = 19, FSDP_ERR_TIMEOUT = 20
-  ! ---- fsdp_memory_space_t, fsdp_transport_t
-  integer(c_int), parameter :: FSDP_MEMORY_HOST = 0, FSDP_MEMORY_CUDA = 1
-  integer(c_int), parameter :: FSDP_TRANSPORT_AUTO = 0, FSDP_TRANSPORT_MPI = 1, &
-                               FSDP_TRANSPORT_NCCL = 2, FSDP_TRANSPORT_SHM = 3, &
-                               FSDP_TRANSPORT_SHM_ZERO_COPY = 4
-  integer(c_int), parameter :: FSDP_ON_TIMEOUT_ERROR = 0, FSDP_ON_TIMEOUT_ABORT = 1
-  ! ---- fsdp_dtype_t
-  integer(c_int), parameter :: FSDP_DTYPE_AUTO = -1, FSDP_FLOAT32 = 0, FSDP_FLOAT64 = 1, &
-                               FSDP_BFLOAT16 = 2, FSDP_FLOAT16 = 3
-  ! ---- fsdp_sharding_strategy_t, fsdp_grad_reduction_t, fsdp_group_t
-  integer(c_int), parameter :: FSDP_FULL_SHARD = 0, FSDP_HYBRID_SHARD = 1, FSDP_NO_SHARD = 2
-  integer(c_int), parameter :: FSDP_REDUCE_MEAN = 0, FSDP_REDUCE_SUM = 1
-  integer(c_int), parameter :: FSDP_GROUP_WORLD = 0, FSDP_GROUP_SHARD = 1, &
-                               FSDP_GROUP_REPLICATE = 2
-  ! ---- fsdp_optimizer_kind_t, fsdp_load_flags_t
-  integer(c_int), parameter :: FSDP_OPTIMIZER_SGD = 0, FSDP_OPTIMIZER_ADAMW = 1
-  integer(c_int), parameter :: FSDP_LOAD_STRICT = 0, FSDP_LOAD_PARTIAL = 1, &
-                               FSDP_LOAD_MODEL_ONLY = 2, FSDP_LOAD_CONVERT_DTYPE = 4
-  integer(c_int), parameter :: FSDP_MAX_NDIM = 16
-  integer(c_int32_t), parameter :: FSDP_CONFIG_MAGIC = int(z'46534450', c_int32_t)
+  ! ---- Versions, enums (integer(c_int) parameters), FSDP_MAX_NDIM, FSDP_CONFIG_MAGIC: generated
+  ! from include/fsdp.h at build time by generate_constants.py.
+  include 'fsdp_constants.inc'
 
   ! ---- Handles: one C pointer each, passed by value where C takes the handle and by
   ! reference where C takes a pointer to it (creation, destruction).

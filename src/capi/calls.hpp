@@ -4,9 +4,9 @@
 #include <cstring>
 #include <string>
 
-#include "core/call_log.hpp"
-#include "core/fingerprint.hpp"
+#include "base/fingerprint.hpp"
 #include "core/unit.hpp"
+#include "diag/call_log.hpp"
 
 namespace fsdp::capi {
 

@@ -15,7 +15,7 @@ namespace {
 
 void hand_out(Unit& u, std::shared_ptr<fsdp::CommWorker::Task> task, fsdp_request_t* req) {
   if (!req) return;
-  fsdp::Request& r = u.context().add_request(u, std::move(task));
+  fsdp::Request& r = u.context().scheduler().add_request(u, std::move(task));
   fsdp::capi::register_request(&r);
   *req = fsdp::capi::to_handle(&r);
 }
@@ -30,7 +30,7 @@ fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* req) {
     fsdp::CallInfo info = fsdp::capi::unshard_call("fsdp_unshard_async", u);
     if (u.context().debug_collectives()) info.refusal = u.unshard_refusal(/*async=*/true);
     const fsdp::CallScope call = u.context().begin_call(info);
-    hand_out(u, u.context().caller_unshard(u, /*async=*/true), req);
+    hand_out(u, u.context().scheduler().caller_unshard(u, /*async=*/true), req);
   });
 }
 
@@ -51,7 +51,7 @@ fsdp_status_t fsdp_wait(fsdp_request_t* req) {
     fsdp::capi::retire(&r, fsdp::capi::Retired::Destroyed);
     *req = nullptr;  // a request is gone once waited on, even when its operation failed
     const fsdp::CallScope call = r.context->begin_call(fsdp::capi::wait_call("fsdp_wait"));
-    r.context->wait(r);
+    r.context->scheduler().wait(r);
   });
 }
 
@@ -77,7 +77,7 @@ fsdp_status_t fsdp_set_prefetch(fsdp_context_t ctx, int forward, int backward) {
     if ((forward != 0 && forward != 1) || (backward != 0 && backward != 1))
       fail(Errc::InvalidArgument, "forward = " + std::to_string(forward) + ", backward = " +
                                       std::to_string(backward) + ": each must be 0 or 1");
-    c.set_prefetch(forward != 0, backward != 0);
+    c.scheduler().set_prefetch(forward != 0, backward != 0);
   });
 }
 
@@ -85,7 +85,7 @@ fsdp_status_t fsdp_begin_forward(fsdp_context_t ctx) {
   return guard(__func__, [&] {
     fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
     const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_begin_forward"));
-    c.begin_phase(fsdp::Phase::Forward);
+    c.scheduler().begin_phase(fsdp::Phase::Forward);
   });
 }
 
@@ -93,7 +93,7 @@ fsdp_status_t fsdp_begin_backward(fsdp_context_t ctx) {
   return guard(__func__, [&] {
     fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
     const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_begin_backward"));
-    c.begin_phase(fsdp::Phase::Backward);
+    c.scheduler().begin_phase(fsdp::Phase::Backward);
   });
 }
 

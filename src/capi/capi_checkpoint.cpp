@@ -3,6 +3,7 @@
 #include <set>
 #include <string>
 
+#include "base/agreement.hpp"
 #include "capi/calls.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
@@ -90,12 +91,8 @@ fsdp_status_t fsdp_checkpoint_save(fsdp_context_t ctx, const char* path,
     const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_checkpoint_save"));
     std::optional<Error> local;
     fsdp::ckpt::SaveRequest r;
-    try {
-      r = read_save(c, path, options);
-    } catch (const Error& e) {
-      local = e;
-    }
-    c.checkpoints().save(r, local);
+    local = fsdp::attempt([&] { r = read_save(c, path, options); });
+    fsdp::ckpt::CheckpointService::of(c).save(r, local);
   });
 }
 
@@ -108,14 +105,12 @@ fsdp_status_t fsdp_checkpoint_save_async(fsdp_context_t ctx, const char* path,
         c.begin_call(fsdp::capi::context_call("fsdp_checkpoint_save_async"));
     std::optional<Error> local;
     fsdp::ckpt::SaveRequest r;
-    try {
+    local = fsdp::attempt([&] {
       if (!req) fail(Errc::InvalidArgument, "req: NULL output pointer");
       r = read_save(c, path, options);
-    } catch (const Error& e) {
-      local = e;
-    }
-    auto task = c.checkpoints().save_async(r, local);
-    fsdp::Request& request = c.add_request(std::move(task));
+    });
+    auto task = fsdp::ckpt::CheckpointService::of(c).save_async(r, local);
+    fsdp::Request& request = c.scheduler().add_request(std::move(task));
     fsdp::capi::register_request(&request);
     *req = fsdp::capi::to_handle(&request);
   });
@@ -137,7 +132,7 @@ fsdp_status_t fsdp_checkpoint_load(fsdp_context_t ctx, const char* path,
     const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_checkpoint_load"));
     std::optional<Error> local;
     fsdp::ckpt::LoadRequest r;
-    try {
+    local = fsdp::attempt([&] {
       r.path = read_path(path);
       const fsdp_checkpoint_options_t o = read_options(options);
       read_state_handles(c, o, r.optimizers, r.scaler);
@@ -149,11 +144,9 @@ fsdp_status_t fsdp_checkpoint_load(fsdp_context_t ctx, const char* path,
       r.convert = o.load_flags & FSDP_LOAD_CONVERT_DTYPE;
       if (report && report->size < sizeof(size_t))
         fail(Errc::InvalidArgument, "report->size: set it to sizeof(fsdp_checkpoint_report_t)");
-    } catch (const Error& e) {
-      local = e;
-    }
+    });
     static thread_local std::string details;  // the report's text lives until the next load
-    fsdp::ckpt::LoadReport rep = c.checkpoints().load(r, local);
+    fsdp::ckpt::LoadReport rep = fsdp::ckpt::CheckpointService::of(c).load(r, local);
     details = std::move(rep.details);
     if (report) {
       fsdp_checkpoint_report_t out{};

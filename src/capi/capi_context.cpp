@@ -2,11 +2,13 @@
 #include <optional>
 #include <string>
 
+#include "base/agreement.hpp"
+#include "base/mpi_check.hpp"
 #include "capi/config.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/sized_struct.hpp"
-#include "core/mpi_check.hpp"
+#include "optim/registry.hpp"
 
 using fsdp::Context;
 using fsdp::Errc;
@@ -37,13 +39,11 @@ fsdp_status_t init(const char* call, MPI_Comm comm, const fsdp_config_t* cfg, fs
     // fails together instead of the others hanging.
     std::optional<Error> local;
     fsdp::ContextOptions options;
-    try {
+    local = fsdp::attempt([&] {
       if (!ctx) fail(Errc::InvalidArgument, "ctx: NULL output pointer");
       options = fsdp::capi::options_from_config(cfg);
       fsdp::apply_environment(options);
-    } catch (const Error& e) {
-      local = e;
-    }
+    });
     std::unique_ptr<Context> c = Context::create(comm, options, local);
     fsdp::capi::register_context(c.get());
     *ctx = fsdp::capi::to_handle(c.release());
@@ -74,10 +74,12 @@ fsdp_status_t fsdp_finalize(fsdp_context_t* ctx) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     for (fsdp::Unit* u : c.units()) fsdp::capi::retire(u, fsdp::capi::Retired::Finalized);
-    for (fsdp::Optimizer* o : c.optimizers()) fsdp::capi::retire(o, fsdp::capi::Retired::Finalized);
-    for (fsdp::GradScaler* s : c.grad_scalers())
+    for (fsdp::Optimizer* o : fsdp::OptimizerRegistry::of(c).optimizers())
+      fsdp::capi::retire(o, fsdp::capi::Retired::Finalized);
+    for (fsdp::GradScaler* s : fsdp::OptimizerRegistry::of(c).grad_scalers())
       fsdp::capi::retire(s, fsdp::capi::Retired::Finalized);
-    for (fsdp::Request* r : c.requests()) fsdp::capi::retire(r, fsdp::capi::Retired::Finalized);
+    for (fsdp::Request* r : c.scheduler().requests())
+      fsdp::capi::retire(r, fsdp::capi::Retired::Finalized);
     fsdp::capi::retire(&c, fsdp::capi::Retired::Finalized);
     delete &c;
     *ctx = nullptr;
@@ -152,7 +154,7 @@ fsdp_status_t fsdp_set_grad_sync(fsdp_context_t ctx, int enabled) {
     if (enabled != 0 && enabled != 1)
       fail(Errc::InvalidArgument, "enabled = " + std::to_string(enabled) + ": must be 0 or 1");
     Context& c = context_from(ctx, "ctx");
-    c.quiesce();  // a reduce in flight was started under the old setting
+    c.scheduler().quiesce();  // a reduce in flight was started under the old setting
     c.set_grad_sync(enabled != 0);
   });
 }

@@ -3,8 +3,8 @@
 // macros whose values differ between implementations, so such callers cannot spell them.
 #include <atomic>
 
+#include "base/mpi_check.hpp"
 #include "capi/guard.hpp"
-#include "core/mpi_check.hpp"
 #include "fsdp.h"
 
 using fsdp::Errc;

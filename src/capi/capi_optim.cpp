@@ -5,13 +5,14 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/agreement.hpp"
+#include "base/fingerprint.hpp"
 #include "capi/calls.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/sized_struct.hpp"
-#include "core/agreement.hpp"
-#include "core/fingerprint.hpp"
 #include "optim/grad_norm.hpp"
+#include "optim/registry.hpp"
 
 using fsdp::Errc;
 using fsdp::Error;
@@ -61,7 +62,7 @@ fsdp_status_t fsdp_optimizer_create(fsdp_context_t ctx, fsdp_optimizer_kind_t ki
     HyperParams h;
     const int kind_int = enum_int(kind);
     const OptimizerKind k = static_cast<OptimizerKind>(kind_int);
-    try {
+    local = fsdp::attempt([&] {
       if (!opt) fail(Errc::InvalidArgument, "opt: NULL output pointer");
       if (kind_int < 0 || kind_int >= FSDP_OPTIMIZER_KIND_COUNT)
         fail(Errc::InvalidArgument,
@@ -81,10 +82,8 @@ fsdp_status_t fsdp_optimizer_create(fsdp_context_t ctx, fsdp_optimizer_kind_t ki
           fail(Errc::InvalidArgument, arg + ": " + u.label() + " is listed twice");
         list.push_back(&u);
       }
-    } catch (const Error& e) {
-      local = e;
-    }
-    Optimizer& o = c.create_optimizer(k, h, std::move(list), local);
+    });
+    Optimizer& o = fsdp::OptimizerRegistry::of(c).create_optimizer(k, h, std::move(list), local);
     fsdp::capi::register_optimizer(&o);
     *opt = fsdp::capi::to_handle(&o);
   });
@@ -95,7 +94,7 @@ fsdp_status_t fsdp_optimizer_destroy(fsdp_optimizer_t* opt) {
     if (!opt) fail(Errc::InvalidArgument, "opt: NULL pointer to an optimizer handle");
     Optimizer& o = optimizer_from(*opt, "*opt");
     fsdp::capi::retire(&o, fsdp::capi::Retired::Destroyed);
-    o.context().destroy_optimizer(o);
+    fsdp::OptimizerRegistry::of(o.context()).destroy_optimizer(o);
     *opt = nullptr;
   });
 }
@@ -104,19 +103,17 @@ fsdp_status_t fsdp_optimizer_add_group(fsdp_optimizer_t opt, const char* pattern
                                        const fsdp_hyperparams_t* hp, int* group, int* nmatched) {
   return guard(__func__, [&] {
     Optimizer& o = optimizer_from(opt, "opt");
-    o.context().quiesce();
+    o.context().scheduler().quiesce();
     std::optional<Error> local;
     HyperParams h;
     fsdp::Fingerprint f;
-    try {
+    local = fsdp::attempt([&] {
       if (!pattern || !*pattern) fail(Errc::InvalidArgument, "pattern: NULL or empty");
       if (!hp) fail(Errc::InvalidArgument, "hp: NULL");
       h = read_hyperparams(hp, o.kind(), "hp");
       f.add(std::string(pattern));
       f.add(h.fingerprint());
-    } catch (const Error& e) {
-      local = e;
-    }
+    });
     fsdp::agree(o.context().groups().world(), "optimizer group (pattern, hyperparameters)",
                 f.value(), local);
     const int taken = o.add_group(pattern, h);
@@ -166,7 +163,7 @@ fsdp_status_t fsdp_optimizer_set_lr(fsdp_optimizer_t opt, int group, double lr) 
 fsdp_status_t fsdp_optimizer_step(fsdp_optimizer_t opt) {
   return guard(__func__, [&] {
     Optimizer& o = optimizer_from(opt, "opt");
-    o.context().quiesce();  // reductions in flight land first
+    o.context().scheduler().quiesce();  // reductions in flight land first
     o.step();
   });
 }
@@ -174,7 +171,7 @@ fsdp_status_t fsdp_optimizer_step(fsdp_optimizer_t opt) {
 fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt) {
   return guard(__func__, [&] {
     Optimizer& o = optimizer_from(opt, "opt");
-    o.context().quiesce();
+    o.context().scheduler().quiesce();
     o.zero_grad();
   });
 }
@@ -190,7 +187,7 @@ fsdp_status_t fsdp_clip_grad_norm(fsdp_context_t ctx, double max_norm, double no
     if (!(norm_type >= 1))
       fail(Errc::InvalidArgument,
            "norm_type = " + std::to_string(norm_type) + ": must be >= 1 (2: L2, INFINITY: max)");
-    c.quiesce();
+    c.scheduler().quiesce();
     const double norm = fsdp::clip_grad_norm(c, max_norm, norm_type);
     if (total_norm) *total_norm = norm;
   });
@@ -202,7 +199,7 @@ fsdp_status_t fsdp_grad_scaler_create(fsdp_context_t ctx, double init_scale, dou
   return guard(__func__, [&] {
     fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
     std::optional<Error> local;
-    try {
+    local = fsdp::attempt([&] {
       if (!scaler) fail(Errc::InvalidArgument, "scaler: NULL output pointer");
       if (!(init_scale > 0) || std::isinf(init_scale))
         fail(Errc::InvalidArgument,
@@ -216,11 +213,9 @@ fsdp_status_t fsdp_grad_scaler_create(fsdp_context_t ctx, double init_scale, dou
       if (growth_interval < 1)
         fail(Errc::InvalidArgument,
              "growth_interval = " + std::to_string(growth_interval) + ": must be >= 1");
-    } catch (const Error& e) {
-      local = e;
-    }
-    GradScaler& s =
-        c.create_grad_scaler(init_scale, growth_factor, backoff_factor, growth_interval, local);
+    });
+    GradScaler& s = fsdp::OptimizerRegistry::of(c).create_grad_scaler(
+        init_scale, growth_factor, backoff_factor, growth_interval, local);
     fsdp::capi::register_grad_scaler(&s);
     *scaler = fsdp::capi::to_handle(&s);
   });
@@ -231,7 +226,7 @@ fsdp_status_t fsdp_grad_scaler_destroy(fsdp_grad_scaler_t* scaler) {
     if (!scaler) fail(Errc::InvalidArgument, "scaler: NULL pointer to a grad scaler handle");
     GradScaler& s = grad_scaler_from(*scaler, "*scaler");
     fsdp::capi::retire(&s, fsdp::capi::Retired::Destroyed);
-    s.context().destroy_grad_scaler(s);
+    fsdp::OptimizerRegistry::of(s.context()).destroy_grad_scaler(s);
     *scaler = nullptr;
   });
 }
@@ -258,7 +253,7 @@ fsdp_status_t fsdp_grad_scaler_unscale(fsdp_grad_scaler_t scaler, fsdp_optimizer
     Optimizer& o = scaler_optimizer(s, opt);
     const fsdp::CallScope call =
         s.context().begin_call(fsdp::capi::context_call("fsdp_grad_scaler_unscale"));
-    s.context().quiesce();
+    s.context().scheduler().quiesce();
     s.unscale(o);
   });
 }
@@ -269,7 +264,7 @@ fsdp_status_t fsdp_grad_scaler_step(fsdp_grad_scaler_t scaler, fsdp_optimizer_t 
     Optimizer& o = scaler_optimizer(s, opt);
     const fsdp::CallScope call =
         s.context().begin_call(fsdp::capi::context_call("fsdp_grad_scaler_step"));
-    s.context().quiesce();
+    s.context().scheduler().quiesce();
     const bool skip = s.step(o);
     if (skipped) *skipped = skip ? 1 : 0;
   });

@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 
+#include "base/agreement.hpp"
 #include "capi/calls.hpp"
 #include "capi/config.hpp"
 #include "capi/descriptors.hpp"
@@ -101,14 +102,12 @@ void create_unit(fsdp_context_t ctx, int nparams, const fsdp_param_desc_t* descs
   std::optional<Error> local;
   std::vector<fsdp::ParamSpec> specs;
   fsdp::Context::UnitRequest request;
-  try {
+  local = fsdp::attempt([&] {
     require_output(unit, "unit");
     specs = fsdp::capi::specs_from_descriptors(nparams, descs);
     request = request_from(read_options(options), nparams, descs, initial_values,
                            c.groups().world().rank);
-  } catch (const Error& e) {
-    local = e;
-  }
+  });
   Unit& u = c.create_unit(std::move(specs), request, local);
   fsdp::capi::register_unit(&u);
   *unit = fsdp::capi::to_handle(&u);
@@ -133,17 +132,8 @@ fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit) {
   return guard(__func__, [&] {
     if (!unit) fail(Errc::InvalidArgument, "unit: NULL pointer to a unit handle");
     Unit& u = unit_from(*unit, "*unit");
-    if (u.pending() != Unit::Pending::None)
-      fail(Errc::State, "*unit: " + u.label() + " has an " +
-                            (u.pending() == Unit::Pending::Unshard ? "unshard" : "reduce") +
-                            " in flight: wait for it first (fsdp_wait or fsdp_unit_wait)");
-    if (!u.tied_users().empty())
-      fail(Errc::State, "*unit: " + std::to_string(u.tied_users().size()) +
-                            " unit(s) use parameters of " + u.label() +
-                            " through ties: destroy them first");
-    if (u.users() > 0)
-      fail(Errc::State, "*unit: " + u.label() + " is used by " + std::to_string(u.users()) +
-                            " optimizer(s): destroy them first");
+    if (std::optional<Error> refusal = u.destroy_refusal())
+      fail(refusal->code(), "*unit: " + std::string(refusal->what()));
     fsdp::capi::retire(&u, fsdp::capi::Retired::Destroyed);
     u.context().destroy_unit(u);
     *unit = nullptr;
@@ -157,30 +147,12 @@ fsdp_status_t fsdp_unit_tie(fsdp_unit_t user, const char* alias, fsdp_unit_t own
     std::optional<Error> local;
     Unit* o = nullptr;
     std::size_t idx = 0;
-    try {
+    local = fsdp::attempt([&] {
       o = &unit_from(owner, "owner");
-      if (&o->context() != &u.context())
-        fail(Errc::InvalidArgument, "owner: " + o->label() + " belongs to another context");
-      if (o == &u)
-        fail(Errc::InvalidArgument,
-             "owner: the same unit as user; a parameter used twice in one unit needs no tie");
       idx = param_index(*o, owner_index);
       if (!alias || !*alias) fail(Errc::InvalidArgument, "alias: NULL or empty");
-      for (const fsdp::ParamSpec& p : u.layout().params())
-        if (p.name == alias)
-          fail(Errc::InvalidArgument,
-               std::string("alias = '") + alias + "': already a parameter of " + u.label());
-      for (const fsdp::Tie& t : u.ties())
-        if (t.alias == alias)
-          fail(Errc::InvalidArgument,
-               std::string("alias = '") + alias + "': already a tie of " + u.label());
-      if (!o->ties().empty())
-        fail(Errc::InvalidArgument, "owner: " + o->label() +
-                                        " uses ties itself; tie to the unit that stores the "
-                                        "parameter");
-    } catch (const Error& e) {
-      local = e;
-    }
+      u.check_tie(alias, *o);
+    });
     u.context().tie(u, alias ? alias : "", o, idx, local);
     if (alias_index) *alias_index = static_cast<int>(u.layout().num_params() + u.ties().size() - 1);
   });
@@ -192,7 +164,7 @@ fsdp_status_t fsdp_unshard(fsdp_unit_t unit) {
     fsdp::CallInfo info = fsdp::capi::unshard_call("fsdp_unshard", u);
     if (u.context().debug_collectives()) info.refusal = u.unshard_refusal(/*async=*/false);
     const fsdp::CallScope call = u.context().begin_call(info);
-    u.context().caller_unshard(u, /*async=*/false);
+    u.context().scheduler().caller_unshard(u, /*async=*/false);
     u.complete_pending();
   });
 }

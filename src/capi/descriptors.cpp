@@ -4,8 +4,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "base/error.hpp"
 #include "capi/guard.hpp"
-#include "core/error.hpp"
 
 namespace fsdp::capi {
 namespace {

@@ -1,8 +1,8 @@
 // Status strings, the thread-local last-error message, and versions.
 #include <string>
 
+#include "base/dtype.hpp"
 #include "capi/guard.hpp"
-#include "core/dtype.hpp"
 #include "fsdp.h"
 
 namespace fsdp::capi {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <new>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "fsdp.h"
 
 namespace fsdp::capi {

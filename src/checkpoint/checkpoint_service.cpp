@@ -7,18 +7,17 @@
 #include <map>
 #include <set>
 
-#include "checkpoint/collective_error.hpp"
+#include "base/agreement.hpp"
+#include "base/crc32c.hpp"
+#include "base/fingerprint.hpp"
+#include "base/mpi_check.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/json_text.hpp"
 #include "checkpoint/mapped_file.hpp"
 #include "checkpoint/partial_checksums.hpp"
 #include "checkpoint/writer.hpp"
-#include "core/agreement.hpp"
 #include "core/context.hpp"
-#include "core/crc32c.hpp"
-#include "core/fingerprint.hpp"
-#include "core/mpi_check.hpp"
 #include "core/unit.hpp"
 #include "fsdp.h"
 #include "memory/host/host_kernels.hpp"
@@ -238,6 +237,14 @@ SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer,
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
+CheckpointService& CheckpointService::of(Context& ctx) {
+  if (ContextPart* p = ctx.part(PartSlot::Checkpoints)) return static_cast<CheckpointService&>(*p);
+  auto s = std::make_unique<CheckpointService>(ctx);
+  CheckpointService& ref = *s;
+  ctx.set_part(PartSlot::Checkpoints, std::move(s));
+  return ref;
+}
+
 CheckpointService::~CheckpointService() {
   wait_pending();
   worker_.reset();
@@ -271,7 +278,7 @@ void CheckpointService::ensure_comms() {
 std::shared_ptr<CommWorker::Task> CheckpointService::start_save(
     const SaveRequest& r, const std::optional<Error>& local_error, bool background) {
   wait_pending();
-  ctx_.quiesce();
+  ctx_.scheduler().quiesce();
   ctx_.before_shard_update();  // the shards as the caller's queued work leaves them
   const Group& world = ctx_.groups().world();
   agree(world, "checkpoint save arguments", fingerprint(r), local_error);
@@ -497,7 +504,7 @@ std::vector<PartialCrc> checksum(const MappedFile& file, const std::vector<FileR
 
 LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Error>& local_error) {
   wait_pending();
-  ctx_.quiesce();
+  ctx_.scheduler().quiesce();
   ctx_.before_shard_update();  // nothing queued still reads or writes the shards
   const Group& world = ctx_.groups().world();
   agree(world, "checkpoint load arguments", fingerprint(r), local_error);
@@ -528,14 +535,14 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
 
   // Pass 1: nothing is copied until every rank's ranges of every dataset check out.
   std::optional<MappedFile> file;
-  run_unified(all_, [&] {
+  agree_on(all_, [&] {
     file.emplace(r.path);
     for (const FileRange& rg : ranges)
       if (rg.file_offset + rg.bytes > file->size())
         fail(Errc::Corrupt, "'" + r.path + "': " + m.targets[rg.target].file->name +
                                 " runs past the end of the file (truncated file)");
   });
-  run_unified(all_, [&] { verify_checksums(shard_, m.targets, checksum(*file, ranges)); });
+  agree_on(all_, [&] { verify_checksums(shard_, m.targets, checksum(*file, ranges)); });
 
   // Everything is verified: pass 2 copies (or converts) the ranges over the destinations. State
   // buffers are allocated (zeros) even where this rank holds none of a unit's parameters, so

@@ -12,8 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/comm_worker.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
+#include "core/context_part.hpp"
+#include "runtime/comm_worker.hpp"
 
 namespace fsdp {
 class Context;
@@ -46,10 +47,12 @@ struct LoadReport {
   std::string details;  // one line per parameter not loaded
 };
 
-class CheckpointService {
+class CheckpointService final : public ContextPart {
  public:
+  // The context's service (its Checkpoints slot), created on first use.
+  static CheckpointService& of(Context& ctx);
   explicit CheckpointService(Context& ctx) : ctx_(ctx) {}
-  ~CheckpointService();  // waits for a background save, frees the communicators
+  ~CheckpointService() override;  // waits for a background save, frees the communicators
   CheckpointService(const CheckpointService&) = delete;
   CheckpointService& operator=(const CheckpointService&) = delete;
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/dtype.hpp"
+#include "base/dtype.hpp"
 
 namespace fsdp::ckpt {
 

@@ -3,9 +3,9 @@
 #include <mutex>
 #include <vector>
 
-#include "checkpoint/collective_error.hpp"
+#include "base/agreement.hpp"
+#include "base/mpi_check.hpp"
 #include "checkpoint/h5util.hpp"
-#include "core/mpi_check.hpp"
 
 namespace fsdp::ckpt {
 
@@ -21,7 +21,7 @@ Catalog shared_catalog(MPI_Comm comm, const std::string& path, CatalogSource sou
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   std::vector<char> bytes;
-  run_unified(comm, [&] {
+  agree_on(comm, [&] {
     if (rank != 0) return;
     std::lock_guard<std::mutex> lock(hdf5_mutex());
     bytes = serialize(read_catalog(path, source));

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace fsdp::ckpt {
 

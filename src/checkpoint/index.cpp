@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/crc32c.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/h5util.hpp"
-#include "core/crc32c.hpp"
 
 namespace fsdp::ckpt {
 namespace {

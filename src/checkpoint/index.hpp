@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.hpp"
+#include "base/dtype.hpp"
 
 namespace fsdp::ckpt {
 

@@ -5,9 +5,10 @@
 #include <cstring>
 #include <optional>
 
-#include "checkpoint/collective_error.hpp"
-#include "core/error.hpp"
-#include "core/mpi_check.hpp"
+#include "base/agreement.hpp"
+#include "base/environment.hpp"
+#include "base/error.hpp"
+#include "base/mpi_check.hpp"
 
 namespace fsdp::ckpt {
 namespace {
@@ -43,8 +44,8 @@ std::vector<std::vector<Block>> plan_rounds(std::vector<IoPiece>& pieces, uint64
 // FSDP_CKPT_ROMIO_CB=enable|automatic asks for aggregation (many nodes on a parallel file system
 // with few, small pieces per rank may prefer it).
 void set_hints(MPI_Info info) {
-  const char* cb = std::getenv("FSDP_CKPT_ROMIO_CB");
-  const char* mode = cb && *cb ? cb : "disable";
+  const char* cb = env(Env::CkptRomioCb);
+  const char* mode = cb ? cb : "disable";
   MPI_Info_set(info, "romio_cb_write", mode);
   MPI_Info_set(info, "romio_ds_write", "disable");
 }
@@ -64,7 +65,7 @@ class File {
       e = Error(Errc::Io, err.what());
       fh_ = MPI_FILE_NULL;
     }
-    unify_error(comm, e);
+    agree_error(comm, e);
   }
   ~File() {
     if (fh_ != MPI_FILE_NULL) MPI_File_close(&fh_);
@@ -144,11 +145,7 @@ void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> p
         if (staging.size() < options.round_bytes) staging.resize(options.round_bytes);
         char* out = staging.data() + staged;
         if (!err) {
-          try {
-            p.produce(b.first, b.bytes, out);
-          } catch (const Error& e) {
-            err = e;
-          }
+          err = attempt([&] { p.produce(b.first, b.bytes, out); });
         }
         memory.push_back(out);
         staged += b.bytes;
@@ -193,12 +190,12 @@ void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> p
   } catch (const Error& e) {
     if (!err) err = e;
   }
-  unify_error(comm, err);
+  agree_error(comm, err);
 }
 
 IoOptions io_options_from_environment() {
   IoOptions o;
-  if (const char* v = std::getenv("FSDP_CKPT_DATA_IO")) {
+  if (const char* v = env(Env::CkptDataIo)) {
     if (std::strcmp(v, "independent") == 0)
       o.collective = false;
     else if (std::strcmp(v, "collective") != 0)

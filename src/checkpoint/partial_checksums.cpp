@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "core/crc32c.hpp"
-#include "core/error.hpp"
-#include "core/mpi_check.hpp"
+#include "base/crc32c.hpp"
+#include "base/error.hpp"
+#include "base/mpi_check.hpp"
 
 namespace fsdp::ckpt {
 

@@ -13,14 +13,15 @@
 #include <ctime>
 #include <optional>
 
-#include "checkpoint/collective_error.hpp"
+#include "base/agreement.hpp"
+#include "base/crc32c.hpp"
+#include "base/environment.hpp"
+#include "base/mpi_check.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/h5util.hpp"
 #include "checkpoint/index.hpp"
 #include "checkpoint/mpiio.hpp"
 #include "checkpoint/partial_checksums.hpp"
-#include "core/crc32c.hpp"
-#include "core/mpi_check.hpp"
 #include "fsdp.h"
 
 namespace fsdp::ckpt {
@@ -99,8 +100,8 @@ std::vector<IndexRow> index_rows(const WritePlan& plan, const std::vector<uint64
 enum class Metadata { Rank0, Collective, Independent };
 
 Metadata metadata_mode() {
-  const char* v = std::getenv("FSDP_CKPT_METADATA");
-  if (!v || !*v || std::strcmp(v, "rank0") == 0) return Metadata::Rank0;
+  const char* v = env(Env::CkptMetadata);
+  if (!v || std::strcmp(v, "rank0") == 0) return Metadata::Rank0;
   if (std::strcmp(v, "collective") == 0) return Metadata::Collective;
   if (std::strcmp(v, "independent") == 0) return Metadata::Independent;
   fail(Errc::InvalidArgument,
@@ -125,7 +126,7 @@ std::vector<uint64_t> create_structure(MPI_Comm writers, Metadata mode, const st
   H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V18);
   // Large datasets start on 4 KiB pages (FSDP_CKPT_ALIGNMENT: e.g. the Lustre stripe size).
   hsize_t alignment = 4096;
-  if (const char* a = std::getenv("FSDP_CKPT_ALIGNMENT")) alignment = std::strtoull(a, nullptr, 10);
+  if (const char* a = env(Env::CkptAlignment)) alignment = std::strtoull(a, nullptr, 10);
   if (alignment > 1) H5Pset_alignment(fapl, 64 * 1024, alignment);
   Hid file(h5_check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), Errc::Io,
                     "cannot create '" + tmp + "'"));
@@ -145,7 +146,7 @@ std::vector<uint64_t> create_structure(MPI_Comm writers, Metadata mode, const st
   H5Pset_layout(dcpl, H5D_CONTIGUOUS);
   H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
   // Fill values would write every byte twice (FSDP_CKPT_FILL_TIME=alloc measures the cost).
-  const char* fill = std::getenv("FSDP_CKPT_FILL_TIME");
+  const char* fill = env(Env::CkptFillTime);
   H5Pset_fill_time(
       dcpl, fill && std::strcmp(fill, "alloc") == 0 ? H5D_FILL_TIME_ALLOC : H5D_FILL_TIME_NEVER);
   std::vector<uint64_t> offsets;
@@ -236,14 +237,19 @@ void check_space(const std::string& tmp, const WritePlan& plan) {
                        std::to_string(avail) + " available");
 }
 
-// Testing hook (tests/test_checkpoint_kill): FSDP_CKPT_TEST_KILL_RANK=r makes world rank r
-// SIGKILL itself after the file's structure exists and before its data is written.
+// Testing hook (tests/fault/checkpoint_kill.sh), compiled only with FSDP_TEST_HOOKS (CMake
+// option, on with the test suite): FSDP_CKPT_TEST_KILL_RANK=r makes world rank r SIGKILL itself
+// after the file's structure exists and before its data is written.
 void maybe_die_for_test(MPI_Comm all) {
-  const char* v = std::getenv("FSDP_CKPT_TEST_KILL_RANK");
-  if (!v || !*v) return;
+#ifdef FSDP_TEST_HOOKS
+  const char* v = env(Env::CkptTestKillRank);
+  if (!v) return;
   int rank = 0;
   MPI_Comm_rank(all, &rank);
   if (std::atoi(v) == rank) std::raise(SIGKILL);
+#else
+  (void)all;
+#endif
 }
 
 }  // namespace
@@ -256,11 +262,11 @@ void write_checkpoint(const WriteComms& comms, const std::string& path, const Wr
   if (writer) MPI_Comm_rank(comms.writers, &writer_rank);
   MPI_Comm_rank(comms.all, &all_rank);
   std::optional<Error> failure;
-  try {
+  failure = attempt([&] {
     if (writer) {
       std::vector<uint32_t> crc;
-      run_unified(comms.writers, [&] { crc = dataset_checksums(comms.writers, plan, mine); });
-      run_unified(comms.writers, [&] {
+      agree_on(comms.writers, [&] { crc = dataset_checksums(comms.writers, plan, mine); });
+      agree_on(comms.writers, [&] {
         if (writer_rank != 0) return;
         if (std::remove(tmp.c_str()) != 0 && errno != ENOENT)
           fail(Errc::Io, "removing stale '" + tmp + "': " + std::strerror(errno));
@@ -268,7 +274,7 @@ void write_checkpoint(const WriteComms& comms, const std::string& path, const Wr
       });
       std::vector<uint64_t> offsets(plan.datasets.size());
       Metadata mode = Metadata::Rank0;
-      run_unified(comms.writers, [&] {
+      agree_on(comms.writers, [&] {
         mode = metadata_mode();
         if (mode != Metadata::Rank0 || writer_rank == 0)
           offsets = create_structure(comms.writers, mode, tmp, plan, crc);
@@ -310,13 +316,11 @@ void write_checkpoint(const WriteComms& comms, const std::string& path, const Wr
       }
       write_pieces(comms.writers, tmp, std::move(io), io_options_from_environment());
     }
-  } catch (const Error& e) {
-    failure = e;
-  }
+  });
   // Commit only when every rank, writer or not, got here without error.
   try {
-    unify_error(comms.all, failure);
-    run_unified(comms.all, [&] {
+    agree_error(comms.all, failure);
+    agree_on(comms.all, [&] {
       if (all_rank == 0) commit_rename(tmp, path);
     });
   } catch (...) {

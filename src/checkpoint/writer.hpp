@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.hpp"
+#include "base/dtype.hpp"
 
 namespace fsdp::ckpt {
 

@@ -1,85 +1,57 @@
-// The memory spaces and transport of a context, chosen from its placement (fsdp_config_t
-// memory_space, device, cpu_offload, transport):
+// The memory spaces, transport and unsharded storage of a context, chosen from its placement
+// (fsdp_config_t memory_space, device, cpu_offload, transport) by make_backend, the one place that
+// knows the concrete transports (placement/select.cpp):
 //
-//   host memory           buffers = shards = host,        transport = MPI
-//   host memory, shm      unsharded buffers in node slots, gradients in the node-shared arena,
-//                         shards = host,                  transport = shared memory + MPI
+//   host memory           buffers = shards = host,        transport = MPI,  storage = pool
+//   host memory, shm      full gradients in the node-shared arena, shards = host,
+//                         transport = shared memory + MPI, storage = node slots (+ zero-copy)
 //   CUDA, NCCL            buffers = shards = device,      transport = NCCL on the device stream
 //   CUDA, MPI             buffers = shards = device,      transport = MPI through pinned staging
 //   CUDA + CPU offload    buffers = device, shards = pinned host (optimizer on the CPU)
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
-#include "core/memory_accounting.hpp"
+#include "base/memory_accounting.hpp"
 #include "core/placement.hpp"
 #include "core/process_groups.hpp"
-#include "core/scratch.hpp"
 #include "memory/memory_space.hpp"
-#include "transport/mpi/mpi_transport.hpp"
-#include "transport/shm/shm_transport.hpp"
+#include "runtime/buffer_pool.hpp"
+#include "runtime/unsharded_storage.hpp"
+#include "transport/transport.hpp"
+#include "transport/transport_options.hpp"
 
 namespace fsdp {
 
 class Backend {
  public:
-  // Collective over the world group: a rank that cannot set up its device makes every rank
-  // throw (agreement), and the transport chosen is the same everywhere.
-  Backend(const PlacementRequest& request, const MpiTransportOptions& mpi,
-          const ProcessGroups& groups, const Topology& topo, MemoryAccounting& accounting);
-  ~Backend();
-  Backend(const Backend&) = delete;
-  Backend& operator=(const Backend&) = delete;
-
-  const Placement& placement() const { return placement_; }
-  // Unsharded parameters, full gradients, partial sums.
-  MemorySpace& buffers() { return shm_ ? shm_->arena_memory() : *buffers_; }
+  virtual ~Backend() = default;
+  virtual const Placement& placement() const = 0;
+  // Full gradients and partial sums (the pool's buffers).
+  virtual MemorySpace& buffers() = 0;
   // Parameter shards, gradient shards, optimizer state.
-  MemorySpace& shards() { return shards_ ? *shards_ : *buffers_; }
+  virtual MemorySpace& shards() = 0;
   // Plain host memory, for what the CPU fills before it goes to the shards (initialization).
-  MemorySpace& host() { return *host_; }
-  Transport& transport() {
-    if (device_transport_) return *device_transport_;
-    if (shm_) return *shm_;
-    return *host_transport_;
-  }
-  // The node's shared unsharded buffers (shared-memory transport), or nullptr.
-  shm::NodeSlots* node_slots() { return shm_ ? &shm_->slots() : nullptr; }
-  // With FSDP_TRANSPORT_SHM_ZERO_COPY and a shard group inside one node, the transport whose node
-  // slots hold zero-copy units' shards for good; nullptr otherwise.
-  shm::ShmTransport* zero_copy() {
-    return shm_ && placement_.transport == TransportKind::ShmZeroCopy && shm_->resident_storage()
-               ? shm_.get()
-               : nullptr;
-  }
-  // Frees communication scratch (fsdp_trim_pool).
-  void release_scratch() {
-    transport_scratch_->release();
-    if (shm_) shm_->release_scratch();
-  }
+  virtual MemorySpace& host() = 0;
+  virtual Transport& transport() = 0;
+  // Where unsharded parameters live while a unit is unsharded.
+  virtual UnshardedStorage& unsharded() = 0;
+  // Buffers on loan: full gradients, and unsharded parameters where the storage is the pool.
+  virtual BufferPool& pool() = 0;
+  // Frees cached buffers and communication scratch (fsdp_trim_pool).
+  virtual void trim() = 0;
   // CPU offload: the CPU is about to read or write shards the device may still be writing (the
   // reduce epilogue) or reading (an unshard).
-  void before_cpu_touches_shards() {
-    if (shards_) buffers_->synchronize();
-  }
-  uint64_t allocation_calls() const {
-    uint64_t n = 0;
-    for (const auto* m : {host_.get(), buffers_.get(), shards_.get(), staging_.get()})
-      if (m) n += m->allocation_calls();
-    if (shm_) n += shm_->allocation_calls() + shm_->arena_memory().allocation_calls();
-    return n;
-  }
-
- private:
-  void choose_host_transport(const PlacementRequest& request, const ProcessGroups& groups,
-                             const Topology& topo, MemoryAccounting& accounting);
-
-  Placement placement_;
-  std::unique_ptr<MemorySpace> host_, buffers_, shards_, staging_;
-  std::unique_ptr<Scratch> transport_scratch_;
-  std::unique_ptr<MpiTransport> host_transport_;
-  std::unique_ptr<Transport> device_transport_;
-  std::unique_ptr<shm::ShmTransport> shm_;
+  virtual void before_cpu_touches_shards() = 0;
+  // Calls to the allocators of every memory space (fsdp_memory_stats).
+  virtual uint64_t allocation_calls() const = 0;
 };
+
+// Collective over the world group: a rank that cannot set up its device makes every rank throw
+// (agreement), and the transport chosen is the same everywhere.
+std::unique_ptr<Backend> make_backend(const PlacementRequest& request,
+                                      const MpiTransportOptions& mpi, const ProcessGroups& groups,
+                                      const Topology& topo, MemoryAccounting& accounting);
 
 }  // namespace fsdp

@@ -1,5 +1,8 @@
-// A context: the caller's communicator duplicated, the process groups derived from it, and the
-// transport, memory space and buffer pool that every unit of the context shares.
+// A context: the caller's communicator duplicated, the process groups derived from it, the
+// backend (memory spaces, transport, unsharded storage) every unit of the context shares, and the
+// registry of its units. Its other jobs have their own files: the options (context_options.hpp),
+// scheduling (scheduler.hpp), the diagnostics (diag/), and what the layers above keep per context
+// (context_part.hpp: optimizers, checkpoints).
 #pragma once
 
 #include <mpi.h>
@@ -13,74 +16,29 @@
 #include <string>
 #include <vector>
 
+#include "base/error.hpp"
+#include "base/memory_accounting.hpp"
 #include "core/backend.hpp"
-#include "core/buffer_pool.hpp"
-#include "core/call_log.hpp"
-#include "core/collective_check.hpp"
-#include "core/comm_worker.hpp"
-#include "core/error.hpp"
+#include "core/context_options.hpp"
+#include "core/context_part.hpp"
 #include "core/flat_layout.hpp"
-#include "core/memory_accounting.hpp"
 #include "core/placement.hpp"
 #include "core/precision.hpp"
 #include "core/process_groups.hpp"
-#include "core/scratch.hpp"
-#include "core/trace.hpp"
+#include "core/scheduler.hpp"
 #include "core/unit_init.hpp"
-#include "core/watchdog.hpp"
+#include "diag/call_log.hpp"
+#include "diag/collective_check.hpp"
+#include "diag/trace.hpp"
+#include "diag/watchdog.hpp"
 #include "memory/memory_space.hpp"
-#include "transport/mpi/mpi_transport.hpp"
+#include "runtime/buffer_pool.hpp"
+#include "runtime/comm_worker.hpp"
+#include "runtime/scratch.hpp"
 
 namespace fsdp {
 
-namespace ckpt {
-class CheckpointService;
-}
 class Unit;
-class Optimizer;
-class GradScaler;
-enum class OptimizerKind : int;
-struct HyperParams;
-
-enum class GradReduction : int { Mean = 0, Sum = 1 };
-
-// PyTorch's default for its process groups: long enough for any legitimate collective or
-// checkpoint, short of an allocation's length.
-constexpr double kDefaultTimeoutSeconds = 1800.0;
-
-struct ContextOptions {
-  Strategy strategy = Strategy::FullShard;
-  int sharding_factor = 0;  // 0: the strategy's default
-  GradReduction grad_reduction = GradReduction::Mean;
-  PrecisionRequest precision;  // every unit's, unless the unit asks otherwise
-  int max_unsharded = 2;       // rate limiter: units unsharded, gathering or reducing at once
-  MpiTransportOptions transport;
-  PlacementRequest placement;
-  bool debug_collectives = false;             // compare every collective call across ranks first
-  double timeout_s = kDefaultTimeoutSeconds;  // the watchdog's; <= 0: none
-  bool timeout_abort = false;  // the watchdog aborts the job instead of returning an error
-
-  uint64_t fingerprint() const;
-};
-
-// Reads FSDP_REDUCE_SCATTER_ALGORITHM (auto|ring|mpi), FSDP_RING_MIN_BLOCK_BYTES,
-// FSDP_RING_PIECE_BYTES, FSDP_TRANSPORT (auto|mpi|shm|nccl), FSDP_DEBUG_COLLECTIVES (0|1),
-// FSDP_TIMEOUT (seconds) and FSDP_ON_TIMEOUT (error|abort). Throws InvalidArgument naming the
-// variable when a value is not understood.
-void apply_environment(ContextOptions& options);
-
-class Context;
-
-// An asynchronous operation the caller holds a handle to (fsdp_request_t).
-struct Request {
-  static constexpr uint64_t kNoUnit = ~uint64_t{0};  // not a unit's operation (a checkpoint save)
-  Context* context = nullptr;
-  uint64_t id = 0;
-  uint64_t unit_id = kNoUnit;
-  std::shared_ptr<CommWorker::Task> task;  // nullptr: nothing was started (no_sync)
-};
-
-enum class Phase : int { None = 0, Forward = 1, Backward = 2 };
 
 // Where world rank 0 sits, for distributing its values (sync_from_rank0).
 struct Rank0Roots {
@@ -114,16 +72,12 @@ class Context {
            const std::optional<Error>& local_error);
   std::vector<Unit*> units() const;
 
-  // Collective over the world group: kind, hyperparameters and units must agree across ranks.
-  Optimizer& create_optimizer(OptimizerKind kind, const HyperParams& defaults,
-                              std::vector<Unit*> units, const std::optional<Error>& local_error);
-  void destroy_optimizer(Optimizer& opt);
-  std::vector<Optimizer*> optimizers() const;
-  // Collective over the world group: the settings must agree across ranks.
-  GradScaler& create_grad_scaler(double init_scale, double growth, double backoff, int interval,
-                                 const std::optional<Error>& local_error);
-  void destroy_grad_scaler(GradScaler& s);
-  std::vector<GradScaler*> grad_scalers() const;
+  // What a layer above keeps per context (optimizers, checkpoints), or nullptr; ended with the
+  // context at its slot's point of the teardown.
+  ContextPart* part(PartSlot slot) const { return parts_[static_cast<int>(slot)].get(); }
+  void set_part(PartSlot slot, std::unique_ptr<ContextPart> p) {
+    parts_[static_cast<int>(slot)] = std::move(p);
+  }
 
   const ProcessGroups& groups() const { return *groups_; }
   const ContextOptions& options() const { return options_; }
@@ -146,9 +100,8 @@ class Context {
     before_cpu_touches_shards();
   }
   Transport& transport() { return backend_->transport(); }
-  // The shared-memory transport's node slots for unsharded parameters, or nullptr.
-  shm::NodeSlots* node_slots() { return backend_->node_slots(); }
-  shm::ShmTransport* zero_copy() { return backend_->zero_copy(); }
+  // Where unsharded parameters live while a unit is unsharded.
+  UnshardedStorage& unsharded_storage() { return backend_->unsharded(); }
   // fsdp_abort: the transport is torn down and every later call but fsdp_finalize is refused.
   void abort();
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
@@ -164,7 +117,7 @@ class Context {
   bool debug_collectives() const { return check_ != nullptr; }
   // Calls to the allocators of every memory space of the context (fsdp_memory_stats).
   uint64_t allocation_calls() { return backend_->allocation_calls(); }
-  BufferPool& pool() { return *pool_; }
+  BufferPool& pool() { return backend_->pool(); }
   // For partial sums that outlive one collective (hybrid: reduce-scatter, then all-reduce).
   Scratch& partial_sums() { return *partial_sums_; }
   MemoryAccounting& accounting() { return accounting_; }
@@ -175,39 +128,11 @@ class Context {
   // ---- Asynchronous operations ----
   CommWorker& worker() { return *worker_; }
   Trace& trace() { return *trace_; }
-  uint64_t next_sequence() { return ++sequence_; }
-  // Waits for everything in flight and applies it: before a synchronous collective on the
-  // caller's thread, and before gradient shards are read.
-  void quiesce();
+  Scheduler& scheduler() { return *scheduler_; }
   Unit* find_unit(uint64_t id) const;
   // Collective over the shard and replicate groups on first use, then cached.
   const Rank0Roots& rank0_roots();
-  Request& add_request(const Unit& unit, std::shared_ptr<CommWorker::Task> task);
-  Request& add_request(std::shared_ptr<CommWorker::Task> task);  // not tied to a unit
-  void wait(Request& r);  // waits, applies, forgets the request
-  std::vector<Request*> requests() const;
-  // Rate limiter: units unsharded or gathering, plus units whose gradient is being reduced.
-  int held_units() const;
-  // Completes in-flight reduces, oldest first, while held_units() >= max_unsharded: the caller
-  // blocks rather than allocating more while memory is about to be freed.
-  void make_room();
-  // Prefetch (paper, "Backward and forward prefetching"): during a phase, each unshard the
-  // caller asks for also starts the all-gather of the unit that followed it in the previous
-  // iteration's same phase, when the rate limiter allows.
-  void set_prefetch(bool forward, bool backward) {
-    prefetch_[1] = forward, prefetch_[2] = backward;
-  }
-  // Forward starts a new iteration: collective over the world group, which checks that every
-  // rank recorded the same unshard order (prefetch would otherwise mismatch collectives).
-  void begin_phase(Phase p);
-  // An unshard the caller asked for (fsdp_unshard, fsdp_unshard_async): starts the all-gather
-  // (on the caller's thread when synchronous; a synchronous call on a unit being prefetched just
-  // takes over that all-gather), records it for the next iteration's prefetch and starts this
-  // iteration's next prefetch. Returns the all-gather's task.
-  std::shared_ptr<CommWorker::Task> caller_unshard(Unit& u, bool async);
   std::size_t unsharded_model_bytes() const;
-  // Checkpoints (created on first use).
-  ckpt::CheckpointService& checkpoints();
   // Frees cached pool buffers and communication scratch.
   void trim();
 
@@ -219,7 +144,6 @@ class Context {
   MemoryAccounting accounting_;
   std::unique_ptr<ProcessGroups> groups_;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<BufferPool> pool_;
   std::unique_ptr<Scratch> partial_sums_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mutex_;
@@ -229,24 +153,13 @@ class Context {
   std::unique_ptr<CollectiveCheck> check_;           // debug mode only
   std::map<uint64_t, std::unique_ptr<Unit>> units_;  // by id: creation order, same on every rank
   uint64_t next_unit_id_ = 0;
-  std::map<uint64_t, std::unique_ptr<Optimizer>> optimizers_;
-  uint64_t next_optimizer_id_ = 0;
-  std::map<uint64_t, std::unique_ptr<GradScaler>> scalers_;
-  uint64_t next_scaler_id_ = 0;
   bool grad_sync_ = true;
   std::unique_ptr<Trace> trace_;  // declared before worker_: outlives the progress thread
   std::unique_ptr<CommWorker> worker_;
-  std::unique_ptr<Watchdog> watchdog_;  // last: stopped first
-  uint64_t sequence_ = 0;
-  std::map<uint64_t, std::unique_ptr<Request>> requests_;
-  uint64_t next_request_id_ = 0;
-  Phase phase_ = Phase::None;
-  bool prefetch_[3] = {false, false, false};
-  std::vector<uint64_t> recorded_[3], previous_[3];  // unit ids per phase
-
-  void prefetch_after(Unit& u);  // records u, starts the next unit's all-gather
+  std::unique_ptr<Watchdog> watchdog_;  // stopped first (~Context)
+  std::unique_ptr<Scheduler> scheduler_;
   std::optional<Rank0Roots> rank0_roots_;
-  std::unique_ptr<ckpt::CheckpointService> checkpoints_;
+  std::unique_ptr<ContextPart> parts_[kPartSlots];
 };
 
 }  // namespace fsdp

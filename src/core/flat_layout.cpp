@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "core/error.hpp"
-#include "core/fingerprint.hpp"
+#include "base/error.hpp"
+#include "base/fingerprint.hpp"
 
 namespace fsdp {
 

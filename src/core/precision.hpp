@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "core/dtype.hpp"
-#include "core/error.hpp"
+#include "base/dtype.hpp"
+#include "base/error.hpp"
 
 namespace fsdp {
 

@@ -5,8 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/mpi_check.hpp"
+#include "base/environment.hpp"
+#include "base/error.hpp"
+#include "base/mpi_check.hpp"
 
 namespace fsdp {
 namespace {
@@ -22,8 +23,8 @@ Group make_group(MPI_Comm comm) {
 
 // FSDP_RANKS_PER_NODE, or 0.
 int ranks_per_node_override() {
-  const char* v = std::getenv("FSDP_RANKS_PER_NODE");
-  if (!v || !*v) return 0;
+  const char* v = env(Env::RanksPerNode);
+  if (!v) return 0;
   char* end = nullptr;
   const long k = std::strtol(v, &end, 10);
   if (*end != '\0' || k < 1 || k > 1 << 20)

@@ -6,7 +6,7 @@
 
 #include <mpi.h>
 
-#include "core/group.hpp"
+#include "base/group.hpp"
 
 namespace fsdp {
 

@@ -1,7 +1,7 @@
 #include "core/unit.hpp"
 
+#include "base/error.hpp"
 #include "core/context.hpp"
-#include "core/error.hpp"
 
 namespace fsdp {
 
@@ -15,15 +15,13 @@ Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precis
       trace_name_(name_.empty() ? "unit " + std::to_string(id) : name_),
       shard_rank_(ctx.groups().shard().rank) {
   MemorySpace& shards = ctx_.shard_memory();
-  // Collective over the node team (unit creation is collective), before anything that may fail on
-  // one rank only.
-  if (zero_copy_eligible()) {
-    ctx_.zero_copy()->resident_storage()->acquire(unsharded_bytes(), resident_);
-    shard_ = static_cast<char*>(resident_.data()) +
-             static_cast<std::size_t>(shard_rank_) * shard_bytes();
-  } else {
+  // Collective over the storage's team (unit creation is collective), before anything that may
+  // fail on one rank only.
+  if (void* home =
+          ctx_.unsharded_storage().place(unsharded_, unsharded_bytes(), shard_is_a_block()))
+    shard_ = static_cast<char*>(home) + static_cast<std::size_t>(shard_rank_) * shard_bytes();
+  else
     shard_ = shards.allocate(shard_bytes());
-  }
   try {
     gathered_ = ctx_.memory().new_mark();
     grad_ready_ = ctx_.memory().new_mark();
@@ -38,10 +36,9 @@ Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precis
 Unit::~Unit() {
   release_unsharded();
   full_grad_.reset();
-  if (zero_copy())
-    resident_.reset();  // local: the block is reused once every team rank let it go
-  else
-    ctx_.shard_memory().deallocate(shard_, shard_bytes());
+  // Zero-copy storage: the lease lets the block go when the unit goes (local; the block is reused
+  // once every team rank let it go).
+  if (!zero_copy()) ctx_.shard_memory().deallocate(shard_, shard_bytes());
   ctx_.accounting().sub(MemoryKind::Shard, shard_bytes());
   if (grad_shard_) {
     ctx_.shard_memory().deallocate(grad_shard_, grad_shard_bytes());
@@ -85,19 +82,13 @@ void Unit::copy_own_blocks(void* full) {
 
 void Unit::release_unsharded() {
   copy_intact_.reset();
-  unsharded_.reset();
-  slot_.reset();
-  if (resident_held_) {  // the shard stays: the block is this unit's storage
-    resident_.unseal();
-    resident_held_ = false;
-  }
+  ctx_.unsharded_storage().release(unsharded_);
 }
 
-bool Unit::zero_copy_eligible() const {
-  // Every rank's shard must be exactly its block of the unsharded buffer: no conversion, and at
-  // most one non-empty section (with two, a shard is two blocks far apart). The transport is a
-  // host one, so there is no CPU offload to exclude.
-  return ctx_.zero_copy() && precision_.param == precision_.storage &&
+bool Unit::shard_is_a_block() const {
+  // No conversion, the shard where the transport takes it (no CPU offload), and at most one
+  // non-empty section (with two, a shard is two blocks far apart).
+  return precision_.param == precision_.storage && !ctx_.placement().cpu_offload &&
          (layout_.sections()[0].numel == 0 || layout_.sections()[1].numel == 0);
 }
 
@@ -109,7 +100,7 @@ std::shared_ptr<CommWorker::Task> Unit::track(Pending kind,
                                               std::shared_ptr<CommWorker::Task> task) {
   pending_ = kind;
   pending_task_ = task;
-  pending_sequence_ = ctx_.next_sequence();
+  pending_sequence_ = ctx_.scheduler().next_sequence();
   return task;
 }
 
@@ -157,44 +148,25 @@ std::optional<Error> Unit::reduce_refusal() const {
 
 std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
   if (std::optional<Error> refusal = unshard_refusal(/*async=*/true)) throw *refusal;
-  complete_pending();  // a reduce in flight
-  ctx_.make_room();    // the caller blocks rather than allocating more
+  complete_pending();            // a reduce in flight
+  ctx_.scheduler().make_room();  // the caller blocks rather than allocating more
   TraceSpan span(ctx_.trace(), "unshard", trace_name(), unsharded_bytes());
-  CommWorker& w = ctx_.worker();
-  if (zero_copy()) {
-    // Nothing to move: the node's ranks meet once, after which each one's shard writes so far
-    // are visible to all (the barrier orders them), in collective order on the progress thread.
-    resident_held_ = true;
-    shm::ShmTransport* zc = ctx_.zero_copy();
-    auto body = [this, zc, now] {
-      TraceSpan s(ctx_.trace(), "all_gather", trace_name(), unsharded_bytes(), now ? 0 : 1);
-      zc->publish_resident(resident_);
-      ctx_.memory().record(gathered_.get());
-    };
-    return track(Pending::Unshard, now ? w.run_inline(body) : w.submit(body));
-  }
-  if (shm::NodeSlots* slots = ctx_.node_slots()) {
-    // The slot is chosen with the node's other ranks, so in collective order: on the progress
-    // thread, which also writes this rank's blocks into it.
-    slots->claim(slot_, unsharded_bytes());
-    auto body = [this, slots, now] {
-      TraceSpan s(ctx_.trace(), "all_gather", trace_name(), unsharded_bytes(), now ? 0 : 1);
-      slots->acquire(unsharded_bytes(), slot_);
-      if (own_block_copied()) copy_own_blocks(slot_.data());
-      gather_sections(slot_.data());
-      slots->seal(slot_);
-    };
-    return track(Pending::Unshard, now ? w.run_inline(body) : w.submit(body));
-  }
-  BufferPool::Lease full = ctx_.pool().acquire(unsharded_bytes(), MemoryKind::Unsharded);
+  // Held from here on, and counted; the storage may pick the copy itself only in collective
+  // order, on the progress thread, where this rank's blocks are then written into it.
+  UnshardedStorage& storage = ctx_.unsharded_storage();
+  storage.claim(unsharded_, unsharded_bytes());
   ctx_.memory().take_from_caller();  // the caller may have written the shard on its stream
-  if (own_block_copied()) copy_own_blocks(full.data());
-  void* out = full.data();
-  unsharded_ = std::move(full);
-  auto body = [this, out, now] {
+  auto body = [this, &storage, now] {
     TraceSpan s(ctx_.trace(), "all_gather", trace_name(), unsharded_bytes(), now ? 0 : 1);
-    gather_sections(out);
+    if (void* full = storage.acquire(unsharded_)) {
+      if (own_block_copied()) copy_own_blocks(full);
+      gather_sections(full);
+    } else {  // the shards are in place: nothing moves
+      ctx_.memory().record(gathered_.get());
+    }
+    storage.seal(unsharded_);
   };
+  CommWorker& w = ctx_.worker();
   return track(Pending::Unshard, now ? w.run_inline(body) : w.submit(body));
 }
 
@@ -204,6 +176,38 @@ void Unit::remove_tied_user(uint64_t id) {
       tied_users_.erase(tied_users_.begin() + static_cast<std::ptrdiff_t>(k));
       return;
     }
+}
+
+void Unit::check_tie(const std::string& alias, const Unit& owner) const {
+  if (&owner.ctx_ != &ctx_)
+    fail(Errc::InvalidArgument, "owner: " + owner.label() + " belongs to another context");
+  if (&owner == this)
+    fail(Errc::InvalidArgument,
+         "owner: the same unit as user; a parameter used twice in one unit needs no tie");
+  for (const ParamSpec& p : layout_.params())
+    if (p.name == alias)
+      fail(Errc::InvalidArgument, "alias = '" + alias + "': already a parameter of " + label());
+  for (const Tie& t : ties_)
+    if (t.alias == alias)
+      fail(Errc::InvalidArgument, "alias = '" + alias + "': already a tie of " + label());
+  if (!owner.ties().empty())
+    fail(Errc::InvalidArgument, "owner: " + owner.label() +
+                                    " uses ties itself; tie to the unit that stores the "
+                                    "parameter");
+}
+
+std::optional<Error> Unit::destroy_refusal() const {
+  if (pending_ != Pending::None)
+    return Error(Errc::State, label() + " has an " +
+                                  (pending_ == Pending::Unshard ? "unshard" : "reduce") +
+                                  " in flight: wait for it first (fsdp_wait or fsdp_unit_wait)");
+  if (!tied_users_.empty())
+    return Error(Errc::State, std::to_string(tied_users_.size()) + " unit(s) use parameters of " +
+                                  label() + " through ties: destroy them first");
+  if (users_ > 0)
+    return Error(Errc::State, label() + " is used by " + std::to_string(users_) +
+                                  " optimizer(s): destroy them first");
+  return std::nullopt;
 }
 
 void Unit::check_tied_users_done(const char* doing) const {
@@ -240,7 +244,7 @@ void Unit::reshard() {
 }
 
 void Unit::check_node_copy_once() {
-  if (!copy_intact_) copy_intact_ = resident_held_ ? resident_.intact() : slot_.intact();
+  if (!copy_intact_) copy_intact_ = unsharded_.intact();
 }
 
 void* Unit::param_data(std::size_t i) {
@@ -250,7 +254,7 @@ void* Unit::param_data(std::size_t i) {
                           " is sharded: parameters are readable only between fsdp_unshard "
                           "and fsdp_reshard");
   ctx_.memory().caller_waits(gathered_.get());
-  return element(unsharded_data(), layout_.flat_offset(i), precision_.param);
+  return element(unsharded_.data(), layout_.flat_offset(i), precision_.param);
 }
 
 void* Unit::grad_data(std::size_t i) {

@@ -1,11 +1,12 @@
 // A unit: one flat parameter (paper, section "FlatParameter"). Holds this rank's parameter shard
-// (the master copy, in the storage dtype) and gradient shard; borrows an unsharded parameter
-// buffer (param dtype) from the pool between unshard and reshard, and a full gradient buffer
-// (param dtype, trainable section only) between the first grad_data and the reduce that
-// communicates it. With FSDP_TRANSPORT_SHM_ZERO_COPY, a unit that can ("zero-copy storage": shard
-// group on one node, no conversion, this rank's blocks contiguous) keeps its shard at its place
-// in a node-shared block it holds for life: the unsharded buffer is that block, and unshard a
-// barrier.
+// (the master copy, in the storage dtype) and gradient shard; holds its unsharded parameters
+// (param dtype) between unshard and reshard in the storage the backend chose
+// (runtime/unsharded_storage.hpp: a pool buffer, or the node's shared copy), and borrows a full
+// gradient buffer (param dtype, trainable section only) from the pool between the first grad_data
+// and the reduce that communicates it. A unit whose storage keeps shards in place ("zero-copy
+// storage": FSDP_TRANSPORT_SHM_ZERO_COPY, shard group on one node, no conversion, this rank's
+// blocks contiguous) has its shard at its place in that copy for life, and its unshard moves
+// nothing.
 #pragma once
 
 #include <cstdint>
@@ -14,13 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "core/buffer_pool.hpp"
-#include "core/comm_worker.hpp"
+#include "base/store.hpp"
 #include "core/flat_layout.hpp"
 #include "core/precision.hpp"
-#include "core/store.hpp"
-#include "transport/shm/node_slots.hpp"
-#include "transport/shm/resident_arena.hpp"
+#include "runtime/buffer_pool.hpp"
+#include "runtime/comm_worker.hpp"
+#include "runtime/unsharded_storage.hpp"
 
 namespace fsdp {
 
@@ -53,9 +53,9 @@ class Unit {
   const Precision& precision() const { return precision_; }
   Context& context() const { return ctx_; }
   int shard_rank() const { return shard_rank_; }
-  bool is_unsharded() const { return unsharded_ || slot_.claimed() || resident_held_; }
+  bool is_unsharded() const { return unsharded_.held(); }
   // Whether the shard lives in the node's unsharded copy (see above).
-  bool zero_copy() const { return resident_.data() != nullptr; }
+  bool zero_copy() const { return unsharded_.in_place(); }
   bool has_pending_grad() const { return static_cast<bool>(full_grad_); }
   // Ties this unit uses (alias index = num_params() + position), and units tied to this one.
   const std::vector<Tie>& ties() const { return ties_; }
@@ -63,6 +63,14 @@ class Unit {
   const std::vector<uint64_t>& tied_users() const { return tied_users_; }
   void add_tied_user(uint64_t id) { tied_users_.push_back(id); }
   void remove_tied_user(uint64_t id);
+
+  // Throws InvalidArgument (naming the argument: owner, alias) when this unit cannot use
+  // `owner`'s parameter under `alias`: another context, itself, an alias already used, or an
+  // owner that uses ties itself (a tie names the unit that stores the parameter).
+  void check_tie(const std::string& alias, const Unit& owner) const;
+  // Why the unit cannot be destroyed now (an operation in flight, units tied to it, optimizers
+  // using it); nothing when it can.
+  std::optional<Error> destroy_refusal() const;
 
   // Optimizers using the unit: it cannot be destroyed while any does.
   void add_user() { ++users_; }
@@ -130,14 +138,9 @@ class Unit {
   // This rank's block of each section, rounded to param_dtype, into `full` (mixed precision, and
   // CPU offload where the shard is in host memory the transport does not take).
   void copy_own_blocks(void* full);
-  // The unsharded buffer: zero-copy storage, a node slot with the shared-memory transport, else a
-  // pool buffer.
-  void* unsharded_data() const {
-    if (resident_held_) return resident_.data();
-    return slot_.claimed() ? slot_.data() : unsharded_.data();
-  }
-  // Whether this unit can keep its shard in zero-copy storage (the same answer on every rank).
-  bool zero_copy_eligible() const;
+  // Whether every rank's shard is exactly its block of the unsharded buffer, so that a storage
+  // may keep it in place (the same answer on every rank).
+  bool shard_is_a_block() const;
   void release_unsharded();
   // Debug mode: checks the node copy this rank holds (false when a node peer wrote into it), once
   // per hold: before a reduce lets peers write, else at reshard.
@@ -164,14 +167,9 @@ class Unit {
   int users_ = 0;
   std::vector<Tie> ties_;
   std::vector<uint64_t> tied_users_;
-  BufferPool::Lease unsharded_;  // the all-gather's output while unsharded (or gathering)
-  // With the shared-memory transport instead: the node's copy, claimed when the unshard starts and
-  // filled in by the all-gather, which picks the slot together with the node's other ranks.
-  shm::NodeSlots::Lease slot_;
-  // Zero-copy storage: the node-shared block the shards live in, from construction to destruction,
-  // and whether this rank has the unit unsharded in it (unshard to reshard).
-  shm::ResidentArena::Lease resident_;
-  bool resident_held_ = false;
+  // The unsharded parameters: held from the unshard's start to the reshard (the all-gather's
+  // output), or for life when the storage keeps the shard in place.
+  UnshardedStorage::Lease unsharded_;
   // Debug mode, while unsharded: the node copy's check, once made (at the first reduce of the
   // hold, after which node peers may write their shards; else at reshard).
   std::optional<bool> copy_intact_;

@@ -3,11 +3,11 @@
 #include <optional>
 #include <vector>
 
-#include "core/agreement.hpp"
+#include "base/agreement.hpp"
+#include "base/mpi_check.hpp"
+#include "base/mpi_datatypes.hpp"
 #include "core/context.hpp"
-#include "core/mpi_check.hpp"
 #include "core/unit.hpp"
-#include "transport/mpi/mpi_datatypes.hpp"
 
 namespace fsdp {
 namespace {
@@ -125,19 +125,17 @@ void initialize_shard(Unit& u, const UnitSource& source) {
     std::optional<FullUnit> full;
     std::optional<Error> local;
     if (world.rank == 0) {
-      try {
+      local = attempt([&] {
         full.emplace(u);
         materialize(u, source, full->data());
-      } catch (const Error& e) {
-        local = e;
-      }
+      });
     }
     agree(world, "initialization on rank 0", 0, local);
     distribute_from_rank0(u, full ? full->data() : nullptr);
     return;
   }
   std::optional<Error> local;
-  try {
+  local = attempt([&] {
     if (source.init) {
       FullUnit full(u);
       materialize(u, source, full.data());
@@ -146,9 +144,7 @@ void initialize_shard(Unit& u, const UnitSource& source) {
       copy_own_slices(u, source.values);
     }
     u.context().memory().synchronize();  // the caller may reuse its arrays on return
-  } catch (const Error& e) {
-    local = e;
-  }
+  });
   agree(world, "parameter initialization", 0, local);
 }
 

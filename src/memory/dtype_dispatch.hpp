@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "core/dtype.hpp"
-#include "core/error.hpp"
+#include "base/dtype.hpp"
+#include "base/error.hpp"
 #include "memory/numeric.hpp"
 
 namespace fsdp {

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/dtype.hpp"
-#include "core/store.hpp"
-#include "optim/update_args.hpp"
+#include "base/dtype.hpp"
+#include "base/store.hpp"
+#include "memory/update_args.hpp"
 
 namespace fsdp {
 

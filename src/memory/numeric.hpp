@@ -13,7 +13,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "optim/update_args.hpp"
+#include "memory/update_args.hpp"
 
 #if defined(__CUDACC__)
 #define FSDP_HD __host__ __device__ __forceinline__

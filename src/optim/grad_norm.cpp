@@ -2,8 +2,8 @@
 
 #include <cmath>
 
+#include "base/mpi_check.hpp"
 #include "core/context.hpp"
-#include "core/mpi_check.hpp"
 #include "core/unit.hpp"
 
 namespace fsdp {

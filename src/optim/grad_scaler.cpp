@@ -1,8 +1,8 @@
 #include "optim/grad_scaler.hpp"
 
+#include "base/error.hpp"
+#include "base/mpi_check.hpp"
 #include "core/context.hpp"
-#include "core/error.hpp"
-#include "core/mpi_check.hpp"
 #include "core/unit.hpp"
 #include "optim/optimizer.hpp"
 

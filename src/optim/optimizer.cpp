@@ -4,9 +4,9 @@
 
 #include <cmath>
 
+#include "base/error.hpp"
+#include "base/fingerprint.hpp"
 #include "core/context.hpp"
-#include "core/error.hpp"
-#include "core/fingerprint.hpp"
 #include "core/unit.hpp"
 
 namespace fsdp {

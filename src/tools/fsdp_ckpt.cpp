@@ -20,14 +20,14 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/collective_error.hpp"
+#include "base/agreement.hpp"
+#include "base/crc32c.hpp"
+#include "base/error.hpp"
+#include "base/mpi_check.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/partial_checksums.hpp"
 #include "checkpoint/writer.hpp"
-#include "core/crc32c.hpp"
-#include "core/error.hpp"
-#include "core/mpi_check.hpp"
 #include "fsdp.h"
 #include "tools/safetensors.hpp"
 
@@ -219,7 +219,7 @@ int verify(const std::string& path, bool progress) {
   }
   progress = progress || (isatty(2) && c.total_bytes() > (uint64_t{64} << 20));
   std::vector<PartialCrc> partial;
-  run_unified(MPI_COMM_WORLD, [&] {
+  agree_on(MPI_COMM_WORLD, [&] {
     PosixFile f(path, O_RDONLY);
     for (std::size_t i = 0; i < ds.size(); ++i) {
       const DatasetInfo& d = ds[i].second;
@@ -356,7 +356,7 @@ int diff(const std::string& pa, const std::string& pb, bool model_only) {
   for (const auto& [label, d] : db_all)
     if (!in_a.count(label)) only_b.push_back(label);
   std::vector<double> stats(2 * common.size(), 0.0);  // max abs, max rel per dataset
-  run_unified(MPI_COMM_WORLD, [&] {
+  agree_on(MPI_COMM_WORLD, [&] {
     PosixFile fa(pa, O_RDONLY), fb(pb, O_RDONLY);
     std::vector<double> x, y;
     std::vector<char> other;
@@ -460,7 +460,7 @@ int export_safetensors(const std::string& path, const std::string& out, const st
   const std::string header = tools::safetensors_header_json(tensors, meta);
   const uint64_t data_start = 8 + header.size();
   const std::string tmp = out + ".tmp";
-  run_unified(MPI_COMM_WORLD, [&] {
+  agree_on(MPI_COMM_WORLD, [&] {
     if (g_rank != 0) return;
     PosixFile f(tmp, O_CREAT | O_TRUNC | O_WRONLY);
     unsigned char len[8];
@@ -473,7 +473,7 @@ int export_safetensors(const std::string& path, const std::string& out, const st
   std::vector<std::pair<std::string, DatasetInfo>> ds;
   for (const DatasetInfo* d : order) ds.emplace_back("/model/" + d->name, *d);
   std::vector<PartialCrc> partial;
-  run_unified(MPI_COMM_WORLD, [&] {
+  agree_on(MPI_COMM_WORLD, [&] {
     PosixFile in(path, O_RDONLY), o(tmp, O_WRONLY);
     std::vector<char> conv;
     for (std::size_t i = 0; i < order.size(); ++i) {
@@ -497,7 +497,7 @@ int export_safetensors(const std::string& path, const std::string& out, const st
     o.sync();
   });
   const auto bad = failed_checksums(ds, partial);
-  run_unified(MPI_COMM_WORLD, [&] {
+  agree_on(MPI_COMM_WORLD, [&] {
     if (g_rank != 0) return;
     if (!bad.empty()) {
       std::remove(tmp.c_str());
@@ -516,7 +516,7 @@ int import_safetensors(const std::string& in, const std::string& out, const std:
     fail(Errc::InvalidArgument, "--dtype " + dt + ": checkpoints store fp32 or fp64 parameters");
   std::string json;
   uint64_t file_size = 0;
-  run_unified(MPI_COMM_WORLD, [&] {
+  agree_on(MPI_COMM_WORLD, [&] {
     if (g_rank != 0) return;
     PosixFile f(in, O_RDONLY);
     struct stat st {};
@@ -539,11 +539,11 @@ int import_safetensors(const std::string& in, const std::string& out, const std:
   json.resize(n);
   MPI_Bcast(json.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
   tools::SafetensorsHeader h;
-  run_unified(MPI_COMM_WORLD, [&] { h = tools::parse_safetensors(json, file_size); });
+  agree_on(MPI_COMM_WORLD, [&] { h = tools::parse_safetensors(json, file_size); });
 
   // Map the input: ranks read their share straight from the page cache, nothing is loaded whole.
   const char* base = nullptr;
-  run_unified(MPI_COMM_WORLD, [&] {
+  agree_on(MPI_COMM_WORLD, [&] {
     PosixFile f(in, O_RDONLY);
     void* p = ::mmap(nullptr, file_size, PROT_READ, MAP_SHARED, f.fd(), 0);
     if (p == MAP_FAILED) fail(Errc::Io, "mmap '" + in + "': " + std::strerror(errno));

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <set>
 
+#include "base/error.hpp"
 #include "checkpoint/json_text.hpp"
-#include "core/error.hpp"
 
 namespace fsdp::tools {
 

@@ -6,9 +6,9 @@
 
 #include <cstddef>
 
-#include "core/dtype.hpp"
-#include "core/group.hpp"
-#include "core/store.hpp"
+#include "base/dtype.hpp"
+#include "base/group.hpp"
+#include "base/store.hpp"
 
 namespace fsdp {
 

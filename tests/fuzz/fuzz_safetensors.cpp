@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "tools/safetensors.hpp"
 
 namespace {

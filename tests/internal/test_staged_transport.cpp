@@ -9,9 +9,9 @@
 #include <cstring>
 #include <vector>
 
-#include "core/scratch.hpp"
 #include "memory/host/host_kernels.hpp"
 #include "memory/host/host_memory_space.hpp"
+#include "runtime/scratch.hpp"
 #include "transport/mpi/mpi_transport.hpp"
 #include "transport/staged/staged_transport.hpp"
 

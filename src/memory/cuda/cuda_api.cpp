@@ -7,10 +7,6 @@
 #include "memory/cuda/cuda_memory_space.hpp"
 #include "memory/cuda/pinned_memory_space.hpp"
 
-#if defined(FSDP_HAVE_NCCL)
-#include "transport/nccl/nccl_transport.hpp"
-#endif
-
 namespace fsdp::cuda {
 
 bool built_with_cuda() {
@@ -48,16 +44,6 @@ std::unique_ptr<MemorySpace> make_pinned_memory(int device) {
 
 void set_caller_stream(MemorySpace& device_memory, void* stream) {
   static_cast<CudaMemorySpace&>(device_memory).set_caller_stream(static_cast<cudaStream_t>(stream));
-}
-
-std::unique_ptr<Transport> make_nccl_transport(MemorySpace& device_memory,
-                                               const ProcessGroups& groups) {
-#if defined(FSDP_HAVE_NCCL)
-  return std::make_unique<NcclTransport>(static_cast<CudaMemorySpace&>(device_memory), groups);
-#else
-  (void)device_memory, (void)groups;
-  fail(Errc::Unsupported, "this libfsdp was built without NCCL");
-#endif
 }
 
 bool mpi_supports_cuda() {

@@ -5,9 +5,7 @@
 
 #include <memory>
 
-#include "core/process_groups.hpp"
 #include "memory/memory_space.hpp"
-#include "transport/transport.hpp"
 
 namespace fsdp::cuda {
 
@@ -25,12 +23,6 @@ std::unique_ptr<MemorySpace> make_pinned_memory(int device);
 // `device_memory` must come from make_device_memory: the caller's cudaStream_t (nullptr: the
 // legacy default stream).
 void set_caller_stream(MemorySpace& device_memory, void* stream);
-
-// NCCL communicators for the shard and replicate groups (rank 0 of each group makes the unique id
-// and broadcasts it over the group's MPI communicator); operations run on device_memory's stream.
-// Collective over both groups. Throws Errc::Unsupported without NCCL, Errc::Nccl on failure.
-std::unique_ptr<Transport> make_nccl_transport(MemorySpace& device_memory,
-                                               const ProcessGroups& groups);
 
 // Whether the MPI library reports that it takes CUDA device pointers (MPIX_GPU_query_support).
 bool mpi_supports_cuda();

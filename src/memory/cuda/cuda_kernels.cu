@@ -1,7 +1,7 @@
 #include <cmath>
 #include <string>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "memory/cuda/cuda_check.hpp"
 #include "memory/cuda/cuda_kernels.hpp"
 #include "memory/dtype_dispatch.hpp"

@@ -11,9 +11,9 @@
 
 #include <cstddef>
 
-#include "core/dtype.hpp"
-#include "core/store.hpp"
-#include "optim/update_args.hpp"
+#include "base/dtype.hpp"
+#include "base/store.hpp"
+#include "memory/update_args.hpp"
 
 namespace fsdp::cuda {
 

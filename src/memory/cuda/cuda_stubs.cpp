@@ -1,5 +1,5 @@
 // cuda_api.hpp in a build without CUDA: no device, and every request for one is refused.
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "memory/cuda/cuda_api.hpp"
 
 namespace fsdp::cuda {
@@ -32,9 +32,6 @@ std::unique_ptr<MemorySpace> make_pinned_memory(int) {
   not_built();
 }
 void set_caller_stream(MemorySpace&, void*) {
-  not_built();
-}
-std::unique_ptr<Transport> make_nccl_transport(MemorySpace&, const ProcessGroups&) {
   not_built();
 }
 bool mpi_supports_cuda() {

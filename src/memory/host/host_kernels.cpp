@@ -3,7 +3,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "memory/dtype_dispatch.hpp"
 #include "memory/numeric.hpp"
 

@@ -7,8 +7,8 @@
 
 #include <cstddef>
 
-#include "core/dtype.hpp"
-#include "core/store.hpp"
+#include "base/dtype.hpp"
+#include "base/store.hpp"
 
 namespace fsdp::host {
 

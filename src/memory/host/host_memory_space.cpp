@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "memory/host/host_kernels.hpp"
 
 namespace fsdp {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "memory/dtype_dispatch.hpp"
 #include "memory/numeric.hpp"
 

@@ -6,8 +6,8 @@
 
 #include <cstddef>
 
-#include "core/dtype.hpp"
-#include "optim/update_args.hpp"
+#include "base/dtype.hpp"
+#include "memory/update_args.hpp"
 
 namespace fsdp {
 

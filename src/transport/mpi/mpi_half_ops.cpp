@@ -1,6 +1,6 @@
 #include "transport/mpi/mpi_half_ops.hpp"
 
-#include "core/mpi_check.hpp"
+#include "base/mpi_check.hpp"
 #include "memory/host/host_kernels.hpp"
 
 namespace fsdp {

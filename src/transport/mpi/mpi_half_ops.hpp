@@ -4,7 +4,7 @@
 
 #include <mpi.h>
 
-#include "core/dtype.hpp"
+#include "base/dtype.hpp"
 
 namespace fsdp {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <climits>
 
-#include "core/mpi_check.hpp"
+#include "base/mpi_check.hpp"
+#include "base/mpi_datatypes.hpp"
 #include "memory/host/host_kernels.hpp"
-#include "transport/mpi/mpi_datatypes.hpp"
 #include "transport/mpi/mpi_half_ops.hpp"
 
 namespace fsdp {

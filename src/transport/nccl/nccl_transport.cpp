@@ -2,9 +2,10 @@
 
 #include <string>
 
-#include "core/error.hpp"
-#include "core/mpi_check.hpp"
+#include "base/error.hpp"
+#include "base/mpi_check.hpp"
 #include "memory/cuda/cuda_check.hpp"
+#include "transport/nccl/nccl_factory.hpp"
 
 namespace fsdp::cuda {
 namespace {
@@ -42,11 +43,11 @@ ncclComm_t create_comm(const Group& g) {
 
 }  // namespace
 
-NcclTransport::NcclTransport(CudaMemorySpace& memory, const ProcessGroups& groups)
+NcclTransport::NcclTransport(CudaMemorySpace& memory, const Group& shard, const Group& replicate)
     : memory_(memory) {
   check(cudaSetDevice(memory_.device()), "cudaSetDevice");
   try {
-    for (const Group* g : {&groups.shard(), &groups.replicate()})
+    for (const Group* g : {&shard, &replicate})
       if (g->size > 1 && !comms_.count(g->comm)) comms_[g->comm] = create_comm(*g);
   } catch (...) {
     for (auto& [mpi, comm] : comms_) ncclCommDestroy(comm);
@@ -113,6 +114,12 @@ void NcclTransport::all_reduce(void* buf, std::size_t count, DType t, const Grou
   check(cudaSetDevice(memory_.device()), "cudaSetDevice");
   nccl_check(ncclAllReduce(buf, buf, count, nccl_type(t), ncclSum, comm, memory_.stream()),
              "ncclAllReduce");
+}
+
+std::unique_ptr<Transport> make_nccl_transport(MemorySpace& device_memory, const Group& shard,
+                                               const Group& replicate) {
+  return std::make_unique<NcclTransport>(static_cast<CudaMemorySpace&>(device_memory), shard,
+                                         replicate);
 }
 
 }  // namespace fsdp::cuda

@@ -15,7 +15,7 @@
 
 #include <map>
 
-#include "core/process_groups.hpp"
+#include "base/group.hpp"
 #include "memory/cuda/cuda_memory_space.hpp"
 #include "transport/transport.hpp"
 
@@ -24,7 +24,7 @@ namespace fsdp::cuda {
 class NcclTransport final : public Transport {
  public:
   // Collective over the shard group, then the replicate group.
-  NcclTransport(CudaMemorySpace& memory, const ProcessGroups& groups);
+  NcclTransport(CudaMemorySpace& memory, const Group& shard, const Group& replicate);
   ~NcclTransport() override;
   NcclTransport(const NcclTransport&) = delete;
   NcclTransport& operator=(const NcclTransport&) = delete;

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "core/memory_accounting.hpp"
+#include "base/memory_accounting.hpp"
 #include "memory/host/host_memory_space.hpp"
 #include "transport/shm/node_team.hpp"
 #include "transport/shm/sealed_region.hpp"

@@ -10,8 +10,8 @@
 #include <new>
 #include <string>
 
-#include "core/error.hpp"
-#include "core/mpi_check.hpp"
+#include "base/error.hpp"
+#include "base/mpi_check.hpp"
 
 namespace fsdp::shm {
 

@@ -12,8 +12,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/group.hpp"
+#include "base/error.hpp"
+#include "base/group.hpp"
 #include "transport/shm/shared_window.hpp"
 
 namespace fsdp::shm {

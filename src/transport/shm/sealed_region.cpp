@@ -2,7 +2,7 @@
 
 #include <sys/mman.h>
 
-#include "core/crc32c.hpp"
+#include "base/crc32c.hpp"
 
 namespace fsdp::shm {
 

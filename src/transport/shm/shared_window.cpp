@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace fsdp::shm {
 

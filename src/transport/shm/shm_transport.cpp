@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/mpi_check.hpp"
+#include "base/error.hpp"
+#include "base/mpi_check.hpp"
+#include "base/mpi_datatypes.hpp"
 #include "memory/host/host_kernels.hpp"
-#include "transport/mpi/mpi_datatypes.hpp"
 
 namespace fsdp::shm {
 namespace {

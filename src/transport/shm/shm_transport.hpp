@@ -15,8 +15,8 @@
 
 #include <memory>
 
-#include "core/memory_accounting.hpp"
-#include "core/scratch.hpp"
+#include "base/memory_accounting.hpp"
+#include "runtime/scratch.hpp"
 #include "transport/mpi/mpi_transport.hpp"
 #include "transport/shm/node_slots.hpp"
 #include "transport/shm/node_team.hpp"
@@ -50,12 +50,6 @@ class ShmTransport final : public Transport {
   // Zero-copy storage (FSDP_TRANSPORT_SHM_ZERO_COPY): a unit's node-shared block for its whole
   // life, its ranks' shards at their places; nullptr when the shard group spans nodes.
   ResidentArena* resident_storage() { return team_->cross().size == 1 ? resident_.get() : nullptr; }
-  // The unshard of a unit in zero-copy storage, collective over the team: every rank's shard
-  // writes so far become visible to every team rank (one barrier), then the block is sealed.
-  void publish_resident(ResidentArena::Lease& storage) {
-    team_->barrier();
-    resident_->seal(storage);
-  }
   SharedArena& arena() { return *arena_; }
   HostMemorySpace& arena_memory() { return *arena_memory_; }
   uint64_t allocation_calls() const;

@@ -7,7 +7,7 @@
 // it bit for bit with the host transport itself.
 #pragma once
 
-#include "core/scratch.hpp"
+#include "runtime/scratch.hpp"
 #include "transport/transport.hpp"
 
 namespace fsdp {

@@ -1,0 +1,51 @@
+// Every FSDP_* environment variable the library reads, in one table (doc/environment.md lists
+// the same): its name, whether every rank must see the same value, and what it does. Values are
+// read when used (a program may change them between two fsdp_init), always through env().
+#pragma once
+
+#include <cstdint>
+
+#include "base/group.hpp"
+
+namespace fsdp {
+
+enum class Env : int {
+  // Context options (fsdp_init), compared across ranks with the configuration.
+  Transport,
+  ReduceScatterAlgorithm,
+  RingMinBlockBytes,
+  RingPieceBytes,
+  DebugCollectives,
+  Timeout,
+  OnTimeout,
+  // Topology and checkpoints: compared at fsdp_init.
+  RanksPerNode,
+  CkptMetadata,
+  CkptDataIo,
+  CkptRomioCb,
+  CkptAlignment,
+  CkptFillTime,
+  // Local to each rank.
+  Debug,
+  ProgressThread,
+  Trace,
+  // Test hook (tests/test_checkpoint_kill.sh): kills a rank inside a checkpoint save.
+  CkptTestKillRank,
+};
+constexpr int kEnvCount = static_cast<int>(Env::CkptTestKillRank) + 1;
+
+struct EnvVar {
+  const char* name;
+  bool same_on_every_rank;
+  const char* meaning;
+};
+
+const EnvVar& env_var(Env v);
+// The variable's value; nullptr when it is unset or empty.
+const char* env(Env v);
+
+// Collective over `world` (fsdp_init): throws Errc::Mismatch on every rank, naming the first
+// variable that differs, when a variable that must be the same on every rank is not.
+void agree_on_environment(const Group& world);
+
+}  // namespace fsdp

@@ -1,0 +1,107 @@
+#include "core/context_options.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "base/environment.hpp"
+#include "base/error.hpp"
+#include "base/fingerprint.hpp"
+
+namespace fsdp {
+
+uint64_t ContextOptions::fingerprint() const {
+  Fingerprint f;
+  f.add(static_cast<uint64_t>(strategy));
+  f.add(static_cast<uint64_t>(sharding_factor));
+  f.add(static_cast<uint64_t>(grad_reduction));
+  f.add(precision.param ? static_cast<uint64_t>(*precision.param) : ~uint64_t(0));
+  f.add(precision.reduce ? static_cast<uint64_t>(*precision.reduce) : ~uint64_t(0));
+  f.add(static_cast<uint64_t>(max_unsharded));
+  f.add(static_cast<uint64_t>(transport.algorithm));
+  f.add(static_cast<uint64_t>(transport.ring_min_block_bytes));
+  f.add(static_cast<uint64_t>(transport.ring_piece_bytes));
+  // Not the device: ranks may name their own GPUs.
+  f.add(static_cast<uint64_t>(placement.memory));
+  f.add(static_cast<uint64_t>(placement.cpu_offload));
+  f.add(static_cast<uint64_t>(placement.transport));
+  // Debug mode's exchange and the watchdog's limits must be the same everywhere.
+  f.add(static_cast<uint64_t>(debug_collectives));
+  uint64_t timeout_bits = 0;
+  std::memcpy(&timeout_bits, &timeout_s, sizeof timeout_bits);
+  f.add(timeout_bits);
+  f.add(static_cast<uint64_t>(timeout_abort));
+  return f.value();
+}
+
+namespace {
+
+void read_byte_count(Env var, std::size_t& out) {
+  const char* v = env(var);
+  if (!v) return;
+  const char* name = env_var(var).name;
+  char* end = nullptr;
+  const unsigned long long bytes = std::strtoull(v, &end, 10);
+  if (*end != '\0' || v[0] == '-')
+    fail(Errc::InvalidArgument,
+         std::string("environment ") + name + "=" + v + ": expected a byte count");
+  out = static_cast<std::size_t>(bytes);
+}
+
+}  // namespace
+
+void apply_environment(ContextOptions& options) {
+  if (const char* v = env(Env::ReduceScatterAlgorithm)) {
+    if (!std::strcmp(v, "auto"))
+      options.transport.algorithm = ReduceScatterAlgorithm::Auto;
+    else if (!std::strcmp(v, "ring"))
+      options.transport.algorithm = ReduceScatterAlgorithm::Ring;
+    else if (!std::strcmp(v, "mpi"))
+      options.transport.algorithm = ReduceScatterAlgorithm::Mpi;
+    else
+      fail(Errc::InvalidArgument, std::string("environment FSDP_REDUCE_SCATTER_ALGORITHM=") + v +
+                                      ": expected auto, ring or mpi");
+  }
+  if (const char* v = env(Env::Transport)) {
+    if (!std::strcmp(v, "auto"))
+      options.placement.transport = TransportKind::Auto;
+    else if (!std::strcmp(v, "mpi"))
+      options.placement.transport = TransportKind::Mpi;
+    else if (!std::strcmp(v, "nccl"))
+      options.placement.transport = TransportKind::Nccl;
+    else if (!std::strcmp(v, "shm"))
+      options.placement.transport = TransportKind::Shm;
+    else if (!std::strcmp(v, "shm_zero_copy"))
+      options.placement.transport = TransportKind::ShmZeroCopy;
+    else
+      fail(Errc::InvalidArgument, std::string("environment FSDP_TRANSPORT=") + v +
+                                      ": expected auto, mpi, shm, shm_zero_copy or nccl");
+  }
+  read_byte_count(Env::RingMinBlockBytes, options.transport.ring_min_block_bytes);
+  read_byte_count(Env::RingPieceBytes, options.transport.ring_piece_bytes);
+  if (const char* v = env(Env::DebugCollectives)) {
+    if (std::strcmp(v, "0") && std::strcmp(v, "1"))
+      fail(Errc::InvalidArgument,
+           std::string("environment FSDP_DEBUG_COLLECTIVES=") + v + ": expected 0 or 1");
+    options.debug_collectives = v[0] == '1';
+  }
+  if (const char* v = env(Env::Timeout)) {
+    char* end = nullptr;
+    const double seconds = std::strtod(v, &end);
+    if (*end != '\0' || !(seconds == seconds) || seconds > 1e9)
+      fail(Errc::InvalidArgument, std::string("environment FSDP_TIMEOUT=") + v +
+                                      ": expected seconds (0: the default, negative: none)");
+    options.timeout_s = seconds == 0.0 ? kDefaultTimeoutSeconds : seconds;
+  }
+  if (const char* v = env(Env::OnTimeout)) {
+    if (!std::strcmp(v, "error"))
+      options.timeout_abort = false;
+    else if (!std::strcmp(v, "abort"))
+      options.timeout_abort = true;
+    else
+      fail(Errc::InvalidArgument,
+           std::string("environment FSDP_ON_TIMEOUT=") + v + ": expected error or abort");
+  }
+}
+
+}  // namespace fsdp

@@ -1,0 +1,108 @@
+#include "core/scheduler.hpp"
+
+#include "base/agreement.hpp"
+#include "base/fingerprint.hpp"
+#include "base/id_order.hpp"
+#include "core/context.hpp"
+#include "core/unit.hpp"
+
+namespace fsdp {
+
+void Scheduler::quiesce() {
+  ctx_.worker().drain();
+  for (auto& [id, u] : units_) u->complete_pending();
+}
+
+Request& Scheduler::add_request(const Unit& unit, std::shared_ptr<CommWorker::Task> task) {
+  Request& r = add_request(std::move(task));
+  r.unit_id = unit.id();
+  return r;
+}
+
+Request& Scheduler::add_request(std::shared_ptr<CommWorker::Task> task) {
+  auto r = std::make_unique<Request>();
+  r->context = &ctx_;
+  r->id = next_request_id_++;
+  r->task = std::move(task);
+  Request& ref = *r;
+  requests_.emplace(ref.id, std::move(r));
+  return ref;
+}
+
+void Scheduler::wait(Request& r) {
+  const uint64_t id = r.id;
+  std::shared_ptr<CommWorker::Task> task = r.task;
+  Unit* u = ctx_.find_unit(r.unit_id);
+  requests_.erase(id);  // forgotten whatever the outcome
+  if (!task) return;
+  if (u && u->pending_task() == task)
+    u->complete_pending();
+  else
+    task->wait();  // already applied by an implicit wait; rethrows its error if it had one
+}
+
+std::vector<Request*> Scheduler::requests() const {
+  return in_id_order(requests_);
+}
+
+int Scheduler::held_units() const {
+  int n = 0;
+  for (const auto& [id, u] : units_)
+    n += u->is_unsharded() || u->pending() == Unit::Pending::Reduce;
+  return n;
+}
+
+void Scheduler::make_room() {
+  while (held_units() >= ctx_.options().max_unsharded) {
+    Unit* oldest = nullptr;
+    for (const auto& [id, u] : units_)
+      if (u->pending() == Unit::Pending::Reduce &&
+          (!oldest || u->pending_sequence() < oldest->pending_sequence()))
+        oldest = u.get();
+    if (!oldest) return;
+    oldest->complete_pending();
+  }
+}
+
+void Scheduler::begin_phase(Phase p) {
+  if (p == Phase::Forward) {
+    quiesce();
+    Fingerprint f;
+    for (int k = 1; k <= 2; ++k) {
+      previous_[k] = std::move(recorded_[k]);
+      recorded_[k].clear();
+      f.add(static_cast<uint64_t>(previous_[k].size()));
+      for (uint64_t id : previous_[k]) f.add(id);
+    }
+    agree(ctx_.groups().world(), "unshard orders of the previous iteration (prefetch)", f.value(),
+          std::nullopt);
+  }
+  phase_ = p;
+}
+
+std::shared_ptr<CommWorker::Task> Scheduler::caller_unshard(Unit& u, bool async) {
+  std::shared_ptr<CommWorker::Task> task = !async && u.pending() == Unit::Pending::Unshard
+                                               ? u.pending_task()
+                                               : u.unshard_async(/*now=*/!async);
+  prefetch_after(u);
+  return task;
+}
+
+void Scheduler::prefetch_after(Unit& u) {
+  if (phase_ == Phase::None) return;
+  const int k = static_cast<int>(phase_);
+  std::vector<uint64_t>& rec = recorded_[k];
+  rec.push_back(u.id());
+  const std::vector<uint64_t>& prev = previous_[k];
+  const std::size_t pos = rec.size() - 1;
+  // Only while this iteration follows the previous one's order; the same decision on every rank.
+  if (!prefetch_[k] || pos + 1 >= prev.size() || prev[pos] != u.id()) return;
+  Unit* next = ctx_.find_unit(prev[pos + 1]);
+  if (!next || next->is_unsharded()) return;
+  make_room();
+  if (held_units() >= ctx_.options().max_unsharded)
+    return;  // held by the caller: skip, do not block
+  next->unshard_async();
+}
+
+}  // namespace fsdp

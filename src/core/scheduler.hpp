@@ -1,0 +1,80 @@
+// The scheduling of a context's communication: the caller's requests (fsdp_request_t), the rate
+// limiter (max_unsharded), prefetch along the previous iteration's order, and the phases that
+// drive it. Runs on the caller's thread; what it starts runs on the context's progress thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "runtime/comm_worker.hpp"
+
+namespace fsdp {
+
+class Context;
+class Unit;
+
+// An asynchronous operation the caller holds a handle to (fsdp_request_t).
+struct Request {
+  static constexpr uint64_t kNoUnit = ~uint64_t{0};  // not a unit's operation (a checkpoint save)
+  Context* context = nullptr;
+  uint64_t id = 0;
+  uint64_t unit_id = kNoUnit;
+  std::shared_ptr<CommWorker::Task> task;  // nullptr: nothing was started (no_sync)
+};
+
+enum class Phase : int { None = 0, Forward = 1, Backward = 2 };
+
+class Scheduler {
+ public:
+  // `units`: the context's units by id, which the scheduler reads and never changes.
+  Scheduler(Context& ctx, const std::map<uint64_t, std::unique_ptr<Unit>>& units)
+      : ctx_(ctx), units_(units) {}
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  uint64_t next_sequence() { return ++sequence_; }
+  // Waits for everything in flight and applies it: before a synchronous collective on the
+  // caller's thread, and before gradient shards are read.
+  void quiesce();
+  Request& add_request(const Unit& unit, std::shared_ptr<CommWorker::Task> task);
+  Request& add_request(std::shared_ptr<CommWorker::Task> task);  // not tied to a unit
+  void wait(Request& r);  // waits, applies, forgets the request
+  std::vector<Request*> requests() const;
+  // Forgets every request (the context is going).
+  void clear_requests() { requests_.clear(); }
+  // Rate limiter: units unsharded or gathering, plus units whose gradient is being reduced.
+  int held_units() const;
+  // Completes in-flight reduces, oldest first, while held_units() >= max_unsharded: the caller
+  // blocks rather than allocating more while memory is about to be freed.
+  void make_room();
+  // Prefetch (paper, "Backward and forward prefetching"): during a phase, each unshard the
+  // caller asks for also starts the all-gather of the unit that followed it in the previous
+  // iteration's same phase, when the rate limiter allows.
+  void set_prefetch(bool forward, bool backward) {
+    prefetch_[1] = forward, prefetch_[2] = backward;
+  }
+  // Forward starts a new iteration: collective over the world group, which checks that every
+  // rank recorded the same unshard order (prefetch would otherwise mismatch collectives).
+  void begin_phase(Phase p);
+  // An unshard the caller asked for (fsdp_unshard, fsdp_unshard_async): starts the all-gather
+  // (on the caller's thread when synchronous; a synchronous call on a unit being prefetched just
+  // takes over that all-gather), records it for the next iteration's prefetch and starts this
+  // iteration's next prefetch. Returns the all-gather's task.
+  std::shared_ptr<CommWorker::Task> caller_unshard(Unit& u, bool async);
+
+ private:
+  void prefetch_after(Unit& u);  // records u, starts the next unit's all-gather
+
+  Context& ctx_;
+  const std::map<uint64_t, std::unique_ptr<Unit>>& units_;
+  uint64_t sequence_ = 0;
+  std::map<uint64_t, std::unique_ptr<Request>> requests_;
+  uint64_t next_request_id_ = 0;
+  Phase phase_ = Phase::None;
+  bool prefetch_[3] = {false, false, false};
+  std::vector<uint64_t> recorded_[3], previous_[3];  // unit ids per phase
+};
+
+}  // namespace fsdp
