@@ -8,7 +8,7 @@ MPIFORT ?= $(shell command -v mpifort.mpich || command -v mpifort)
 MPIEXEC ?= $(shell command -v mpiexec.mpich || command -v mpiexec)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo check sanitize tsan memcheck soak fuzz fuzz-merge bench bench-gpt abi-baseline install clean
+.PHONY: all deps configure build demo check gpu-check sanitize tsan memcheck soak fuzz fuzz-merge bench bench-gpt abi-baseline install clean
 
 all: build
 
@@ -31,6 +31,10 @@ demo: build
 
 check: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# On a machine with a GPU: the GPU tests and bench_gpu, with a verdict and the ratios (doc/gpu.md).
+gpu-check: build
+	bash share/scripts/gpu-check.sh $(BUILD_DIR) "$(MPIEXEC)"
 
 # The whole suite (multi-rank included) under AddressSanitizer + UndefinedBehaviorSanitizer, in its
 # own build tree. Any report fails its test. (CUDA off: this build checks the host code.)

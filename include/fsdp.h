@@ -201,7 +201,8 @@ typedef struct fsdp_config {
    *  are then device pointers, ordered against the caller's stream (fsdp_set_stream). */
   fsdp_memory_space_t memory_space;
   /** CUDA device ordinal with FSDP_MEMORY_CUDA; -1 (the default): the rank's index on its node
-   *  modulo the node's device count. The library makes it current on the threads it uses. */
+   *  modulo the node's device count. The library makes it current while it works and then
+   *  restores the calling thread's current device: the application's stays as it set it. */
   int device;
   /** With FSDP_MEMORY_CUDA, nonzero: CPU offload. Shards, gradient shards and optimizer state
    *  live in pinned host memory and the optimizer steps on the CPU; unsharded parameters and full

@@ -346,7 +346,11 @@ void Unit::zero_grads() {
   complete_pending();
   ctx_.memory().take_from_caller();
   grad_shard_is_zero_ = true;
-  if (full_grad_) ctx_.memory().zero(full_grad_.data(), full_grad_bytes());
+  if (full_grad_) {
+    ctx_.memory().zero(full_grad_.data(), full_grad_bytes());
+    // The caller's next gradient writes wait for this memset, not for the buffer's first one.
+    ctx_.memory().record(grad_ready_.get());
+  }
 }
 
 ShardSlice Unit::slice(std::size_t i) const {

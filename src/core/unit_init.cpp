@@ -121,6 +121,8 @@ void distribute_from_rank0(Unit& u, const void* full) {
 
 void initialize_shard(Unit& u, const UnitSource& source) {
   const Group& world = u.context().groups().world();
+  // Device arrays the caller filled on its stream are read on the library's: after that work.
+  u.context().memory().take_from_caller();
   if (source.from_rank0) {
     std::optional<FullUnit> full;
     std::optional<Error> local;

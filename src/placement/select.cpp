@@ -11,6 +11,7 @@
 #include "core/backend.hpp"
 #include "memory/cuda/cuda_api.hpp"
 #include "memory/host/host_memory_space.hpp"
+#include "placement/device_identity.hpp"
 #include "runtime/pooled_storage.hpp"
 #include "runtime/scratch.hpp"
 #include "transport/mpi/mpi_transport.hpp"
@@ -21,17 +22,6 @@
 
 namespace fsdp {
 namespace {
-
-// The first two world ranks on one node that use the same device, or {-1, -1}. Collective.
-std::pair<int, int> ranks_sharing_a_gpu(const Group& world, const Topology& topo, int device) {
-  const int mine[2] = {topo.node_leader, device};
-  std::vector<int> all(2 * static_cast<std::size_t>(world.size));
-  mpi_check(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, world.comm), "MPI_Allgather");
-  for (int a = 0; a < world.size; ++a)
-    for (int b = a + 1; b < world.size; ++b)
-      if (all[2 * a] == all[2 * b] && all[2 * a + 1] == all[2 * b + 1]) return {a, b};
-  return {-1, -1};
-}
 
 // Debug mode makes node-shared parameters read-only to the caller (a write faults where it
 // happens): on in builds without NDEBUG, and with FSDP_DEBUG set to anything but 0.
@@ -64,6 +54,7 @@ class SelectedBackend final : public Backend {
   }
   BufferPool& pool() override { return *pool_; }
   void trim() override {
+    buffers_->synchronize();  // no queued device copy may still use what is freed
     pool_->trim();
     transport_scratch_->release();
     if (shm_) shm_->release_scratch();
@@ -175,14 +166,15 @@ void SelectedBackend::choose_device_transport(const PlacementRequest& request,
                                       ": world rank " + std::to_string(world.rank) + " sees " +
                                       std::to_string(count) + " CUDA device(s)");
     placement_.device = request.device >= 0 ? request.device : topo.node_rank % count;
-    cuda::use_device(placement_.device);
     buffers_ = cuda::make_device_memory(placement_.device);
     if (request.cpu_offload) shards_ = cuda::make_pinned_memory(placement_.device);
   });
   agree(world, "CUDA device setup", 0, local);
 
-  // NCCL refuses two ranks on one GPU; every rank sees the same list, so all decide alike.
-  const std::pair<int, int> shared = ranks_sharing_a_gpu(world, topo, placement_.device);
+  // NCCL refuses two ranks on one GPU; every rank sees the same list, so all decide alike. GPUs
+  // are told apart by UUID: under CUDA_VISIBLE_DEVICES every rank may see its own GPU as 0.
+  const std::pair<int, int> shared =
+      ranks_sharing_a_device(world, cuda::device_uuid(placement_.device));
   local.reset();
   bool nccl = false;
   local = attempt([&] {

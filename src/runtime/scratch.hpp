@@ -18,6 +18,7 @@ class Scratch {
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
 
+  std::size_t capacity() const { return capacity_; }
   // At least `bytes`, contents undefined; valid until the next get() or release().
   void* get(std::size_t bytes) {
     if (bytes > capacity_) {

@@ -30,8 +30,13 @@ int device_count() noexcept {
   return n;
 }
 
-void use_device(int device) {
-  check(cudaSetDevice(device), "cudaSetDevice");
+std::array<unsigned char, 16> device_uuid(int device) {
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  std::array<unsigned char, 16> id{};
+  for (std::size_t i = 0; i < id.size(); ++i)
+    id[i] = static_cast<unsigned char>(prop.uuid.bytes[i]);
+  return id;
 }
 
 std::unique_ptr<MemorySpace> make_device_memory(int device) {

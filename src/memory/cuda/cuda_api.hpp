@@ -3,6 +3,7 @@
 // core carries no #ifdef.
 #pragma once
 
+#include <array>
 #include <memory>
 
 #include "memory/memory_space.hpp"
@@ -13,8 +14,9 @@ bool built_with_cuda();
 bool built_with_nccl();
 // Devices this process can use; 0 without CUDA, a driver or a device. Never throws.
 int device_count() noexcept;
-// Makes `device` current on the calling thread. Throws Errc::Cuda.
-void use_device(int device);
+// The device's UUID (cudaDeviceProp::uuid), which names a GPU whatever its ordinal. Throws
+// Errc::Cuda.
+std::array<unsigned char, 16> device_uuid(int device);
 
 // Device memory of `device`, with its own stream. Throws Errc::Cuda.
 std::unique_ptr<MemorySpace> make_device_memory(int device);

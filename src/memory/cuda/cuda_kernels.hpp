@@ -13,13 +13,15 @@
 
 #include "base/dtype.hpp"
 #include "base/store.hpp"
+#include "memory/cuda/device_guard.hpp"
 #include "memory/update_args.hpp"
 
 namespace fsdp::cuda {
 
 struct Launch {
   cudaStream_t stream = nullptr;
-  int blocks = 1;  // grid size for grid-stride loops and reductions
+  int blocks = 1;      // grid size for grid-stride loops and reductions
+  DeviceGuard device;  // the stream's device is current while the Launch lives
 };
 
 void convert(const Launch& l, void* dst, DType dst_t, const void* src, DType src_t, std::size_t n);

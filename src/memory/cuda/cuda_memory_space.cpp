@@ -1,6 +1,8 @@
 #include "memory/cuda/cuda_memory_space.hpp"
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "memory/cuda/cuda_check.hpp"
 
@@ -20,7 +22,7 @@ class EventMark final : public StreamMark {
 }  // namespace
 
 CudaMemorySpace::CudaMemorySpace(int device) : device_(device) {
-  check(cudaSetDevice(device_), "cudaSetDevice");
+  DeviceGuard guard(device_);
   int sms = 1;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_),
         "cudaDeviceGetAttribute");
@@ -46,6 +48,8 @@ CudaMemorySpace::~CudaMemorySpace() {
 }
 
 void CudaMemorySpace::release() noexcept {
+  int previous = 0;
+  const bool restore = cudaGetDevice(&previous) == cudaSuccess && previous != device_;
   cudaSetDevice(device_);
   if (stream_) cudaStreamSynchronize(stream_);
   cudaFree(norm_partials_);
@@ -60,15 +64,15 @@ void CudaMemorySpace::release() noexcept {
   if (stream_) cudaStreamDestroy(stream_);
   caller_done_ = library_done_ = nullptr;
   stream_ = nullptr;
+  if (restore) cudaSetDevice(previous);
 }
 
 Launch CudaMemorySpace::launch() {
-  check(cudaSetDevice(device_), "cudaSetDevice");
-  return {stream_, blocks_};
+  return {stream_, blocks_, DeviceGuard(device_)};
 }
 
 void* CudaMemorySpace::allocate_bytes(std::size_t bytes) {
-  launch();
+  const Launch l = launch();
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
   if (e == cudaErrorMemoryAllocation) {
@@ -82,7 +86,7 @@ void* CudaMemorySpace::allocate_bytes(std::size_t bytes) {
 
 // cudaFree waits for the device: the pool makes it rare (trim, shutdown, a larger unit).
 void CudaMemorySpace::deallocate(void* p, std::size_t) {
-  launch();
+  const Launch l = launch();
   cudaFree(p);
 }
 
@@ -143,32 +147,42 @@ bool CudaMemorySpace::all_finite(const void* x, std::size_t count, DType t) {
   return *static_cast<const unsigned*>(readback_) == 0;
 }
 
+// Polled rather than cudaStreamSynchronize: a collective whose peer died never completes, and only
+// the wait check (NCCL's asynchronous errors, an abort) can end the wait.
 void CudaMemorySpace::synchronize() {
-  launch();
-  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (an earlier queued operation)");
+  const Launch l = launch();
+  for (int polls = 0;; ++polls) {
+    const cudaError_t e = cudaStreamQuery(stream_);
+    if (e != cudaErrorNotReady) {
+      check(e, "cudaStreamQuery (an earlier queued operation)");
+      return;
+    }
+    if (wait_check_) wait_check_();
+    if (polls >= 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
 }
 
 void CudaMemorySpace::take_from_caller() {
-  launch();
+  const Launch l = launch();
   check(cudaEventRecord(caller_done_, caller_), "cudaEventRecord (the caller's stream)");
   check(cudaStreamWaitEvent(stream_, caller_done_, 0), "cudaStreamWaitEvent");
 }
 
 void CudaMemorySpace::handover_to_caller() {
-  launch();
+  const Launch l = launch();
   check(cudaEventRecord(library_done_, stream_), "cudaEventRecord");
   check(cudaStreamWaitEvent(caller_, library_done_, 0),
         "cudaStreamWaitEvent (the caller's stream)");
 }
 
 std::unique_ptr<StreamMark> CudaMemorySpace::new_mark() {
-  launch();
+  const Launch l = launch();
   return std::make_unique<EventMark>();
 }
 
 void CudaMemorySpace::record(StreamMark* mark) {
   auto* m = static_cast<EventMark*>(mark);
-  launch();
+  const Launch l = launch();
   check(cudaEventRecord(m->event, stream_), "cudaEventRecord");
   m->recorded = true;
 }
@@ -176,7 +190,7 @@ void CudaMemorySpace::record(StreamMark* mark) {
 void CudaMemorySpace::caller_waits(StreamMark* mark) {
   auto* m = static_cast<EventMark*>(mark);
   if (!m->recorded) return;
-  launch();
+  const Launch l = launch();
   check(cudaStreamWaitEvent(caller_, m->event, 0), "cudaStreamWaitEvent (the caller's stream)");
 }
 

@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
+
 #include "memory/cuda/cuda_kernels.hpp"
 #include "memory/memory_space.hpp"
 
@@ -24,6 +26,12 @@ class CudaMemorySpace final : public MemorySpace {
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   void set_caller_stream(cudaStream_t s) { caller_ = s; }
+  // Called over and over while synchronize() (and the norms and finiteness checks, which read
+  // back) wait for the stream: it may throw to end the wait. The NCCL transport sets one that
+  // aborts its communicators on an asynchronous NCCL error or after fsdp_abort, so a wait on a
+  // collective whose peer died ends instead of hanging. Set before the space is used by two
+  // threads.
+  void set_wait_check(std::function<void()> check) { wait_check_ = std::move(check); }
 
   void deallocate(void* p, std::size_t bytes) override;
   void zero(void* p, std::size_t bytes) override;
@@ -51,12 +59,15 @@ class CudaMemorySpace final : public MemorySpace {
 
  private:
   void release() noexcept;
-  Launch launch();  // makes the device current on the calling thread (the progress thread too)
+  // The stream, with the device current on the calling thread while the Launch lives (the
+  // caller's current device comes back after it).
+  Launch launch();
 
   const int device_;
   int blocks_ = 1;
   cudaStream_t stream_ = nullptr;
   cudaStream_t caller_ = nullptr;  // legacy default stream until fsdp_set_stream
+  std::function<void()> wait_check_;
   cudaEvent_t caller_done_ = nullptr, library_done_ = nullptr;
   double* norm_partials_ = nullptr;  // device, blocks_ doubles
   double* norm_result_ = nullptr;    // device

@@ -3,11 +3,12 @@
 #include <string>
 
 #include "memory/cuda/cuda_check.hpp"
+#include "memory/cuda/device_guard.hpp"
 
 namespace fsdp::cuda {
 
 void* PinnedMemorySpace::allocate_bytes(std::size_t bytes) {
-  check(cudaSetDevice(device_), "cudaSetDevice");
+  DeviceGuard device(device_);
   void* p = nullptr;
   // Portable: pinned for every device; mapped: device kernels may read and write it in place.
   const cudaError_t e =

@@ -1,10 +1,12 @@
 #include "transport/nccl/nccl_transport.hpp"
 
+#include <chrono>
 #include <string>
 
 #include "base/error.hpp"
 #include "base/mpi_check.hpp"
 #include "memory/cuda/cuda_check.hpp"
+#include "memory/cuda/device_guard.hpp"
 #include "transport/nccl/nccl_factory.hpp"
 
 namespace fsdp::cuda {
@@ -45,7 +47,7 @@ ncclComm_t create_comm(const Group& g) {
 
 NcclTransport::NcclTransport(CudaMemorySpace& memory, const Group& shard, const Group& replicate)
     : memory_(memory) {
-  check(cudaSetDevice(memory_.device()), "cudaSetDevice");
+  DeviceGuard device(memory_.device());
   try {
     for (const Group* g : {&shard, &replicate})
       if (g->size > 1 && !comms_.count(g->comm)) comms_[g->comm] = create_comm(*g);
@@ -53,19 +55,37 @@ NcclTransport::NcclTransport(CudaMemorySpace& memory, const Group& shard, const 
     for (auto& [mpi, comm] : comms_) ncclCommDestroy(comm);
     throw;
   }
+  memory_.set_wait_check([this] { check_while_waiting(); });
 }
 
 NcclTransport::~NcclTransport() {
+  memory_.set_wait_check(nullptr);
   if (aborted_) return;  // ncclCommAbort already freed them
-  cudaSetDevice(memory_.device());
+  DeviceGuard device(memory_.device());
   cudaStreamSynchronize(memory_.stream());
   for (auto& [mpi, comm] : comms_) ncclCommDestroy(comm);
 }
 
 void NcclTransport::abort() {
-  if (aborted_) return;
-  aborted_ = true;
+  if (aborted_.exchange(true)) return;
+  std::unique_lock<std::timed_mutex> lock(enqueue_, std::defer_lock);
+  // A call stuck inside NCCL for this long is abandoned: aborting is then the only way out.
+  (void)lock.try_lock_for(std::chrono::seconds(10));
   for (auto& [mpi, comm] : comms_) ncclCommAbort(comm);
+}
+
+void NcclTransport::check_while_waiting() {
+  if (aborted_) fail(Errc::Aborted, "NCCL communicators were aborted while waiting for the device");
+  for (auto& [mpi, comm] : comms_) {
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &async) != ncclSuccess) continue;
+    if (async != ncclSuccess && async != ncclInProgress) {
+      abort();  // the stream's collectives return, and every later call is refused
+      fail(Errc::Nccl, std::string("NCCL asynchronous error while waiting for the device (a peer "
+                                   "failed or left?): ") +
+                           ncclGetErrorString(async) + "; the communicators were aborted");
+    }
+  }
 }
 
 ncclComm_t NcclTransport::comm_for(const Group& g) {
@@ -86,8 +106,9 @@ void NcclTransport::all_gather(const void* shard, void* full, std::size_t count,
     if (shard) memory_.copy(own, shard, block);
     return;
   }
+  std::lock_guard<std::timed_mutex> lock(enqueue_);
   ncclComm_t comm = comm_for(g);
-  check(cudaSetDevice(memory_.device()), "cudaSetDevice");
+  DeviceGuard device(memory_.device());
   // In place when shard == nullptr: NCCL's in-place all-gather is sendbuff == recvbuff + rank*n.
   nccl_check(ncclAllGather(shard ? shard : own, full, count, nccl_type(t), comm, memory_.stream()),
              "ncclAllGather");
@@ -97,8 +118,9 @@ void NcclTransport::reduce_scatter(void* full, std::size_t block_count, DType t,
                                    const ReduceEpilogue& epilogue) {
   void* own = at(full, block_count * dtype_size(t) * static_cast<std::size_t>(g.rank));
   if (g.size > 1) {
+    std::lock_guard<std::timed_mutex> lock(enqueue_);
     ncclComm_t comm = comm_for(g);
-    check(cudaSetDevice(memory_.device()), "cudaSetDevice");
+    DeviceGuard device(memory_.device());
     // In place: recvbuff == sendbuff + rank * recvcount.
     nccl_check(
         ncclReduceScatter(full, own, block_count, nccl_type(t), ncclSum, comm, memory_.stream()),
@@ -110,8 +132,9 @@ void NcclTransport::reduce_scatter(void* full, std::size_t block_count, DType t,
 
 void NcclTransport::all_reduce(void* buf, std::size_t count, DType t, const Group& g) {
   if (g.size == 1) return;
+  std::lock_guard<std::timed_mutex> lock(enqueue_);
   ncclComm_t comm = comm_for(g);
-  check(cudaSetDevice(memory_.device()), "cudaSetDevice");
+  DeviceGuard device(memory_.device());
   nccl_check(ncclAllReduce(buf, buf, count, nccl_type(t), ncclSum, comm, memory_.stream()),
              "ncclAllReduce");
 }

@@ -13,7 +13,9 @@
 
 #include <nccl.h>
 
+#include <atomic>
 #include <map>
+#include <mutex>
 
 #include "base/group.hpp"
 #include "memory/cuda/cuda_memory_space.hpp"
@@ -35,6 +37,8 @@ class NcclTransport final : public Transport {
   void reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
                       const ReduceEpilogue& epilogue) override;
   void all_reduce(void* buf, std::size_t count, DType t, const Group& g) override;
+  // Local and callable from any thread: refuses new collectives, then aborts the communicators
+  // (in-flight NCCL kernels return, so waits on the stream end).
   void abort() override;
 
  private:
@@ -42,9 +46,17 @@ class NcclTransport final : public Transport {
   // and Errc::Aborted after abort().
   ncclComm_t comm_for(const Group& g);
 
+  // The memory space's wait check: aborts the communicators and throws Errc::Nccl on an
+  // asynchronous NCCL error, Errc::Aborted after abort().
+  void check_while_waiting();
+
   CudaMemorySpace& memory_;
-  std::map<MPI_Comm, ncclComm_t> comms_;
-  bool aborted_ = false;
+  std::map<MPI_Comm, ncclComm_t> comms_;  // made in the constructor, never changed after
+  // NCCL communicators are not thread-safe: a collective is queued (progress thread or caller)
+  // under this lock, and abort (fsdp_abort, the watchdog, a failed wait) takes it before
+  // ncclCommAbort, waiting a bounded time for a call stuck inside NCCL.
+  std::timed_mutex enqueue_;
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace fsdp::cuda

@@ -7,6 +7,14 @@ char* at(void* base, std::size_t bytes) {
   return static_cast<char*>(base) + bytes;
 }
 
+// A staging buffer of at least `bytes`. Growing frees the old one, which a copy queued by the
+// previous operation (out of the buffer into device memory) may still read: the device finishes
+// first.
+void* staging(Scratch& s, std::size_t bytes, MemorySpace& device) {
+  if (bytes > s.capacity()) device.synchronize();
+  return s.get(bytes);
+}
+
 }  // namespace
 
 StagedTransport::StagedTransport(MemorySpace& device, MemorySpace& staging,
@@ -29,7 +37,7 @@ void StagedTransport::all_gather(const void* shard, void* full, std::size_t coun
     host_.all_gather(shard, full, count, t, g);
     return;
   }
-  void* stage = stage_.get(block * static_cast<std::size_t>(g.size));
+  void* stage = staging(stage_, block * static_cast<std::size_t>(g.size), device_);
   device_.copy(at(stage, own), shard ? shard : at(full, own), block);
   device_.synchronize();
   host_.all_gather(nullptr, stage, count, t, g);
@@ -40,8 +48,8 @@ void StagedTransport::reduce_scatter(void* full, std::size_t block_count, DType 
                                      const ReduceEpilogue& epilogue) {
   const std::size_t total = block_count * dtype_size(t) * static_cast<std::size_t>(g.size);
   const std::size_t out_bytes = block_count * dtype_size(epilogue.out_dtype);
-  void* stage = stage_.get(total);
-  void* out = stage_out_.get(out_bytes);
+  void* stage = staging(stage_, total, device_);
+  void* out = staging(stage_out_, out_bytes, device_);
   device_.copy(stage, full, total);
   if (epilogue.store == Store::Accumulate) device_.copy(out, epilogue.out, out_bytes);
   device_.synchronize();
@@ -53,7 +61,7 @@ void StagedTransport::reduce_scatter(void* full, std::size_t block_count, DType 
 void StagedTransport::all_reduce(void* buf, std::size_t count, DType t, const Group& g) {
   if (g.size == 1) return;
   const std::size_t bytes = count * dtype_size(t);
-  void* stage = stage_.get(bytes);
+  void* stage = staging(stage_, bytes, device_);
   device_.copy(stage, buf, bytes);
   device_.synchronize();
   host_.all_reduce(stage, count, t, g);
