@@ -88,6 +88,22 @@ void th_run_full_and_hybrid(void (*run)(fsdp_context_t ctx)) {
   CHECK_OK(fsdp_finalize(&ctx));
 }
 
+int th_skip_without_gpu(int one_per_rank, int* count) {
+  *count = 0;
+  CHECK_OK(fsdp_cuda_device_count(count));
+  int few[2] = {*count == 0, *count < th_size()}, any[2] = {0, 0};
+  MPI_Allreduce(few, any, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!any[0] && !(one_per_rank && any[1])) return 0;
+  if (th_rank() == 0) {
+    if (any[0])
+      printf("skipped: no CUDA device\n");
+    else
+      printf("skipped: %d ranks, %d GPU(s): NCCL needs one per rank\n", th_size(), *count);
+  }
+  MPI_Finalize();
+  return 1;
+}
+
 int th_ranks_per_node(void) {
   MPI_Comm node = MPI_COMM_NULL;
   int on_node = 1;

@@ -31,6 +31,10 @@ void th_run_full_and_hybrid(void (*run)(fsdp_context_t ctx));
 /* Ranks per node as the library sees them: this machine's, or FSDP_RANKS_PER_NODE (which cuts
  * nodes into smaller ones for testing) when smaller. Collective. */
 int th_ranks_per_node(void);
+/* GPU tests: nonzero (after printing why and finalizing MPI: return 77 next) when a rank sees no
+ * CUDA device, or when `one_per_rank` and some rank has fewer GPUs than there are ranks. Writes
+ * this rank's device count to *count. */
+int th_skip_without_gpu(int one_per_rank, int* count);
 /* How many ranks share one unsharded buffer and are each charged 1/n of it in fsdp_memory_stats:
  * with the shared-memory transport, the shard group's ranks on this node; else 1. Found here from
  * MPI and the environment, independently of the library's own team. Collective. */

@@ -176,21 +176,8 @@ void read_before_reshard(Run& r, fsdp_unit_t a, fsdp_unit_t b) {
 int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_gpu_races");
   const char* mode = argc > 1 ? argv[1] : "auto";
-  int count = 0, none = 0, any_none = 0;
-  CHECK_OK(fsdp_cuda_device_count(&count));
-  none = count == 0;
-  MPI_Allreduce(&none, &any_none, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (any_none) {
-    if (th_rank() == 0) std::printf("skipped: no CUDA device\n");
-    MPI_Finalize();
-    return 77;
-  }
-  if (!std::strcmp(mode, "nccl") && count < th_size()) {
-    if (th_rank() == 0)
-      std::printf("skipped: %d ranks, %d GPU(s): NCCL needs one per rank\n", th_size(), count);
-    MPI_Finalize();
-    return 77;
-  }
+  int count = 0;
+  if (th_skip_without_gpu(!std::strcmp(mode, "nccl"), &count)) return 77;
   Run r;
   fsdp_config_t cfg = FSDP_CONFIG_INIT;
   cfg.memory_space = FSDP_MEMORY_CUDA;

@@ -69,26 +69,13 @@ static int same_or_close(const float* a, const float* b, size_t n, int exact) {
 int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_gpu_training");
   const char* mode = argc > 1 ? argv[1] : "auto";
-  int count = 0, none = 0, any_none = 0;
-  CHECK_OK(fsdp_cuda_device_count(&count));
-  none = count == 0;
-  MPI_Allreduce(&none, &any_none, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (any_none) {
-    if (th_rank() == 0) printf("skipped: no CUDA device\n");
-    MPI_Finalize();
-    return 77;
-  }
+  int count = 0;
+  if (th_skip_without_gpu(!strcmp(mode, "nccl"), &count)) return 77;
   fsdp_config_t gpu = FSDP_CONFIG_INIT;
   gpu.memory_space = FSDP_MEMORY_CUDA;
   if (!strcmp(mode, "mpi")) gpu.transport = FSDP_TRANSPORT_MPI;
   if (!strcmp(mode, "nccl")) gpu.transport = FSDP_TRANSPORT_NCCL;
   if (!strcmp(mode, "offload")) gpu.cpu_offload = 1;
-  if (!strcmp(mode, "nccl") && count < th_size()) { /* NCCL needs a GPU per rank */
-    if (th_rank() == 0)
-      printf("skipped: %d ranks, %d GPU(s): NCCL needs one per rank\n", th_size(), count);
-    MPI_Finalize();
-    return 77;
-  }
 
   model_t host, dev;
   make_model(&host, NULL);
