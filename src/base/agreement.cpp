@@ -18,19 +18,6 @@ std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
-// The lowest failing rank's error, on every rank (collective over `group`).
-[[noreturn]] void throw_first_error(const Group& group, int first,
-                                    const std::optional<Error>& local) {
-  std::string text = group.rank == first ? local->what() : std::string();
-  int header[2] = {group.rank == first ? static_cast<int>(local->code()) : 0,
-                   static_cast<int>(text.size())};
-  mpi_check(MPI_Bcast(header, 2, MPI_INT, first, group.comm), "MPI_Bcast");
-  text.resize(static_cast<std::size_t>(header[1]));
-  mpi_check(MPI_Bcast(text.data(), header[1], MPI_CHAR, first, group.comm), "MPI_Bcast");
-  if (group.rank == first) throw *local;
-  fail(static_cast<Errc>(header[0]), "rank " + std::to_string(first) + ": " + text);
-}
-
 }  // namespace
 
 std::optional<Error> attempt(const std::function<void()>& body) {
@@ -45,7 +32,7 @@ std::optional<Error> attempt(const std::function<void()>& body) {
 }
 
 void agree(const Group& group, const char* what, uint64_t fingerprint,
-           const std::optional<Error>& local_error, Spread spread) {
+           const std::optional<Error>& local_error) {
   const uint64_t mine[2] = {local_error ? 1u : 0u, fingerprint};
   std::vector<uint64_t> all(2 * static_cast<std::size_t>(group.size));
   mpi_check(MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, group.comm),
@@ -55,8 +42,6 @@ void agree(const Group& group, const char* what, uint64_t fingerprint,
     if (all[2 * r] != 0) invalid.push_back(r);
     if (all[2 * r + 1] != all[1]) differ.push_back(r);
   }
-  if (!invalid.empty() && spread == Spread::FirstError)
-    throw_first_error(group, invalid.front(), local_error);
   if (local_error) throw *local_error;
   if (!invalid.empty())
     fail(Errc::Mismatch, std::string(what) + ": rank(s) " + rank_list(invalid) +
@@ -67,12 +52,21 @@ void agree(const Group& group, const char* what, uint64_t fingerprint,
                              std::to_string(group.rank) + ")");
 }
 
-void agree_error(MPI_Comm comm, const std::optional<Error>& local_error) {
-  Group g;
-  g.comm = comm;
-  mpi_check(MPI_Comm_rank(comm, &g.rank), "MPI_Comm_rank");
-  mpi_check(MPI_Comm_size(comm, &g.size), "MPI_Comm_size");
-  agree(g, "", 0, local_error, Spread::FirstError);
+void agree_error(MPI_Comm comm, const std::optional<Error>& local) {
+  int rank = 0, size = 1;
+  mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  int mine = local ? rank : size, first = size;
+  mpi_check(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  if (first == size) return;
+  std::string text = rank == first ? local->what() : std::string();
+  int header[2] = {rank == first ? static_cast<int>(local->code()) : 0,
+                   static_cast<int>(text.size())};
+  mpi_check(MPI_Bcast(header, 2, MPI_INT, first, comm), "MPI_Bcast");
+  text.resize(static_cast<std::size_t>(header[1]));
+  mpi_check(MPI_Bcast(text.data(), header[1], MPI_CHAR, first, comm), "MPI_Bcast");
+  if (rank == first) throw *local;
+  fail(static_cast<Errc>(header[0]), "rank " + std::to_string(first) + ": " + text);
 }
 
 void agree_on(MPI_Comm comm, const std::function<void()>& body) {

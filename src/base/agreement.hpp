@@ -18,26 +18,19 @@
 
 namespace fsdp {
 
-// How the other ranks learn of a rank's failure.
-enum class Spread {
-  // The failing rank rethrows its error; the others throw Errc::Mismatch naming the failing ranks
-  // (arguments checked before a collective call: each rank's own message says what it did wrong).
-  Mismatch,
-  // Every rank throws the lowest failing rank's error, its code and its message prefixed
-  // "rank r: " (files and I/O: the cause is the same for everyone).
-  FirstError,
-};
-
 // Runs `body` and returns its failure, if any: an Error, or std::bad_alloc as Errc::OutOfMemory.
 std::optional<Error> attempt(const std::function<void()>& body);
 
-// Collective over `group`. Throws on every rank when any rank has a local error (see Spread) or
-// when the fingerprints differ (Errc::Mismatch naming the ranks that differ from rank 0). `what`
-// names what was compared.
+// Arguments checked before a collective call. Collective over `group`. Throws on every rank when
+// any rank has a local error (that rank rethrows its own, whose message says what it did wrong;
+// the others throw Errc::Mismatch naming the failing ranks) or when the fingerprints differ
+// (Errc::Mismatch naming the ranks that differ from rank 0). `what` names what was compared.
 void agree(const Group& group, const char* what, uint64_t fingerprint,
-           const std::optional<Error>& local_error, Spread spread = Spread::Mismatch);
+           const std::optional<Error>& local_error);
 
-// The same over a communicator, errors only, spread as FirstError.
+// Work that may fail on some ranks (files, I/O), where the cause is the same for everyone.
+// Collective over `comm`, one MPI_Allreduce when nobody failed: every rank throws the lowest
+// failing rank's error, its code and its message prefixed "rank r: " on the others.
 void agree_error(MPI_Comm comm, const std::optional<Error>& local_error);
 // agree_error(comm, attempt(body)).
 void agree_on(MPI_Comm comm, const std::function<void()>& body);

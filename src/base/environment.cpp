@@ -42,6 +42,23 @@ const char* env(Env v) {
   return value && *value ? value : nullptr;
 }
 
+int env_choice(Env v, std::initializer_list<const char*> choices) {
+  const char* value = env(v);
+  if (!value) return -1;
+  std::string expected;
+  int i = 0;
+  for (const char* c : choices) {
+    if (std::string(value) == c) return i;
+    expected += (i == 0                                      ? ""
+                 : i + 1 == static_cast<int>(choices.size()) ? " or "
+                                                             : ", ") +
+                std::string(c);
+    ++i;
+  }
+  fail(Errc::InvalidArgument,
+       std::string("environment ") + env_var(v).name + "=" + value + ": expected " + expected);
+}
+
 void agree_on_environment(const Group& world) {
   std::vector<uint64_t> mine;
   std::vector<int> which;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "base/group.hpp"
 
@@ -43,6 +44,9 @@ struct EnvVar {
 const EnvVar& env_var(Env v);
 // The variable's value; nullptr when it is unset or empty.
 const char* env(Env v);
+// The index of the variable's value in `choices`, or -1 when it is unset. Throws
+// Errc::InvalidArgument naming the variable and the choices for any other value.
+int env_choice(Env v, std::initializer_list<const char*> choices);
 
 // Collective over `world` (fsdp_init): throws Errc::Mismatch on every rank, naming the first
 // variable that differs, when a variable that must be the same on every rank is not.

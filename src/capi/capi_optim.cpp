@@ -198,8 +198,7 @@ fsdp_status_t fsdp_grad_scaler_create(fsdp_context_t ctx, double init_scale, dou
                                       fsdp_grad_scaler_t* scaler) {
   return guard(__func__, [&] {
     fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
-    std::optional<Error> local;
-    local = fsdp::attempt([&] {
+    std::optional<Error> local = fsdp::attempt([&] {
       if (!scaler) fail(Errc::InvalidArgument, "scaler: NULL output pointer");
       if (!(init_scale > 0) || std::isinf(init_scale))
         fail(Errc::InvalidArgument,

@@ -195,13 +195,7 @@ void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> p
 
 IoOptions io_options_from_environment() {
   IoOptions o;
-  if (const char* v = env(Env::CkptDataIo)) {
-    if (std::strcmp(v, "independent") == 0)
-      o.collective = false;
-    else if (std::strcmp(v, "collective") != 0)
-      fail(Errc::InvalidArgument,
-           std::string("FSDP_CKPT_DATA_IO='") + v + "': expected collective or independent");
-  }
+  o.collective = env_choice(Env::CkptDataIo, {"collective", "independent"}) != 1;
   return o;
 }
 

@@ -100,12 +100,8 @@ std::vector<IndexRow> index_rows(const WritePlan& plan, const std::vector<uint64
 enum class Metadata { Rank0, Collective, Independent };
 
 Metadata metadata_mode() {
-  const char* v = env(Env::CkptMetadata);
-  if (!v || std::strcmp(v, "rank0") == 0) return Metadata::Rank0;
-  if (std::strcmp(v, "collective") == 0) return Metadata::Collective;
-  if (std::strcmp(v, "independent") == 0) return Metadata::Independent;
-  fail(Errc::InvalidArgument,
-       std::string("FSDP_CKPT_METADATA='") + v + "': expected rank0, collective or independent");
+  const int i = env_choice(Env::CkptMetadata, {"rank0", "collective", "independent"});
+  return i < 0 ? Metadata::Rank0 : static_cast<Metadata>(i);
 }
 
 // The HDF5 part: file, groups, attributes, datasets allocated at creation (no fill values: the
@@ -261,8 +257,7 @@ void write_checkpoint(const WriteComms& comms, const std::string& path, const Wr
   int writer_rank = -1, all_rank = 0;
   if (writer) MPI_Comm_rank(comms.writers, &writer_rank);
   MPI_Comm_rank(comms.all, &all_rank);
-  std::optional<Error> failure;
-  failure = attempt([&] {
+  std::optional<Error> failure = attempt([&] {
     if (writer) {
       std::vector<uint32_t> crc;
       agree_on(comms.writers, [&] { crc = dataset_checksums(comms.writers, plan, mine); });

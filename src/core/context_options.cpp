@@ -51,40 +51,15 @@ void read_byte_count(Env var, std::size_t& out) {
 }  // namespace
 
 void apply_environment(ContextOptions& options) {
-  if (const char* v = env(Env::ReduceScatterAlgorithm)) {
-    if (!std::strcmp(v, "auto"))
-      options.transport.algorithm = ReduceScatterAlgorithm::Auto;
-    else if (!std::strcmp(v, "ring"))
-      options.transport.algorithm = ReduceScatterAlgorithm::Ring;
-    else if (!std::strcmp(v, "mpi"))
-      options.transport.algorithm = ReduceScatterAlgorithm::Mpi;
-    else
-      fail(Errc::InvalidArgument, std::string("environment FSDP_REDUCE_SCATTER_ALGORITHM=") + v +
-                                      ": expected auto, ring or mpi");
-  }
-  if (const char* v = env(Env::Transport)) {
-    if (!std::strcmp(v, "auto"))
-      options.placement.transport = TransportKind::Auto;
-    else if (!std::strcmp(v, "mpi"))
-      options.placement.transport = TransportKind::Mpi;
-    else if (!std::strcmp(v, "nccl"))
-      options.placement.transport = TransportKind::Nccl;
-    else if (!std::strcmp(v, "shm"))
-      options.placement.transport = TransportKind::Shm;
-    else if (!std::strcmp(v, "shm_zero_copy"))
-      options.placement.transport = TransportKind::ShmZeroCopy;
-    else
-      fail(Errc::InvalidArgument, std::string("environment FSDP_TRANSPORT=") + v +
-                                      ": expected auto, mpi, shm, shm_zero_copy or nccl");
-  }
+  // Choices in the order of the enums' values.
+  if (int i = env_choice(Env::ReduceScatterAlgorithm, {"auto", "ring", "mpi"}); i >= 0)
+    options.transport.algorithm = static_cast<ReduceScatterAlgorithm>(i);
+  if (int i = env_choice(Env::Transport, {"auto", "mpi", "nccl", "shm", "shm_zero_copy"}); i >= 0)
+    options.placement.transport = static_cast<TransportKind>(i);
   read_byte_count(Env::RingMinBlockBytes, options.transport.ring_min_block_bytes);
   read_byte_count(Env::RingPieceBytes, options.transport.ring_piece_bytes);
-  if (const char* v = env(Env::DebugCollectives)) {
-    if (std::strcmp(v, "0") && std::strcmp(v, "1"))
-      fail(Errc::InvalidArgument,
-           std::string("environment FSDP_DEBUG_COLLECTIVES=") + v + ": expected 0 or 1");
-    options.debug_collectives = v[0] == '1';
-  }
+  if (int i = env_choice(Env::DebugCollectives, {"0", "1"}); i >= 0)
+    options.debug_collectives = i == 1;
   if (const char* v = env(Env::Timeout)) {
     char* end = nullptr;
     const double seconds = std::strtod(v, &end);
@@ -93,15 +68,8 @@ void apply_environment(ContextOptions& options) {
                                       ": expected seconds (0: the default, negative: none)");
     options.timeout_s = seconds == 0.0 ? kDefaultTimeoutSeconds : seconds;
   }
-  if (const char* v = env(Env::OnTimeout)) {
-    if (!std::strcmp(v, "error"))
-      options.timeout_abort = false;
-    else if (!std::strcmp(v, "abort"))
-      options.timeout_abort = true;
-    else
-      fail(Errc::InvalidArgument,
-           std::string("environment FSDP_ON_TIMEOUT=") + v + ": expected error or abort");
-  }
+  if (int i = env_choice(Env::OnTimeout, {"error", "abort"}); i >= 0)
+    options.timeout_abort = i == 1;
 }
 
 }  // namespace fsdp

@@ -136,8 +136,7 @@ void initialize_shard(Unit& u, const UnitSource& source) {
     distribute_from_rank0(u, full ? full->data() : nullptr);
     return;
   }
-  std::optional<Error> local;
-  local = attempt([&] {
+  std::optional<Error> local = attempt([&] {
     if (source.init) {
       FullUnit full(u);
       materialize(u, source, full.data());

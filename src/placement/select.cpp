@@ -95,23 +95,21 @@ void SelectedBackend::choose_host_transport(const PlacementRequest& request,
                                             const ProcessGroups& groups, const Topology& topo,
                                             MemoryAccounting& accounting) {
   const Group& world = groups.world();
-  std::optional<Error> local;
   if (request.transport == TransportKind::Mpi) return;
   const bool zero_copy = request.transport == TransportKind::ShmZeroCopy;
   const bool forced = request.transport == TransportKind::Shm || zero_copy;
-  std::optional<Error> failed = attempt([&] {
+  const std::optional<Error> failed = attempt([&] {
     shm_ = std::make_unique<shm::ShmTransport>(groups.shard(), topo.node_leader, *host_transport_,
                                                accounting, protect_shared_parameters(),
                                                /*fall_back=*/!forced);
   });
-  if (forced) local = failed;  // AUTO: no shared-memory transport, MPI instead
   if (forced) {
     agree(world,
           zero_copy
               ? "shared-memory transport setup (cfg->transport = FSDP_TRANSPORT_SHM_ZERO_COPY)"
               : "shared-memory transport setup (cfg->transport = FSDP_TRANSPORT_SHM)",
-          0, local);
-  } else {
+          0, failed);
+  } else {  // AUTO: a failed setup means MPI instead
     // Worth it with a node peer in the shard group; used only when every group can.
     int usable = shm_ && shm_->team().size() > 1 ? 1 : 0;
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, &usable, 1, MPI_INT, MPI_MIN, world.comm),
@@ -149,8 +147,7 @@ void SelectedBackend::choose_device_transport(const PlacementRequest& request,
                                               const ProcessGroups& groups, const Topology& topo,
                                               MemoryAccounting& accounting) {
   const Group& world = groups.world();
-  std::optional<Error> local;
-  local = attempt([&] {
+  std::optional<Error> local = attempt([&] {
     if (!cuda::built_with_cuda())
       fail(Errc::Unsupported,
            "cfg->memory_space = FSDP_MEMORY_CUDA: this libfsdp was built "
@@ -175,7 +172,6 @@ void SelectedBackend::choose_device_transport(const PlacementRequest& request,
   // are told apart by UUID: under CUDA_VISIBLE_DEVICES every rank may see its own GPU as 0.
   const std::pair<int, int> shared =
       ranks_sharing_a_device(world, cuda::device_uuid(placement_.device));
-  local.reset();
   bool nccl = false;
   local = attempt([&] {
     if (request.transport == TransportKind::Nccl) {
@@ -200,7 +196,6 @@ void SelectedBackend::choose_device_transport(const PlacementRequest& request,
 
   if (nccl) {
     transport_scratch_ = std::make_unique<Scratch>(*host_, accounting);  // unused by NCCL
-    local.reset();
     local = attempt([&] {
       device_transport_ = cuda::make_nccl_transport(*buffers_, groups.shard(), groups.replicate());
     });

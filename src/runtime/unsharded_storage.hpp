@@ -15,7 +15,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 
 namespace fsdp {
@@ -87,8 +86,6 @@ class UnshardedStorage {
     lease.held_ = false;
     do_release(lease);
   }
-  // Calls to allocators so far (fsdp_memory_stats).
-  virtual uint64_t allocation_calls() const { return 0; }
 
  protected:
   virtual void do_claim(Lease& lease, std::size_t bytes) = 0;
@@ -96,10 +93,7 @@ class UnshardedStorage {
   // For implementations: the lease's hold (nullptr before the first claim or place), set once.
   static Hold* hold(const Lease& lease) { return lease.hold_.get(); }
   static void set_hold(Lease& lease, std::unique_ptr<Hold> h) { lease.hold_ = std::move(h); }
-  static void set_in_place(Lease& lease) {
-    lease.storage_ = nullptr;  // until the first claim: nothing is held
-    lease.in_place_ = true;
-  }
+  static void set_in_place(Lease& lease) { lease.in_place_ = true; }
   static std::size_t bytes(const Lease& lease) { return lease.bytes_; }
 };
 
