@@ -9,8 +9,11 @@
  *     it: the shard group (F ranks that together hold one copy of every unit) and the replicate
  *     group (the W/F ranks that hold the same shard in every shard group).
  *   - A unit is one flat parameter: its original parameters flattened and concatenated in order,
- *     right-padded to a multiple of F elements; each rank keeps the 1/F slice at
- *     [shard_rank * shard_numel, (shard_rank + 1) * shard_numel). When a unit mixes trainable and
+ *     each starting at a multiple of 8 elements (16 bytes in bfloat16/float16, more in wider
+ *     dtypes), right-padded to F blocks of shard_numel elements, shard_numel a multiple of 8; each
+ *     rank keeps the block [shard_rank * shard_numel, (shard_rank + 1) * shard_numel). Padding is
+ *     zero. Every pointer fsdp_param_data, fsdp_grad_data and fsdp_shard_data hand out is therefore
+ *     16-byte aligned. When a unit mixes trainable and
  *     frozen parameters, each kind forms its own section laid out like this, trainable first,
  *     and a shard is its block of each section: frozen parameters need no gradient memory.
  *   - The cycle is unshard (all-gather) -> use parameters -> reshard (release), and for gradients
@@ -41,7 +44,7 @@ extern "C" {
 /** Major version: changes only with incompatible ABI changes. */
 #define FSDP_VERSION_MAJOR 0
 /** Minor version: additions (a program runs with any library of its major and a minor >= its). */
-#define FSDP_VERSION_MINOR 7
+#define FSDP_VERSION_MINOR 8
 /** Patch version: fixes. */
 #define FSDP_VERSION_PATCH 0
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */
@@ -682,11 +685,11 @@ FSDP_EXPORT fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t*
 FSDP_EXPORT fsdp_status_t fsdp_param_shard_range(fsdp_unit_t unit, int index, size_t* shard_offset,
                                                  size_t* param_offset, size_t* length);
 
-/** Sizes of the unit in elements: all parameters, after padding to a multiple of F, and one shard.
- *  Local. Any output may be NULL.
+/** Sizes of the unit in elements: all parameters, the unsharded buffer (with the alignment
+ * padding), and one shard. Local. Any output may be NULL.
  *  @param[in] unit the unit
  *  @param[out] numel may be NULL; all parameters' elements
- *  @param[out] padded_numel may be NULL; after padding to a multiple of F
+ *  @param[out] padded_numel may be NULL; the unsharded buffer: F * shard_numel
  *  @param[out] shard_numel may be NULL; one shard
  *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
  * for a bad handle */

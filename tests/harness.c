@@ -55,6 +55,32 @@ void th_expect_failure(fsdp_status_t got, fsdp_status_t want, const char* needle
   }
 }
 
+size_t th_param_offset(fsdp_unit_t u, int i) {
+  size_t end = 0, offset = 0;
+  for (int j = 0; j <= i; ++j) {
+    size_t n = 0;
+    if (fsdp_param_numel(u, j, &n) != FSDP_SUCCESS) abort();
+    offset = (end + 7) / 8 * 8;
+    end = offset + n;
+  }
+  return offset;
+}
+
+int th_flat_param(fsdp_unit_t u, size_t k, size_t* elem) {
+  int nparams = 0;
+  if (fsdp_unit_info(u, &nparams, NULL) != FSDP_SUCCESS) abort();
+  for (int i = 0; i < nparams; ++i) {
+    size_t n = 0;
+    if (fsdp_param_numel(u, i, &n) != FSDP_SUCCESS) abort();
+    const size_t offset = th_param_offset(u, i);
+    if (k >= offset && k < offset + n) {
+      if (elem) *elem = k - offset;
+      return i;
+    }
+  }
+  return -1;
+}
+
 double th_uniform(uint64_t* state) {
   /* splitmix64 */
   uint64_t z = (*state += 0x9e3779b97f4a7c15ull);

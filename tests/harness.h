@@ -50,6 +50,13 @@ int th_zero_copy(fsdp_context_t ctx);
 /* fsdp_memory_stats' allocation_calls: allocator and shared-window calls the context made. */
 uint64_t th_allocation_calls(fsdp_context_t ctx);
 
+/* The flat layout fsdp.h promises, computed here from the parameters' element counts only (units
+ * whose parameters are all trainable): parameter i starts at th_param_offset(u, i), each offset the
+ * previous parameter's end rounded up to a multiple of 8 elements. th_flat_param tells which
+ * parameter holds flat element k (-1: padding) and its index inside it. */
+size_t th_param_offset(fsdp_unit_t u, int i);
+int th_flat_param(fsdp_unit_t u, size_t k, size_t* elem);
+
 /* Deterministic pseudo-random numbers in [-1, 1), independent of libfsdp. */
 double th_uniform(uint64_t* state);
 

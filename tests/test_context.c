@@ -20,7 +20,8 @@ static void check_memory_accounting(fsdp_context_t ctx) {
   int F = 0;
   CHECK_OK(fsdp_context_config(ctx, &F, NULL, NULL));
   const int64_t shape[2] = {33, 7};
-  const size_t numel = 33 * 7, shard_n = (numel + (size_t)F - 1) / (size_t)F;
+  /* One shard: ceil(numel / F) rounded up to a multiple of 8 elements (fsdp.h). */
+  const size_t numel = 33 * 7, shard_n = ((numel + (size_t)F - 1) / (size_t)F + 7) / 8 * 8;
   const size_t shard_b = shard_n * sizeof(float), padded_b = shard_n * (size_t)F * sizeof(float);
   fsdp_param_desc_t d = {"w", 2, shape, FSDP_FLOAT32, 1};
   fsdp_unit_t u = NULL;

@@ -2,10 +2,11 @@
  *
  * A unit mixing trainable and frozen parameters (the LoRA case) unshards every parameter bit for
  * bit, reduces the trainable ones exactly, and holds gradient memory for the trainable ones only:
- * the sizes are computed here from the section rule (trainable first, each section padded to a
- * multiple of F). Then FSDP's parameter-memory formula: with one unit unsharded at a time,
- * peak = K_full/F * sum(psi_i) + K_low * max(psi_i) (sizes padded), for float32 and for a
- * bfloat16 compute copy, whatever the order the units are unsharded in. */
+ * the sizes are computed here from the section rule (trainable first, each parameter at a
+ * multiple of 8 elements, each section padded to F blocks of a multiple of 8 elements). Then FSDP's
+ * parameter-memory formula: with one unit unsharded at a time, peak = K_full/F * sum(psi_i) + K_low
+ * * max(psi_i) (sizes padded), for float32 and for a bfloat16 compute copy, whatever the order the
+ * units are unsharded in. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,11 @@
 
 static size_t ceil_div(size_t a, size_t b) {
   return (a + b - 1) / b;
+}
+
+/* The alignment fsdp.h promises: 8 elements. */
+static size_t align8(size_t n) {
+  return ceil_div(n, 8) * 8;
 }
 
 static double value(int p, size_t e) {
@@ -45,14 +51,16 @@ static void check_frozen(fsdp_context_t ctx) {
   CHECK_OK(fsdp_unit_create(ctx, 4, d, (const void* const*)values, &u));
 
   /* Sizes from the section rule. */
+  /* lora.a then lora.b in the trainable section, base.w then base.b in the frozen one. */
+  const size_t section_offset[4] = {0, 0, align8((size_t)n[0]), align8((size_t)n[1])};
+  const size_t T_end = section_offset[3] + (size_t)n[3], Z_end = section_offset[2] + (size_t)n[2];
   const size_t T = (size_t)(n[1] + n[3]), Z = (size_t)(n[0] + n[2]);
-  const size_t St = ceil_div(T, (size_t)F), Sz = ceil_div(Z, (size_t)F);
+  const size_t St = align8(ceil_div(T_end, (size_t)F)), Sz = align8(ceil_div(Z_end, (size_t)F));
   size_t numel = 0, padded = 0, shard_n = 0, grad_n = 0;
   CHECK_OK(fsdp_unit_numel(u, &numel, &padded, &shard_n));
   CHECK(numel == T + Z && padded == (St + Sz) * (size_t)F && shard_n == St + Sz);
 
   /* Where each parameter's slice sits: trainable ones in [0, St), frozen ones in [St, St+Sz). */
-  const size_t section_offset[4] = {0, 0, (size_t)n[0], (size_t)n[1]};
   int bad = 0;
   float* shard = NULL;
   CHECK_OK(fsdp_shard_data(u, (void**)&shard, NULL));
@@ -105,11 +113,9 @@ static void check_frozen(fsdp_context_t ctx) {
   for (size_t j = 0; j < St; ++j) {
     const size_t k = (size_t)srank * St + j; /* index in the trainable section */
     float want = 0.0f;
-    if (k < T) {
-      const int i = k < (size_t)n[1] ? 1 : 3;
-      const size_t e = i == 1 ? k : k - (size_t)n[1];
-      want = (float)(sum_r * (i + (int)(e % 3))) / (float)W;
-    }
+    const int i = k < section_offset[3] ? 1 : 3;
+    const size_t e = k - section_offset[i];
+    if (e < (size_t)n[i]) want = (float)(sum_r * (i + (int)(e % 3))) / (float)W; /* else padding */
     bad += gs[j] != want;
   }
   CHECK_MSG(bad == 0, "trainable gradients reduce exactly around frozen parameters");
@@ -140,7 +146,7 @@ static void check_formula(fsdp_context_t ctx, fsdp_dtype_t param, const int* ord
   for (int i = 0; i < UNITS; ++i) {
     fsdp_param_desc_t d = {"w", 1, &psi[i], FSDP_FLOAT32, 1};
     CHECK_OK(fsdp_unit_create_ex(ctx, 1, &d, NULL, &o, &u[i]));
-    const size_t shard = ceil_div((size_t)psi[i], (size_t)F);
+    const size_t shard = align8(ceil_div((size_t)psi[i], (size_t)F));
     k_full_sum += 4 * shard;
     /* An unsharded buffer is charged 1/sharers to each rank sharing it (shared memory). */
     const size_t unsharded = param == FSDP_FLOAT32 && th_zero_copy(ctx)

@@ -14,6 +14,7 @@
 
 #define N0 1003 /* odd sizes: padding in every shard */
 #define N1 37
+#define OFFSET1 1008 /* parameter 1 starts at a multiple of 8 elements (fsdp.h) */
 
 /* Parameter values: specials first, then values that exercise rounding (ties, subnormals,
  * overflow in float16), then random ones. */
@@ -177,12 +178,12 @@ static void check_reduce(fsdp_context_t ctx, fsdp_dtype_t param, fsdp_dtype_t re
   int bad = 0;
   for (size_t j = 0; j < shard_n; ++j) {
     const size_t k = (size_t)srank * shard_n + j; /* flat index */
-    const int p = k < N0 ? 0 : 1;
-    const size_t e = p ? k - N0 : k;
+    const int p = k < OFFSET1 ? 0 : 1;
+    const size_t e = p ? k - OFFSET1 : k;
     float want = 0.0f;
     for (int round = 0; round < rounds; ++round) {
       double sum = 0.0;
-      if (k < N0 + N1)
+      if (e < (p ? N1 : N0)) /* else padding */
         for (int r = 0; r < W; ++r) sum += grad_value(r, p, e, round);
       want += (float)sum / (float)W;
     }

@@ -46,15 +46,16 @@ static double rand_grad(int r, size_t k, int round) {
 
 typedef double (*grad_fn)(int, size_t, int);
 
-/* Writes this rank's gradient for every parameter through fsdp_grad_data. */
+/* Writes this rank's gradient for every parameter through fsdp_grad_data: element e of parameter
+ * i gets the value of its flat position (fsdp.h's layout, computed by the harness). */
 static void write_grads(fsdp_unit_t u, fsdp_dtype_t t, grad_fn g, int round) {
-  size_t flat = 0;
   for (int i = 0; i < 3; ++i) {
     void* p = NULL;
     size_t n = 0;
     CHECK_OK(fsdp_param_numel(u, i, &n));
     CHECK_OK(fsdp_grad_data(u, i, &p));
-    for (size_t e = 0; e < n; ++e, ++flat) {
+    const size_t offset = th_param_offset(u, i);
+    for (size_t e = 0, flat = offset; e < n; ++e, ++flat) {
       if (t == FSDP_FLOAT32)
         ((float*)p)[e] = (float)g(th_rank(), flat, round);
       else
@@ -84,7 +85,7 @@ static void* reduce_rounds(fsdp_context_t ctx, fsdp_unit_t u, fsdp_dtype_t t, gr
 
 /* Mismatches between shard `g` and the exact reduction of integer rounds [first, first + rounds),
  * accumulated in order. */
-static int exact_mismatches(const void* g, fsdp_dtype_t t, size_t numel, size_t shard_n, int srank,
+static int exact_mismatches(fsdp_unit_t u, const void* g, fsdp_dtype_t t, size_t shard_n, int srank,
                             int first, int rounds, int mean) {
   const int W = th_size();
   int bad = 0;
@@ -93,8 +94,8 @@ static int exact_mismatches(const void* g, fsdp_dtype_t t, size_t numel, size_t 
     float ref_f = 0.0f;
     double ref_d = 0.0;
     for (int round = first; round < first + rounds; ++round) {
-      double sum = 0.0; /* exact: integers */
-      if (k < numel)
+      double sum = 0.0; /* exact: integers; padding reduces to zero */
+      if (th_flat_param(u, k, NULL) >= 0)
         for (int r = 0; r < W; ++r) sum += int_grad(r, k, round);
       ref_f += mean ? (float)sum / (float)W : (float)sum;
       ref_d += mean ? sum / (double)W : sum;
@@ -116,7 +117,7 @@ static void check_exact(fsdp_context_t ctx, fsdp_dtype_t t, int rounds, int mean
   char label[96];
   snprintf(label, sizeof label, "exact %s, %d round(s), %s", t == FSDP_FLOAT32 ? "f32" : "f64",
            rounds, mean ? "mean" : "sum");
-  CHECK_MSG(exact_mismatches(g, t, numel, shard_n, srank, 0, rounds, mean) == 0, label);
+  CHECK_MSG(exact_mismatches(u, g, t, shard_n, srank, 0, rounds, mean) == 0, label);
 
   CHECK_OK(fsdp_zero_grads(u));
   void* zeroed = NULL;
@@ -130,7 +131,7 @@ static void check_exact(fsdp_context_t ctx, fsdp_dtype_t t, int rounds, int mean
   reduce_rounds(ctx, u, t, int_grad, 5, 1, &numel, &shard_n, &srank);
   CHECK_OK(fsdp_zero_grads(u));
   g = reduce_rounds(ctx, u, t, int_grad, 7, 1, &numel, &shard_n, &srank);
-  CHECK_MSG(exact_mismatches(g, t, numel, shard_n, srank, 7, 1, mean) == 0,
+  CHECK_MSG(exact_mismatches(u, g, t, shard_n, srank, 7, 1, mean) == 0,
             "a reduce after fsdp_zero_grads replaces the old gradient");
   CHECK_OK(fsdp_unit_destroy(&u));
 }
@@ -150,7 +151,7 @@ static void check_random(fsdp_context_t ctx, fsdp_dtype_t t) {
     for (size_t j = 0; j < shard_n; ++j) {
       const size_t k = (size_t)srank * shard_n + j;
       long double sum = 0.0L, abs_sum = 0.0L;
-      if (k < numel)
+      if (th_flat_param(u, k, NULL) >= 0)
         for (int r = 0; r < W; ++r) {
           const double x =
               t == FSDP_FLOAT32 ? (double)(float)rand_grad(r, k, 0) : rand_grad(r, k, 0);

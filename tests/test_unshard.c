@@ -1,6 +1,7 @@
 /* fsdp_unshard returns every original parameter bit for bit, and each rank's shard is exactly its
  * slice of the padded concatenation. The reference (flat layout, slices) is computed here,
  * independently of the library. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,8 @@ static void run_case(fsdp_context_t ctx, const layout_case_t* c, fsdp_dtype_t dt
   fsdp_param_desc_t descs[MAX_PARAMS];
   char names[MAX_PARAMS][32];
   void* values[MAX_PARAMS];
-  size_t offsets[MAX_PARAMS], total = 0;
+  /* Each parameter at a multiple of 8 elements, each shard a multiple of 8 elements (fsdp.h). */
+  size_t offsets[MAX_PARAMS], total = 0, end = 0;
   for (int i = 0; i < c->nparams; ++i) {
     snprintf(names[i], sizeof names[i], "layer%d.p", i);
     descs[i].name = names[i];
@@ -61,7 +63,8 @@ static void run_case(fsdp_context_t ctx, const layout_case_t* c, fsdp_dtype_t dt
     descs[i].dtype = dtype;
     descs[i].requires_grad = 1;
     const size_t n = numel_of(c, i);
-    offsets[i] = total;
+    offsets[i] = (end + 7) / 8 * 8;
+    end = offsets[i] + n;
     total += n;
     values[i] = malloc(n * esize);
     for (size_t e = 0; e < n; ++e)
@@ -71,7 +74,8 @@ static void run_case(fsdp_context_t ctx, const layout_case_t* c, fsdp_dtype_t dt
   for (int i = 0; i < c->nparams; ++i) init[i] = (null_entries && i % 3 == 1) ? NULL : values[i];
 
   /* Independent reference: the padded flat parameter and this rank's slice of it. */
-  const size_t shard_n = (total + (size_t)F - 1) / (size_t)F, padded = shard_n * (size_t)F;
+  const size_t shard_n = ((end + (size_t)F - 1) / (size_t)F + 7) / 8 * 8,
+               padded = shard_n * (size_t)F;
   char* flat = calloc(padded, esize);
   for (int i = 0; i < c->nparams; ++i)
     memcpy(flat + offsets[i] * esize, values[i], numel_of(c, i) * esize);
@@ -86,6 +90,7 @@ static void run_case(fsdp_context_t ctx, const layout_case_t* c, fsdp_dtype_t dt
   size_t shard_len = 0;
   CHECK_OK(fsdp_shard_data(unit, &shard, &shard_len));
   CHECK(shard_len == shard_n);
+  CHECK_MSG(((uintptr_t)shard & 15u) == 0, "fsdp_shard_data: a 16-byte aligned pointer");
   CHECK_MSG(memcmp(shard, flat + (size_t)srank * shard_n * esize, shard_n * esize) == 0, c->label);
 
   for (int i = 0; i < c->nparams; ++i) {
@@ -106,6 +111,7 @@ static void run_case(fsdp_context_t ctx, const layout_case_t* c, fsdp_dtype_t dt
     for (int i = 0; i < c->nparams; ++i) {
       void* p = NULL;
       CHECK_OK(fsdp_param_data(unit, i, &p));
+      CHECK_MSG(((uintptr_t)p & 15u) == 0, "fsdp_param_data: a 16-byte aligned pointer");
       if (!p ||
           memcmp(p, init[i] ? values[i] : flat + offsets[i] * esize, numel_of(c, i) * esize) != 0)
         ++mismatches;

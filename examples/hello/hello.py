@@ -9,7 +9,8 @@ import libfsdp
 ctx = libfsdp.init()  # MPI_COMM_WORLD, full sharding over all ranks
 rank, world = ctx.group()
 
-# One unit holding a 3 x 4 weight; each rank keeps 1/world of it.
+# One unit holding a 3 x 4 weight; each rank keeps 1/world of the unit (padded to blocks of a
+# multiple of 8 elements).
 unit = ctx.unit([("weight", np.arange(1, 13, dtype=np.float32).reshape(3, 4))])
 
 unit.unshard()  # all-gather: the whole weight, a numpy view of the library's buffer
@@ -19,9 +20,10 @@ unit.reshard()
 
 unit.grad("weight")[...] = rank + 1  # every rank's gradient is its rank + 1
 unit.reduce_grads()  # reduce-scatter: the mean, sharded
-shard = unit.shard_grad()
-print(f"rank {rank}: {shard.size} gradient element(s), mean {shard[0]} (expected {(world + 1) / 2})")
-ok = ok and shard[0] == (world + 1) / 2
+at, _, n = unit.shard_range("weight")  # where this rank's part of the weight sits in its shard
+mine = unit.shard_grad()[at:at + n]
+print(f"rank {rank}: {n} gradient element(s) of the weight, each {(world + 1) / 2} expected")
+ok = ok and bool((mine == (world + 1) / 2).all())
 
 ctx.finalize()
 libfsdp.finalize_mpi()

@@ -28,7 +28,7 @@ MAX_NDIM = 16
 # Where the library was loaded from (set by load()).
 LOADED_FROM = None
 # The header version this binding was written against (checked against the library at load).
-VERSION = (0, 7, 0)
+VERSION = (0, 8, 0)
 
 size_t, c_int, c_double, c_void_p, c_char_p = (ctypes.c_size_t, ctypes.c_int, ctypes.c_double,
                                                ctypes.c_void_p, ctypes.c_char_p)

@@ -10,18 +10,20 @@ namespace fsdp {
 FlatLayout::FlatLayout(std::vector<ParamSpec> params, int shard_count)
     : params_(std::move(params)), shard_count_(shard_count) {
   if (params_.empty() || shard_count_ < 1) fail(Errc::Internal, "FlatLayout: empty unit");
-  // Offsets inside each section first; callers checked each numel and the total against overflow.
+  // Offsets inside each section first, each parameter at a multiple of kAlignNumel; callers
+  // checked each numel and the total against overflow (the padding adds less than kAlignNumel per
+  // parameter).
   offsets_.resize(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Section& s = sections_[static_cast<int>(section_of(i))];
-    offsets_[i] = s.numel;
-    s.numel += params_[i].numel;
+    offsets_[i] = align_up(s.numel);
+    s.numel = offsets_[i] + params_[i].numel;
     numel_ += params_[i].numel;
   }
   Section& trainable = sections_[0];
   Section& frozen = sections_[1];
-  trainable.shard_numel = (trainable.numel + shard_count_ - 1) / shard_count_;
-  frozen.shard_numel = (frozen.numel + shard_count_ - 1) / shard_count_;
+  trainable.shard_numel = align_up((trainable.numel + shard_count_ - 1) / shard_count_);
+  frozen.shard_numel = align_up((frozen.numel + shard_count_ - 1) / shard_count_);
   frozen.flat_base = trainable.padded_numel(shard_count_);
   frozen.shard_base = trainable.shard_numel;
   for (std::size_t i = 0; i < params_.size(); ++i)

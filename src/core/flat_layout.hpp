@@ -1,7 +1,11 @@
 // Where each original parameter lives in a flat parameter and in each rank's shard of it.
 //
-// A unit's parameters form two sections, each concatenated in the caller's order and right-padded
-// to a multiple of the shard count: first those that require gradients, then the frozen ones.
+// A unit's parameters form two sections, each concatenated in the caller's order: first those that
+// require gradients, then the frozen ones. Every parameter starts at a multiple of kAlignNumel
+// elements inside its section, and each rank's block of a section is a multiple of kAlignNumel
+// elements (the section right-padded to shard_count blocks), so every parameter and every block
+// starts 16-byte aligned in any dtype the library computes in (as PyTorch FSDP pads): NCCL's fast
+// paths and vector loads through fsdp_param_data pointers. Padding is zero and has no gradient.
 // Every rank's shard is its block of the first section followed by its block of the second, and
 // the unsharded buffer is the first section followed by the second, so each section's all-gather
 // output is in place. Gradients (the full gradient buffer, the gradient shard, optimizer state)
@@ -18,6 +22,13 @@
 #include "base/dtype.hpp"
 
 namespace fsdp {
+
+// 8 elements: 16 bytes of the smallest dtype (bfloat16, float16), so an offset is aligned whether
+// the buffer holds the storage dtype or a lower compute dtype.
+constexpr std::size_t kAlignNumel = 8;
+constexpr std::size_t align_up(std::size_t n) {
+  return (n + kAlignNumel - 1) / kAlignNumel * kAlignNumel;
+}
 
 struct ParamSpec {
   std::string name;
@@ -37,8 +48,8 @@ struct ShardSlice {
 enum class SectionKind : int { Trainable = 0, Frozen = 1 };
 
 struct Section {
-  std::size_t numel = 0;        // parameter elements, before padding
-  std::size_t shard_numel = 0;  // one rank's block: ceil(numel / shard_count)
+  std::size_t numel = 0;        // up to the last parameter's end, the padding between included
+  std::size_t shard_numel = 0;  // one rank's block: ceil(numel / shard_count), aligned up
   std::size_t flat_base = 0;    // where the section starts in the unsharded buffer
   std::size_t shard_base = 0;   // where this section's block starts in every shard
   std::size_t padded_numel(int shard_count) const { return shard_numel * shard_count; }

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "base/dtype.hpp"
 #include "base/store.hpp"
@@ -15,6 +16,13 @@
 namespace fsdp {
 
 // A point in a memory space's queue of work (a CUDA event), for the caller's stream to wait on.
+// `count` elements of dtype `dtype` at `data`, in some memory space.
+struct Span {
+  const void* data;
+  std::size_t count;
+  DType dtype;
+};
+
 class StreamMark {
  public:
   virtual ~StreamMark() = default;
@@ -57,10 +65,14 @@ class MemorySpace {
                         const SgdArgs& args) = 0;
   virtual void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
                           std::size_t count, DType t, const AdamWArgs& args) = 0;
-  // These return values to the CPU, so they wait for the space's queued work.
-  virtual double norm_partial(const void* x, std::size_t count, DType t, double p) = 0;
   virtual void scale(void* x, std::size_t count, DType t, double factor) = 0;
-  virtual bool all_finite(const void* x, std::size_t count, DType t) = 0;
+  // These return values to the CPU, so they wait for the space's queued work: once per call,
+  // whatever the number of spans (a device computes every span's result, then reads them back
+  // together). norm_partials: for each span in order, the sum of |x|^p, or for p = inf the
+  // largest |x| (NaN if any element is NaN). all_finite: whether no element of any span is
+  // infinite or NaN.
+  virtual std::vector<double> norm_partials(const std::vector<Span>& spans, double p) = 0;
+  virtual bool all_finite(const std::vector<Span>& spans) = 0;
 
   // ---- Ordering against the caller (no-ops where everything is synchronous) ----
   // Blocks until every queued operation finished.

@@ -1,6 +1,7 @@
 #include "optim/grad_norm.hpp"
 
 #include <cmath>
+#include <vector>
 
 #include "base/mpi_check.hpp"
 #include "core/context.hpp"
@@ -13,23 +14,20 @@ double clip_grad_norm(Context& ctx, double max_norm, double p) {
   const bool inf = std::isinf(p);
   MemorySpace& mem = ctx.shard_memory();
   ctx.before_shard_update();
-  double local = 0.0;
-  for (Unit* u : ctx.units()) {  // id order: the same summation order on every rank
+  // Each unit's gradient shard whole (its alignment padding is zero), in id order: the same
+  // summation order on every rank, and one readback for all of them.
+  std::vector<Span> spans;
+  for (Unit* u : ctx.units()) {
     bool zero = true;
-    const char* g = static_cast<const char*>(u->grad_shard_if_any(&zero));
-    if (!g || zero) continue;
-    const FlatLayout& l = u->layout();
-    const std::size_t esize = l.element_size();
-    for (std::size_t i = 0; i < l.num_params(); ++i) {
-      if (!l.param(i).requires_grad) continue;
-      const ShardSlice s = u->slice(i);
-      if (!s.length) continue;
-      const double part = mem.norm_partial(g + s.shard_offset * esize, s.length, l.dtype(), p);
-      if (inf)
-        local = (part > local || std::isnan(part)) ? part : local;
-      else
-        local += part;
-    }
+    const void* g = u->grad_shard_if_any(&zero);
+    if (g && !zero) spans.push_back({g, u->layout().grad_shard_numel(), u->layout().dtype()});
+  }
+  double local = 0.0;
+  for (const double part : mem.norm_partials(spans, p)) {
+    if (inf)
+      local = (part > local || std::isnan(part)) ? part : local;
+    else
+      local += part;
   }
   double total = local;
   const Group& shard = ctx.groups().shard();

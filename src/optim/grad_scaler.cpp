@@ -1,5 +1,7 @@
 #include "optim/grad_scaler.hpp"
 
+#include <vector>
+
 #include "base/error.hpp"
 #include "base/mpi_check.hpp"
 #include "core/context.hpp"
@@ -31,16 +33,15 @@ void GradScaler::unscale(Optimizer& opt) {
   // PyTorch multiplies by the float reciprocal of the scale.
   const double inv = static_cast<double>(static_cast<float>(1.0 / scale_));
   ctx_.before_shard_update();
-  int found = 0;
+  std::vector<Span> spans;
   for (Unit* u : opt.units()) {
     bool zero = true;
     void* g = u->grad_shard_if_any(&zero);
     if (!g || zero) continue;
-    const std::size_t n = u->layout().grad_shard_numel();
-    const DType t = u->layout().dtype();
-    ctx_.shard_memory().scale(g, n, t, inv);
-    if (!ctx_.shard_memory().all_finite(g, n, t)) found = 1;
+    spans.push_back({g, u->layout().grad_shard_numel(), u->layout().dtype()});
+    ctx_.shard_memory().scale(g, spans.back().count, spans.back().dtype, inv);
   }
+  const int found = ctx_.shard_memory().all_finite(spans) ? 0 : 1;  // one readback
   int any = 0;
   mpi_check(MPI_Allreduce(&found, &any, 1, MPI_INT, MPI_MAX, ctx_.groups().world().comm),
             "MPI_Allreduce");

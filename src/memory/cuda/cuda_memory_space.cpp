@@ -1,5 +1,6 @@
 #include "memory/cuda/cuda_memory_space.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -34,9 +35,8 @@ CudaMemorySpace::CudaMemorySpace(int device) : device_(device) {
     // Kernel scratch, allocated once here rather than through allocate(): it is not model memory.
     check(cudaMalloc(&norm_partials_, sizeof(double) * static_cast<std::size_t>(blocks_)),
           "cudaMalloc");
-    check(cudaMalloc(&norm_result_, sizeof(double)), "cudaMalloc");
     check(cudaMalloc(&flag_, sizeof(unsigned)), "cudaMalloc");
-    check(cudaHostAlloc(&readback_, 64, cudaHostAllocDefault), "cudaHostAlloc");
+    reserve_results(8);
   } catch (...) {
     release();
     throw;
@@ -53,10 +53,11 @@ void CudaMemorySpace::release() noexcept {
   cudaSetDevice(device_);
   if (stream_) cudaStreamSynchronize(stream_);
   cudaFree(norm_partials_);
-  cudaFree(norm_result_);
+  cudaFree(results_);
   cudaFree(flag_);
   cudaFreeHost(readback_);
-  norm_partials_ = norm_result_ = nullptr;
+  norm_partials_ = results_ = nullptr;
+  result_capacity_ = 0;
   flag_ = nullptr;
   readback_ = nullptr;
   if (caller_done_) cudaEventDestroy(caller_done_);
@@ -124,26 +125,49 @@ void CudaMemorySpace::adamw_step(void* param, const void* grad, void* exp_avg, v
   cuda::adamw_step(launch(), param, grad, exp_avg, exp_avg_sq, count, t, args);
 }
 
-double CudaMemorySpace::norm_partial(const void* x, std::size_t count, DType t, double p) {
+void CudaMemorySpace::reserve_results(std::size_t n) {
+  if (n <= result_capacity_) return;
+  if (result_capacity_) synchronize();  // no queued kernel or copy still uses the old buffers
+  const std::size_t capacity = std::max<std::size_t>(n, 2 * result_capacity_);
+  DeviceGuard guard(device_);
+  cudaFree(results_);
+  cudaFreeHost(readback_);
+  results_ = nullptr;
+  readback_ = nullptr;
+  result_capacity_ = 0;
+  check(cudaMalloc(&results_, capacity * sizeof(double)), "cudaMalloc");
+  check(cudaHostAlloc(&readback_, capacity * sizeof(double), cudaHostAllocDefault),
+        "cudaHostAlloc");
+  result_capacity_ = capacity;
+}
+
+std::vector<double> CudaMemorySpace::norm_partials(const std::vector<Span>& spans, double p) {
+  if (spans.empty()) return {};
+  reserve_results(spans.size());
   const Launch l = launch();
-  cuda::norm_partial(l, x, count, t, p, norm_partials_, norm_result_);
-  check(cudaMemcpyAsync(readback_, norm_result_, sizeof(double), cudaMemcpyDeviceToHost, l.stream),
+  for (std::size_t i = 0; i < spans.size(); ++i)
+    cuda::norm_partial(l, spans[i].data, spans[i].count, spans[i].dtype, p, norm_partials_,
+                       results_ + i);
+  check(cudaMemcpyAsync(readback_, results_, spans.size() * sizeof(double), cudaMemcpyDeviceToHost,
+                        l.stream),
         "cudaMemcpyAsync");
-  synchronize();
-  return *static_cast<const double*>(readback_);
+  synchronize();  // the one wait
+  const double* r = static_cast<const double*>(readback_);
+  return std::vector<double>(r, r + spans.size());
 }
 
 void CudaMemorySpace::scale(void* x, std::size_t count, DType t, double factor) {
   cuda::scale(launch(), x, count, t, factor);
 }
 
-bool CudaMemorySpace::all_finite(const void* x, std::size_t count, DType t) {
+bool CudaMemorySpace::all_finite(const std::vector<Span>& spans) {
+  if (spans.empty()) return true;
   const Launch l = launch();
   check(cudaMemsetAsync(flag_, 0, sizeof(unsigned), l.stream), "cudaMemsetAsync");
-  cuda::find_nonfinite(l, x, count, t, flag_);
+  for (const Span& s : spans) cuda::find_nonfinite(l, s.data, s.count, s.dtype, flag_);
   check(cudaMemcpyAsync(readback_, flag_, sizeof(unsigned), cudaMemcpyDeviceToHost, l.stream),
         "cudaMemcpyAsync");
-  synchronize();
+  synchronize();  // the one wait
   return *static_cast<const unsigned*>(readback_) == 0;
 }
 

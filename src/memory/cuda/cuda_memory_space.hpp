@@ -43,9 +43,9 @@ class CudaMemorySpace final : public MemorySpace {
                 const SgdArgs& args) override;
   void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq, std::size_t count,
                   DType t, const AdamWArgs& args) override;
-  double norm_partial(const void* x, std::size_t count, DType t, double p) override;
   void scale(void* x, std::size_t count, DType t, double factor) override;
-  bool all_finite(const void* x, std::size_t count, DType t) override;
+  std::vector<double> norm_partials(const std::vector<Span>& spans, double p) override;
+  bool all_finite(const std::vector<Span>& spans) override;
 
   void synchronize() override;
   void take_from_caller() override;
@@ -59,6 +59,8 @@ class CudaMemorySpace final : public MemorySpace {
 
  private:
   void release() noexcept;
+  // Room for n results on the device and n in pinned host memory (grown, never shrunk).
+  void reserve_results(std::size_t n);
   // The stream, with the device current on the calling thread while the Launch lives (the
   // caller's current device comes back after it).
   Launch launch();
@@ -70,9 +72,10 @@ class CudaMemorySpace final : public MemorySpace {
   std::function<void()> wait_check_;
   cudaEvent_t caller_done_ = nullptr, library_done_ = nullptr;
   double* norm_partials_ = nullptr;  // device, blocks_ doubles
-  double* norm_result_ = nullptr;    // device
+  double* results_ = nullptr;        // device: one norm per span
   unsigned* flag_ = nullptr;         // device
   void* readback_ = nullptr;         // pinned host: results read by the CPU
+  std::size_t result_capacity_ = 0;  // doubles in results_ and in readback_
 };
 
 }  // namespace fsdp::cuda

@@ -24,14 +24,19 @@ class HostMemorySpace : public MemorySpace {
                   DType t, const AdamWArgs& args) override {
     host::adamw_step(param, grad, exp_avg, exp_avg_sq, count, t, args);
   }
-  double norm_partial(const void* x, std::size_t count, DType t, double p) override {
-    return host::norm_partial(x, count, t, p);
+  std::vector<double> norm_partials(const std::vector<Span>& spans, double p) override {
+    std::vector<double> out;
+    out.reserve(spans.size());
+    for (const Span& s : spans) out.push_back(host::norm_partial(s.data, s.count, s.dtype, p));
+    return out;
   }
   void scale(void* x, std::size_t count, DType t, double factor) override {
     host::scale(x, count, t, factor);
   }
-  bool all_finite(const void* x, std::size_t count, DType t) override {
-    return host::all_finite(x, count, t);
+  bool all_finite(const std::vector<Span>& spans) override {
+    for (const Span& s : spans)
+      if (!host::all_finite(s.data, s.count, s.dtype)) return false;
+    return true;
   }
 
  protected:
