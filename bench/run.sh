@@ -51,9 +51,10 @@ fi
 if want checkpoint; then
   mkdir -p "$out/ckpt"
   {
-    echo "| model | params | ranks | raw write GiB/s | save GiB/s | save/raw | raw read GiB/s |" \
-         "load GiB/s | load/raw | resharded load GiB/s | resharded/same | async blocks | pitfalls |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| model | params | ranks | raw write GiB/s | raw new-file write GiB/s | save GiB/s |" \
+         "save/raw | save/raw new-file | raw read GiB/s | load GiB/s | load/raw |" \
+         "resharded load GiB/s | resharded/same | async blocks | pitfalls |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   } > "$out/checkpoint.md"
   : > "$out/checkpoint.json"
   for n in 1 2 4; do

@@ -1066,7 +1066,8 @@ typedef struct fsdp_checkpoint_report {
 
 /** Saves every unit of the context (the master shards), the optimizers' state and
  *  hyperparameters, the scaler and the metadata to `path`. Each rank writes the element ranges
- *  its shard owns (one replica under hybrid sharding) with collective MPI-IO; no rank holds more
+ *  its shard owns (one replica under hybrid sharding) at their offsets in one HDF5 file (pwrite,
+ *  or MPI-IO with FSDP_CKPT_DATA_IO=collective; doc/checkpoint-format.md); no rank holds more
  *  than its shard. Parameter names must be unique across the context's units. Collective over
  *  the world group; arguments must agree (checked). Waits for operations in flight first.
  *  @return FSDP_ERR_IO (cannot create, write or rename; errno's text), FSDP_ERR_INVALID_ARGUMENT,
@@ -1127,6 +1128,66 @@ FSDP_EXPORT fsdp_status_t fsdp_checkpoint_load(fsdp_context_t ctx, const char* p
  *  @param[out] length may be NULL; the value's length without the NUL */
 FSDP_EXPORT fsdp_status_t fsdp_checkpoint_metadata(const char* path, const char* key, char* value,
                                                    size_t capacity, size_t* length);
+
+/* ---- Safetensors interchange (since 0.8) ----------------------------------------------------- */
+
+/** Options of fsdp_safetensors_export and fsdp_safetensors_import. Initialize with
+ *  FSDP_SAFETENSORS_OPTIONS_INIT; the struct may grow at its end (`size`). */
+typedef struct fsdp_safetensors_options_t {
+  size_t size; /**< sizeof(fsdp_safetensors_options_t), set by the initializer */
+  /** Export: the tensors' dtype in the files (FSDP_DTYPE_AUTO: each parameter's own; bfloat16
+   *  and float16 round to nearest even). Import: the checkpoint's dtype, FSDP_FLOAT32 or
+   *  FSDP_FLOAT64 (FSDP_DTYPE_AUTO: float64 tensors stay float64, the others become float32). */
+  fsdp_dtype_t dtype;
+  /** Export only. 0: one file at `out`. Otherwise `out` is a directory (created if absent) that
+   *  receives Hugging Face's sharded layout, each shard holding at most this many bytes of tensor
+   *  data (a larger tensor gets a shard of its own): `model.safetensors` when everything fits in
+   *  one, else `model-0000k-of-0000n.safetensors` and `model.safetensors.index.json`. */
+  uint64_t max_shard_bytes;
+} fsdp_safetensors_options_t;
+
+/** Defaults of fsdp_safetensors_options_t: each parameter's own dtype, one file. */
+#define FSDP_SAFETENSORS_OPTIONS_INIT \
+  { sizeof(fsdp_safetensors_options_t), FSDP_DTYPE_AUTO, 0 }
+
+/** Since 0.8: exports the parameters of checkpoint `checkpoint` (the file fsdp_checkpoint_save
+ *  wrote; optimizer state is not part of the format) to safetensors, as transformers'
+ *  save_pretrained and the `safetensors` package read them. Every dataset's checksum is verified
+ *  while it is read; nothing appears at `out` unless all hold (temporary files renamed at the
+ *  end). Collective over `comm` (each rank converts a share of every tensor; memory stays
+ *  bounded); arguments must agree (checked). No context needed.
+ *  @param[in] comm the ranks that take part (MPI_COMM_SELF: this rank alone)
+ *  @param[in] checkpoint the checkpoint file
+ *  @param[in] out the safetensors file, or with options->max_shard_bytes > 0 the directory
+ *  @param[in] options NULL for the defaults, or from FSDP_SAFETENSORS_OPTIONS_INIT
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_ARGUMENT (NULL or empty path, bad dtype or size,
+ *  arguments that differ between ranks: FSDP_ERR_MISMATCH), FSDP_ERR_IO (missing file, cannot
+ *  write), FSDP_ERR_FORMAT or FSDP_ERR_VERSION (not a readable checkpoint), FSDP_ERR_CORRUPT
+ *  (a checksum fails: nothing exported); the same status on every rank */
+FSDP_EXPORT fsdp_status_t fsdp_safetensors_export(MPI_Comm comm, const char* checkpoint,
+                                                  const char* out,
+                                                  const fsdp_safetensors_options_t* options);
+
+/** Since 0.8: imports safetensors weights into a new checkpoint at `checkpoint` that
+ *  fsdp_checkpoint_load (or FSDP_LOAD_MODEL_ONLY) reads into any unit layout. `in` is a
+ *  `.safetensors` file, a `model.safetensors.index.json`, or a directory holding either (as
+ *  save_pretrained writes it). Every header and the index are checked before anything is
+ *  written: a shard the index names must exist and hold exactly the tensors named for it, and
+ *  each header's offsets must match its shapes and the file's size. The checkpoint is written as
+ *  a save writes it (temporary file, renamed when complete), so an existing file at `checkpoint`
+ *  is intact after any error. Tensors that are not floating point are skipped with a warning on
+ *  stderr. Collective over `comm`; arguments must agree (checked). No context needed.
+ *  @param[in] comm the ranks that take part
+ *  @param[in] in the safetensors file, index or directory
+ *  @param[in] checkpoint the checkpoint file to write
+ *  @param[in] options NULL for the defaults, or from FSDP_SAFETENSORS_OPTIONS_INIT
+ *  (max_shard_bytes must be 0)
+ *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_ARGUMENT, FSDP_ERR_MISMATCH, FSDP_ERR_IO (a missing
+ *  file or shard, named), FSDP_ERR_FORMAT (a header or index that is not valid, naming the file
+ *  and the tensor); the same status on every rank */
+FSDP_EXPORT fsdp_status_t fsdp_safetensors_import(MPI_Comm comm, const char* in,
+                                                  const char* checkpoint,
+                                                  const fsdp_safetensors_options_t* options);
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,7 @@ const EnvVar kVars[kEnvCount] = {
     {"FSDP_ON_TIMEOUT", true, "error|abort: overrides cfg->on_timeout"},
     {"FSDP_RANKS_PER_NODE", true, "ranks per node, instead of asking MPI (testing)"},
     {"FSDP_CKPT_METADATA", true, "rank0|collective|independent: who writes HDF5 metadata"},
-    {"FSDP_CKPT_DATA_IO", true, "collective|independent: MPI-IO of checkpoint data"},
+    {"FSDP_CKPT_DATA_IO", true, "posix|collective|independent: how checkpoint data is written"},
     {"FSDP_CKPT_ROMIO_CB", true, "enable|disable|automatic: ROMIO collective buffering"},
     {"FSDP_CKPT_ALIGNMENT", true, "bytes: HDF5 alignment of checkpoint datasets"},
     {"FSDP_CKPT_FILL_TIME", true, "alloc: HDF5 writes fill values (measures their cost)"},

@@ -7,6 +7,7 @@
 #include "capi/config.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
+#include "capi/mpi_args.hpp"
 #include "capi/sized_struct.hpp"
 #include "optim/registry.hpp"
 
@@ -17,20 +18,9 @@ using fsdp::fail;
 using fsdp::capi::context_from;
 using fsdp::capi::enum_int;
 using fsdp::capi::guard;
+using fsdp::capi::require_usable_mpi;
 
 namespace {
-
-void require_usable_mpi(MPI_Comm comm) {
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (!initialized || finalized)
-    fail(Errc::Mpi, "MPI is not initialized (call MPI_Init before fsdp_init) or already finalized");
-  if (comm == MPI_COMM_NULL) fail(Errc::InvalidArgument, "comm: MPI_COMM_NULL");
-  int inter = 0;
-  fsdp::mpi_check(MPI_Comm_test_inter(comm, &inter), "MPI_Comm_test_inter");
-  if (inter) fail(Errc::InvalidArgument, "comm: an inter-communicator; pass an intra-communicator");
-}
 
 fsdp_status_t init(const char* call, MPI_Comm comm, const fsdp_config_t* cfg, fsdp_context_t* ctx) {
   return guard(call, [&] {

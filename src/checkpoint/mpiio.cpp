@@ -1,6 +1,10 @@
 #include "checkpoint/mpiio.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -126,9 +130,59 @@ void build_types(const std::vector<Block>& blocks, const std::vector<char*>& mem
 
 }  // namespace
 
+namespace {
+
+// pwrite until every byte is written (it may write less than asked).
+void write_fully(int fd, const char* data, uint64_t bytes, uint64_t offset,
+                 const std::string& path) {
+  while (bytes) {
+    const ssize_t n = ::pwrite(fd, data, std::min<uint64_t>(bytes, uint64_t{1} << 30),
+                               static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      fail(Errc::Io, "writing '" + path + "': " + (n < 0 ? std::strerror(errno) : "short write"));
+    data += n, bytes -= static_cast<uint64_t>(n), offset += static_cast<uint64_t>(n);
+  }
+}
+
+// IoMode::Posix: this rank's blocks in file order, each straight from memory (or produced into a
+// staging buffer), then fsync. Local; the caller agrees on the outcome.
+void write_posix(const std::string& path, const std::vector<IoPiece>& pieces,
+                 const std::vector<std::vector<Block>>& rounds, uint64_t round_bytes) {
+  if (rounds.empty()) return;
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  if (fd < 0) fail(Errc::Io, "opening '" + path + "': " + std::strerror(errno));
+  std::optional<Error> err = attempt([&] {
+    std::vector<char> staging;
+    for (const std::vector<Block>& round : rounds)
+      for (const Block& b : round) {
+        const IoPiece& p = pieces[b.piece];
+        const char* data = static_cast<const char*>(p.memory) + b.first;
+        if (p.produce) {
+          if (staging.size() < round_bytes) staging.resize(round_bytes);
+          p.produce(b.first, b.bytes, staging.data());
+          data = staging.data();
+        }
+        write_fully(fd, data, b.bytes, b.file_offset, path);
+      }
+    if (::fsync(fd) != 0) fail(Errc::Io, "fsync of '" + path + "': " + std::strerror(errno));
+  });
+  if (::close(fd) != 0 && !err)
+    err = Error(Errc::Io, "closing '" + path + "': " + std::strerror(errno));
+  if (err) throw *err;
+}
+
+}  // namespace
+
 void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> pieces,
                   const IoOptions& options) {
   auto rounds = plan_rounds(pieces, options.round_bytes);
+  if (options.mode == IoMode::Posix) {
+    std::optional<Error> err =
+        attempt([&] { write_posix(path, pieces, rounds, options.round_bytes); });
+    agree_error(comm, err);
+    return;
+  }
   uint64_t mine = rounds.size(), nrounds = 0;
   mpi_check(MPI_Allreduce(&mine, &nrounds, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce");
   File file(comm, path, MPI_MODE_WRONLY);
@@ -155,7 +209,7 @@ void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> p
     }
     MPI_Status st;
     const std::string what = "writing '" + path + "'";
-    if (!options.collective) {  // one independent call per block
+    if (options.mode == IoMode::Independent) {  // one independent call per block
       for (std::size_t b = 0; b < blocks.size() && !err; ++b) {
         const auto off = static_cast<MPI_Offset>(blocks[b].file_offset);
         const int n = static_cast<int>(blocks[b].bytes);
@@ -195,7 +249,8 @@ void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> p
 
 IoOptions io_options_from_environment() {
   IoOptions o;
-  o.collective = env_choice(Env::CkptDataIo, {"collective", "independent"}) != 1;
+  const int i = env_choice(Env::CkptDataIo, {"posix", "collective", "independent"});
+  o.mode = i < 0 ? IoMode::Posix : static_cast<IoMode>(i);
   return o;
 }
 

@@ -1,7 +1,11 @@
-// Writing many (file range, memory) pieces with collective MPI-IO: one MPI_File_write_at_all
-// per round for all of a rank's pieces, whatever the number of datasets they belong
-// to. Rounds bound the bytes one call moves (MPI counts are int) and the staging memory of
-// pieces that are produced on the fly; every rank makes the same number of calls.
+// Writing many (file range, memory) pieces of one existing file from every rank. By default
+// (IoMode::Posix) each rank pwrite()s its pieces straight from memory at their offsets, in file
+// order and in blocks of up to round_bytes, then fsync()s: the same system calls as raw POSIX I/O
+// of the same bytes, nothing copied. IoMode::Collective: one MPI_File_write_at_all per round for
+// all of a rank's pieces (ROMIO; with FSDP_CKPT_ROMIO_CB=enable its aggregation, which a parallel
+// file system with many small pieces per rank may prefer); every rank makes the same number of
+// calls. Rounds bound the bytes one call moves (MPI counts are int) and the staging memory of
+// pieces that are produced on the fly.
 #pragma once
 
 #include <mpi.h>
@@ -22,8 +26,14 @@ struct IoPiece {
   std::function<void(uint64_t first, uint64_t bytes, void* out)> produce;
 };
 
+enum class IoMode {
+  Posix,        // pwrite + fsync per rank
+  Collective,   // MPI_File_write_at_all per round
+  Independent,  // MPI_File_write_at per block (for measuring the difference)
+};
+
 struct IoOptions {
-  bool collective = true;  // false: independent MPI_File_write_at (for measuring the difference)
+  IoMode mode = IoMode::Posix;
   uint64_t round_bytes = uint64_t{256} << 20;
 };
 
@@ -31,7 +41,7 @@ struct IoOptions {
 void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> pieces,
                   const IoOptions& options);
 
-// The options the environment asks for: FSDP_CKPT_DATA_IO=collective|independent.
+// The options the environment asks for: FSDP_CKPT_DATA_IO=posix|collective|independent.
 IoOptions io_options_from_environment();
 
 }  // namespace fsdp::ckpt

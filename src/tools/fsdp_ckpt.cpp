@@ -27,13 +27,12 @@
 #include "checkpoint/format.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/partial_checksums.hpp"
+#include "checkpoint/posix_file.hpp"
 #include "checkpoint/writer.hpp"
 #include "fsdp.h"
-#include "tools/safetensors.hpp"
 
 using namespace fsdp;
 using namespace fsdp::ckpt;
-using fsdp::tools::TensorEntry;
 
 namespace {
 
@@ -47,7 +46,9 @@ const char* kUsage =
     "  diff A B [--model-only]        max abs/rel difference per parameter and optimizer state,\n"
     "                                 and which metadata, hyperparameters or scaler differ\n"
     "  export FILE --to OUT.safetensors [--dtype bf16|fp16|fp32|fp64]\n"
-    "  import IN.safetensors --to OUT.h5 [--dtype fp32|fp64]\n"
+    "  export FILE --to DIR --max-shard-size 5GB [--dtype ...]   Hugging Face sharded layout:\n"
+    "                                 model-0000k-of-0000n.safetensors + index.json\n"
+    "  import IN.safetensors|DIR|INDEX.json --to OUT.h5 [--dtype fp32|fp64]\n"
     "Runs under mpiexec too: each rank then reads and writes a share of every dataset.\n";
 
 // ---- Small helpers ---------------------------------------------------------------------------
@@ -63,44 +64,6 @@ std::pair<uint64_t, uint64_t> my_range(uint64_t n) {
   return {n * static_cast<uint64_t>(g_rank) / static_cast<uint64_t>(g_size),
           n * static_cast<uint64_t>(g_rank + 1) / static_cast<uint64_t>(g_size)};
 }
-
-class PosixFile {
- public:
-  PosixFile(const std::string& path, int flags, mode_t mode = 0644) : path_(path) {
-    fd_ = ::open(path.c_str(), flags, mode);
-    if (fd_ < 0) fail(Errc::Io, "cannot open '" + path + "': " + std::strerror(errno));
-  }
-  ~PosixFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  void read_at(void* out, uint64_t bytes, uint64_t offset) const {
-    char* p = static_cast<char*>(out);
-    while (bytes) {
-      const ssize_t n = ::pread(fd_, p, bytes, static_cast<off_t>(offset));
-      if (n <= 0)
-        fail(n == 0 ? Errc::Corrupt : Errc::Io,
-             "reading '" + path_ +
-                 "': " + (n == 0 ? "unexpected end of file" : std::strerror(errno)));
-      p += n, bytes -= static_cast<uint64_t>(n), offset += static_cast<uint64_t>(n);
-    }
-  }
-  void write_at(const void* in, uint64_t bytes, uint64_t offset) const {
-    const char* p = static_cast<const char*>(in);
-    while (bytes) {
-      const ssize_t n = ::pwrite(fd_, p, bytes, static_cast<off_t>(offset));
-      if (n < 0) fail(Errc::Io, "writing '" + path_ + "': " + std::strerror(errno));
-      p += n, bytes -= static_cast<uint64_t>(n), offset += static_cast<uint64_t>(n);
-    }
-  }
-  void sync() const {
-    if (::fsync(fd_) != 0) fail(Errc::Io, "fsync '" + path_ + "': " + std::strerror(errno));
-  }
-  int fd() const { return fd_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
 
 // Streams elements [first, last) of a dataset in chunks: fn(first_element, count, bytes).
 void for_chunks(const PosixFile& f, const DatasetInfo& d, uint64_t first, uint64_t last,
@@ -412,221 +375,71 @@ int diff(const std::string& pa, const std::string& pb, bool model_only) {
   return differ ? 1 : 0;
 }
 
-struct DtypeName {
-  const char* flag;
-  const char* safetensors;
-  fsdp_dtype_t dtype;
-};
-const DtypeName kDtypes[] = {{"bf16", "BF16", FSDP_BFLOAT16},
-                             {"fp16", "F16", FSDP_FLOAT16},
-                             {"fp32", "F32", FSDP_FLOAT32},
-                             {"fp64", "F64", FSDP_FLOAT64}};
-
-const DtypeName& dtype_flag(const std::string& s) {
-  for (const auto& d : kDtypes)
-    if (s == d.flag) return d;
+// --dtype names: bf16, fp16, fp32, fp64.
+fsdp_dtype_t dtype_flag(const std::string& s) {
+  if (s.empty()) return FSDP_DTYPE_AUTO;
+  if (s == "bf16") return FSDP_BFLOAT16;
+  if (s == "fp16") return FSDP_FLOAT16;
+  if (s == "fp32") return FSDP_FLOAT32;
+  if (s == "fp64") return FSDP_FLOAT64;
   fail(Errc::InvalidArgument, "--dtype " + s + ": expected bf16, fp16, fp32 or fp64");
 }
 
-const DtypeName& of_dtype(fsdp_dtype_t t) {
-  for (const auto& d : kDtypes)
-    if (d.dtype == t) return d;
-  fail(Errc::Internal, "no safetensors name for a dtype");
+// --max-shard-size: bytes, or a number with KB/MB/GB (powers of 1000) or KiB/MiB/GiB (of 1024),
+// as transformers' max_shard_size reads it.
+uint64_t shard_size_flag(const std::string& s) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = s.substr(used);
+  const std::map<std::string, double> units = {{"", 1},
+                                               {"B", 1},
+                                               {"KB", 1e3},
+                                               {"MB", 1e6},
+                                               {"GB", 1e9},
+                                               {"TB", 1e12},
+                                               {"KiB", 1024.0},
+                                               {"MiB", 1048576.0},
+                                               {"GiB", 1073741824.0},
+                                               {"TiB", 1099511627776.0}};
+  const auto u = units.find(unit);
+  if (used == 0 || u == units.end() || !(v > 0) || v * u->second >= 1.8e19)
+    fail(Errc::InvalidArgument,
+         "--max-shard-size " + s + ": expected a positive size such as 5GB, 500MB or 2GiB");
+  return static_cast<uint64_t>(v * u->second);
 }
 
-int export_safetensors(const std::string& path, const std::string& out, const std::string& dt) {
-  const Catalog c = shared_catalog(path);
-  // The reference serializer orders tensors by alignment (element size, largest first), then
-  // name; with one output dtype that is name order.
-  std::vector<const DatasetInfo*> order;
-  for (const auto& d : c.model) order.push_back(&d);
-  auto out_type = [&](const DatasetInfo& d) {
-    return dt.empty() ? static_cast<fsdp_dtype_t>(d.dtype) : dtype_flag(dt).dtype;
-  };
-  auto out_size = [&](const DatasetInfo& d) { return dtype_size(static_cast<DType>(out_type(d))); };
-  std::stable_sort(order.begin(), order.end(), [&](const DatasetInfo* a, const DatasetInfo* b) {
-    return out_size(*a) != out_size(*b) ? out_size(*a) > out_size(*b) : a->name < b->name;
-  });
-  std::vector<TensorEntry> tensors;
-  uint64_t at = 0;
-  for (const DatasetInfo* d : order) {
-    TensorEntry t;
-    t.name = d->name, t.dtype = of_dtype(out_type(*d)).safetensors, t.shape = d->shape;
-    t.begin = at, t.end = at + d->numel * out_size(*d), at = t.end;
-    tensors.push_back(t);
-  }
-  std::map<std::string, std::string> meta(c.metadata.begin(), c.metadata.end());
-  meta.emplace("format", "pt");  // what transformers expects of PyTorch weights
-  const std::string header = tools::safetensors_header_json(tensors, meta);
-  const uint64_t data_start = 8 + header.size();
-  const std::string tmp = out + ".tmp";
-  agree_on(MPI_COMM_WORLD, [&] {
-    if (g_rank != 0) return;
-    PosixFile f(tmp, O_CREAT | O_TRUNC | O_WRONLY);
-    unsigned char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(header.size() >> (8 * i));
-    f.write_at(len, 8, 0);
-    f.write_at(header.data(), header.size(), 8);
-    if (::ftruncate(f.fd(), static_cast<off_t>(data_start + at)) != 0)
-      fail(Errc::Io, "sizing '" + tmp + "': " + std::strerror(errno));
-  });
-  std::vector<std::pair<std::string, DatasetInfo>> ds;
-  for (const DatasetInfo* d : order) ds.emplace_back("/model/" + d->name, *d);
-  std::vector<PartialCrc> partial;
-  agree_on(MPI_COMM_WORLD, [&] {
-    PosixFile in(path, O_RDONLY), o(tmp, O_WRONLY);
-    std::vector<char> conv;
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      const DatasetInfo& d = *order[i];
-      const auto [lo, hi] = my_range(d.numel);
-      uint32_t crc = 0;
-      const std::size_t oes = out_size(d);
-      for_chunks(in, d, lo, hi, [&](uint64_t first, uint64_t n, const char* p) {
-        const uint64_t nb = n * dtype_size(d.dtype);
-        crc = crc32c_combine(crc, crc32c(0, p, nb), nb);  // verified while exporting
-        const char* src = p;
-        if (out_type(d) != static_cast<fsdp_dtype_t>(d.dtype)) {
-          conv.resize(n * oes);
-          fsdp_convert(conv.data(), out_type(d), p, static_cast<fsdp_dtype_t>(d.dtype), n);
-          src = conv.data();
-        }
-        o.write_at(src, n * oes, data_start + tensors[i].begin + first * oes);
-      });
-      partial.push_back({i, lo, hi - lo, crc});
-    }
-    o.sync();
-  });
-  const auto bad = failed_checksums(ds, partial);
-  agree_on(MPI_COMM_WORLD, [&] {
-    if (g_rank != 0) return;
-    if (!bad.empty()) {
-      std::remove(tmp.c_str());
-      fail(Errc::Corrupt, "'" + path + "' is corrupt (" + bad.front() + "); nothing exported");
-    }
-    commit_rename(tmp, out);
-    std::printf("exported %zu tensors (%s) to %s\n", tensors.size(), human(at).c_str(),
-                out.c_str());
-  });
+// The C calls; errors come back as fsdp_last_error()'s text.
+void check_call(fsdp_status_t st) {
+  if (st != FSDP_SUCCESS) fail(static_cast<Errc>(st), fsdp_last_error());
+}
+
+int export_safetensors(const std::string& path, const std::string& out, const std::string& dt,
+                       const std::string& max_shard) {
+  fsdp_safetensors_options_t o = FSDP_SAFETENSORS_OPTIONS_INIT;
+  o.dtype = dtype_flag(dt);
+  if (!max_shard.empty()) o.max_shard_bytes = shard_size_flag(max_shard);
+  check_call(fsdp_safetensors_export(MPI_COMM_WORLD, path.c_str(), out.c_str(), &o));
+  if (g_rank == 0) std::printf("exported %s to %s\n", path.c_str(), out.c_str());
   return 0;
 }
 
 int import_safetensors(const std::string& in, const std::string& out, const std::string& dt) {
-  const fsdp_dtype_t forced = dt.empty() ? FSDP_DTYPE_AUTO : dtype_flag(dt).dtype;
-  if (forced == FSDP_BFLOAT16 || forced == FSDP_FLOAT16)
-    fail(Errc::InvalidArgument, "--dtype " + dt + ": checkpoints store fp32 or fp64 parameters");
-  std::string json;
-  uint64_t file_size = 0;
-  agree_on(MPI_COMM_WORLD, [&] {
-    if (g_rank != 0) return;
-    PosixFile f(in, O_RDONLY);
-    struct stat st {};
-    fstat(f.fd(), &st);
-    file_size = static_cast<uint64_t>(st.st_size);
-    unsigned char len[8];
-    if (file_size < 8) fail(Errc::Format, "'" + in + "' is too short for a safetensors file");
-    f.read_at(len, 8, 0);
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
-    if (n > (uint64_t{100} << 20) || 8 + n > file_size)
-      fail(Errc::Format, "'" + in + "': header length " + std::to_string(n) +
-                             " is not plausible (not a safetensors file)");
-    json.resize(n);
-    f.read_at(json.data(), n, 8);
-  });
-  uint64_t n = json.size();
-  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  MPI_Bcast(&file_size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  json.resize(n);
-  MPI_Bcast(json.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
-  tools::SafetensorsHeader h;
-  agree_on(MPI_COMM_WORLD, [&] { h = tools::parse_safetensors(json, file_size); });
-
-  // Map the input: ranks read their share straight from the page cache, nothing is loaded whole.
-  const char* base = nullptr;
-  agree_on(MPI_COMM_WORLD, [&] {
-    PosixFile f(in, O_RDONLY);
-    void* p = ::mmap(nullptr, file_size, PROT_READ, MAP_SHARED, f.fd(), 0);
-    if (p == MAP_FAILED) fail(Errc::Io, "mmap '" + in + "': " + std::strerror(errno));
-    base = static_cast<const char*>(p);
-  });
-  WritePlan plan;
-  plan.groups.push_back(
-      root_group(g_size, g_size, "imported", broadcast_string(MPI_COMM_WORLD, utc_timestamp()), 0));
-  plan.groups.push_back({kModelGroup, {}});
-  GroupSpec meta{kMetadataGroup, {}};
-  for (const auto& [k, v] : h.metadata) meta.attrs.push_back(Attr::str(k, v));
-  meta.attrs.push_back(Attr::str("imported_from", in));
-  plan.groups.push_back(meta);
-  DatasetSpec layout;
-  layout.path = kLayoutDataset;
-  layout.text = "{\"units\": [], \"imported_from\": \"safetensors\"}";
-  plan.datasets.push_back(layout);
-  std::vector<WritePiece> pieces;
-  std::vector<std::string> skipped;
-  for (const TensorEntry& t : h.tensors) {
-    fsdp_dtype_t src;
-    if (t.dtype == "F32")
-      src = FSDP_FLOAT32;
-    else if (t.dtype == "F64")
-      src = FSDP_FLOAT64;
-    else if (t.dtype == "BF16")
-      src = FSDP_BFLOAT16;
-    else if (t.dtype == "F16")
-      src = FSDP_FLOAT16;
-    else {
-      skipped.push_back(t.name + " (" + t.dtype + ")");
-      continue;
-    }
-    const fsdp_dtype_t dst = forced != FSDP_DTYPE_AUTO ? forced
-                             : src == FSDP_FLOAT64     ? FSDP_FLOAT64
-                                                       : FSDP_FLOAT32;
-    DatasetSpec d;
-    d.path = std::string(kModelGroup) + "/" + escape_name(t.name);
-    d.dtype = static_cast<DType>(dst);
-    d.shape = t.shape;
-    d.numel = 1;
-    for (int64_t e : t.shape) d.numel *= static_cast<uint64_t>(e);
-    plan.datasets.push_back(d);
-    const auto [lo, hi] = my_range(d.numel);
-    if (hi == lo) continue;
-    const std::size_t ses = tools::safetensors_dtype_size(t.dtype);
-    const char* src_base = base + h.data_start + t.begin + lo * ses;
-    WritePiece p;
-    p.dataset = plan.datasets.size() - 1, p.first = lo, p.count = hi - lo;
-    if (src == dst)
-      p.data = src_base;
-    else
-      p.produce = [src_base, ses, src, dst](uint64_t first, uint64_t count, void* o) {
-        fsdp_convert(o, dst, src_base + first * ses, src, count);
-      };
-    pieces.push_back(std::move(p));
-  }
-  MPI_Comm dup;
-  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-  try {
-    write_checkpoint({dup, dup}, out, plan, pieces);
-  } catch (...) {
-    MPI_Comm_free(&dup);
-    ::munmap(const_cast<char*>(base), file_size);
-    throw;
-  }
-  MPI_Comm_free(&dup);
-  ::munmap(const_cast<char*>(base), file_size);
-  if (g_rank == 0) {
-    for (const auto& s : skipped)
-      std::fprintf(stderr, "fsdp-ckpt: warning: skipped %s: not a floating-point tensor\n",
-                   s.c_str());
-    std::printf("imported %zu tensors from %s into %s\n", plan.datasets.size() - 1, in.c_str(),
-                out.c_str());
-  }
+  fsdp_safetensors_options_t o = FSDP_SAFETENSORS_OPTIONS_INIT;
+  o.dtype = dtype_flag(dt);
+  check_call(fsdp_safetensors_import(MPI_COMM_WORLD, in.c_str(), out.c_str(), &o));
+  if (g_rank == 0) std::printf("imported %s into %s\n", in.c_str(), out.c_str());
   return 0;
 }
 
-// Options after the positional arguments: --to X, --dtype Y, --progress.
+// Options after the positional arguments: --to X, --dtype Y, --max-shard-size Z, --progress.
 struct Args {
   std::vector<std::string> positional;
-  std::string to, dtype;
+  std::string to, dtype, max_shard;
   bool progress = false, model_only = false;
 };
 
@@ -634,8 +447,8 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 2; i < argc; ++i) {
     const std::string s = argv[i];
-    if ((s == "--to" || s == "--dtype") && i + 1 < argc)
-      (s == "--to" ? a.to : a.dtype) = argv[++i];
+    if ((s == "--to" || s == "--dtype" || s == "--max-shard-size") && i + 1 < argc)
+      (s == "--to" ? a.to : s == "--dtype" ? a.dtype : a.max_shard) = argv[++i];
     else if (s == "--progress")
       a.progress = true;
     else if (s == "--model-only")
@@ -663,7 +476,8 @@ int run(int argc, char** argv) {
   if (cmd == "info") return need(1, false), info(a.positional[0]);
   if (cmd == "verify") return need(1, false), verify(a.positional[0], a.progress);
   if (cmd == "diff") return need(2, false), diff(a.positional[0], a.positional[1], a.model_only);
-  if (cmd == "export") return need(1, true), export_safetensors(a.positional[0], a.to, a.dtype);
+  if (cmd == "export")
+    return need(1, true), export_safetensors(a.positional[0], a.to, a.dtype, a.max_shard);
   if (cmd == "import") return need(1, true), import_safetensors(a.positional[0], a.to, a.dtype);
   fail(Errc::InvalidArgument, "unknown command '" + cmd + "'\n" + kUsage);
 }

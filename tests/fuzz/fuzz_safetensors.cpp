@@ -8,7 +8,7 @@
 #include <string>
 
 #include "base/error.hpp"
-#include "tools/safetensors.hpp"
+#include "checkpoint/safetensors_format.hpp"
 
 namespace {
 
@@ -17,10 +17,10 @@ namespace {
   std::abort();
 }
 
-void check_accepted(const fsdp::tools::SafetensorsHeader& h, uint64_t file_size) {
+void check_accepted(const fsdp::ckpt::SafetensorsHeader& h, uint64_t file_size) {
   unsigned __int128 covered = 0;
   for (const auto& t : h.tensors) {
-    const std::size_t es = fsdp::tools::safetensors_dtype_size(t.dtype);
+    const std::size_t es = fsdp::ckpt::safetensors_dtype_size(t.dtype);
     if (es == 0) broken("unknown dtype");
     unsigned __int128 n = es;
     for (int64_t e : t.shape) {
@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   for (int b = 0; b < 8; ++b) file_size |= uint64_t(data[b]) << (8 * b);
   const std::string json(reinterpret_cast<const char*>(data + 8), size - 8);
   try {
-    check_accepted(fsdp::tools::parse_safetensors(json, file_size), file_size);
+    check_accepted(fsdp::ckpt::parse_safetensors(json, file_size), file_size);
   } catch (const fsdp::Error& e) {
     if (e.code() != fsdp::Errc::Format) broken("an error other than Format");
   }

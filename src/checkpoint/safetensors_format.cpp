@@ -1,4 +1,4 @@
-#include "tools/safetensors.hpp"
+#include "checkpoint/safetensors_format.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include "base/error.hpp"
 #include "checkpoint/json_text.hpp"
 
-namespace fsdp::tools {
+namespace fsdp::ckpt {
 
 std::size_t safetensors_dtype_size(const std::string& t) {
   if (t == "F64" || t == "I64" || t == "U64") return 8;
@@ -100,6 +100,18 @@ class Json {
     }
     return v;
   }
+  // An object: member(key) reads each value, in order.
+  template <class Member>
+  void object(Member&& member) {
+    expect('{');
+    for (bool first = true; !peek('}'); first = false) {
+      if (!first) expect(',');
+      const std::string key = str();
+      expect(':');
+      member(key);
+    }
+    expect('}');
+  }
   std::vector<uint64_t> integers() {
     std::vector<uint64_t> v;
     expect('[');
@@ -144,38 +156,17 @@ SafetensorsHeader parse_safetensors(const std::string& json, uint64_t file_size)
   SafetensorsHeader h;
   h.data_start = 8 + json.size();
   Json j(json);
-  j.expect('{');
   std::set<std::string> seen;
-  bool first = true;
-  while (!j.peek('}')) {
-    if (!first) j.expect(',');
-    first = false;
-    const std::string key = j.str();
-    j.expect(':');
+  j.object([&](const std::string& key) {
     if (!seen.insert(key).second) j.bad("duplicate key '" + key + "'");
     if (key == "__metadata__") {
-      j.expect('{');
-      bool f2 = true;
-      while (!j.peek('}')) {
-        if (!f2) j.expect(',');
-        f2 = false;
-        const std::string k = j.str();
-        j.expect(':');
-        h.metadata[k] = j.str();
-      }
-      j.expect('}');
-      continue;
+      j.object([&](const std::string& k) { h.metadata[k] = j.str(); });
+      return;
     }
     TensorEntry t;
     t.name = key;
     bool have_dtype = false, have_shape = false, have_offsets = false;
-    j.expect('{');
-    bool f2 = true;
-    while (!j.peek('}')) {
-      if (!f2) j.expect(',');
-      f2 = false;
-      const std::string field = j.str();
-      j.expect(':');
+    j.object([&](const std::string& field) {
       if (field == "dtype") {
         t.dtype = j.str(), have_dtype = true;
       } else if (field == "shape") {
@@ -191,13 +182,11 @@ SafetensorsHeader parse_safetensors(const std::string& json, uint64_t file_size)
       } else {
         j.bad("'" + key + "': unknown field '" + field + "'");
       }
-    }
-    j.expect('}');
+    });
     if (!have_dtype || !have_shape || !have_offsets)
       j.bad("'" + key + "': needs dtype, shape and data_offsets");
     h.tensors.push_back(std::move(t));
-  }
-  j.expect('}');
+  });
   if (!j.at_end()) j.bad("text after the header object");
   std::sort(h.tensors.begin(), h.tensors.end(),
             [](const TensorEntry& a, const TensorEntry& b) { return a.begin < b.begin; });
@@ -247,4 +236,42 @@ std::string safetensors_header_json(const std::vector<TensorEntry>& tensors,
   return j;
 }
 
-}  // namespace fsdp::tools
+}  // namespace fsdp::ckpt
+
+namespace fsdp::ckpt {
+
+SafetensorsIndex parse_safetensors_index(const std::string& json) {
+  SafetensorsIndex index;
+  Json j(json);
+  bool have_map = false, have_metadata = false;
+  j.object([&](const std::string& key) {
+    const bool is_map = key == "weight_map";
+    if (!is_map && key != "metadata") j.bad("unknown key '" + key + "'");
+    bool& seen = is_map ? have_map : have_metadata;
+    if (seen) j.bad("duplicate key '" + key + "'");
+    seen = true;
+    j.object([&](const std::string& k) {
+      if (is_map) {
+        if (!index.weight_map.emplace(k, j.str()).second) j.bad("'" + k + "' listed twice");
+      } else {  // metadata values: strings or integers (total_size)
+        index.metadata[k] = j.peek('"') ? j.str() : std::to_string(j.integer());
+      }
+    });
+  });
+  if (!j.at_end()) j.bad("text after the index object");
+  if (!have_map) j.bad("no weight_map");
+  return index;
+}
+
+std::string safetensors_index_json(uint64_t total_size,
+                                   const std::map<std::string, std::string>& weight_map) {
+  std::string j = "{\n  \"metadata\": {\n    \"total_size\": " + std::to_string(total_size) +
+                  "\n  },\n  \"weight_map\": {";
+  bool first = true;
+  for (const auto& [name, file] : weight_map)
+    j += std::string(first ? "" : ",") + "\n    " + json_quote(name) + ": " + json_quote(file),
+        first = false;
+  return j + "\n  }\n}\n";
+}
+
+}  // namespace fsdp::ckpt

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace fsdp::tools {
+namespace fsdp::ckpt {
 
 struct TensorEntry {
   std::string name, dtype;  // "F64", "F32", "F16", "BF16", "I64", ...
@@ -36,4 +36,18 @@ SafetensorsHeader parse_safetensors(const std::string& json, uint64_t file_size)
 std::string safetensors_header_json(const std::vector<TensorEntry>& tensors,
                                     const std::map<std::string, std::string>& metadata);
 
-}  // namespace fsdp::tools
+// Hugging Face's index of a sharded model (model.safetensors.index.json):
+// {"metadata": {"total_size": N, ...}, "weight_map": {tensor name: shard file name}}.
+struct SafetensorsIndex {
+  std::map<std::string, std::string> weight_map;
+  std::map<std::string, std::string> metadata;  // integers as their decimal text
+};
+
+// Throws fsdp::Error(Format) naming the problem (not an object, no weight_map, a name twice...).
+SafetensorsIndex parse_safetensors_index(const std::string& json);
+
+// The index text, as transformers writes it (total_size: the tensors' bytes, headers excluded).
+std::string safetensors_index_json(uint64_t total_size,
+                                   const std::map<std::string, std::string>& weight_map);
+
+}  // namespace fsdp::ckpt

@@ -1,0 +1,110 @@
+// fsdp_safetensors_export / fsdp_safetensors_import: the C face of checkpoint/safetensors_io
+// (fsdp-ckpt export and import call them too).
+#include <optional>
+#include <string>
+
+#include "base/agreement.hpp"
+#include "base/fingerprint.hpp"
+#include "base/mpi_check.hpp"
+#include "capi/guard.hpp"
+#include "capi/mpi_args.hpp"
+#include "capi/sized_struct.hpp"
+#include "checkpoint/safetensors_io.hpp"
+#include "fsdp.h"
+
+using fsdp::Errc;
+using fsdp::fail;
+
+namespace {
+
+struct Request {
+  std::string from, to;
+  fsdp::ckpt::SafetensorsOptions options;
+};
+
+std::string read_path(const char* p, const char* arg) {
+  if (!p) fail(Errc::InvalidArgument, std::string(arg) + ": NULL");
+  if (!*p) fail(Errc::InvalidArgument, std::string(arg) + ": empty");
+  return p;
+}
+
+// Checks the arguments on this rank, then agrees on them (the same paths and options on every
+// rank, or FSDP_ERR_MISMATCH) over a duplicate of `comm` whose errors return. Runs `body` on
+// that communicator.
+template <class Body>
+void collective(MPI_Comm comm, const char* from_arg, const char* from, const char* to_arg,
+                const char* to, const fsdp_safetensors_options_t* options, bool is_export,
+                Body&& body) {
+  fsdp::capi::require_usable_mpi(comm);
+  Request r;
+  std::optional<fsdp::Error> local = fsdp::attempt([&] {
+    r.from = read_path(from, from_arg);
+    r.to = read_path(to, to_arg);
+    const fsdp_safetensors_options_t defaults = FSDP_SAFETENSORS_OPTIONS_INIT;
+    const fsdp_safetensors_options_t o =
+        options
+            ? fsdp::capi::read_sized(*options, defaults, "options", "FSDP_SAFETENSORS_OPTIONS_INIT")
+            : defaults;
+    if (o.dtype != FSDP_DTYPE_AUTO) {
+      const bool known = o.dtype == FSDP_FLOAT32 || o.dtype == FSDP_FLOAT64 ||
+                         o.dtype == FSDP_BFLOAT16 || o.dtype == FSDP_FLOAT16;
+      const bool storable = o.dtype == FSDP_FLOAT32 || o.dtype == FSDP_FLOAT64;
+      if (!known || (!is_export && !storable))
+        fail(Errc::InvalidArgument,
+             "options->dtype = " + std::to_string(static_cast<int>(o.dtype)) +
+                 (is_export ? ": expected FSDP_DTYPE_AUTO, FSDP_FLOAT32, FSDP_FLOAT64, "
+                              "FSDP_BFLOAT16 or FSDP_FLOAT16"
+                            : ": checkpoints store FSDP_FLOAT32 or FSDP_FLOAT64 (or "
+                              "FSDP_DTYPE_AUTO)"));
+      r.options.dtype = static_cast<fsdp::DType>(o.dtype);
+    }
+    if (!is_export && o.max_shard_bytes != 0)
+      fail(Errc::InvalidArgument,
+           "options->max_shard_bytes = " + std::to_string(o.max_shard_bytes) +
+               ": an import reads whatever shards the index names (use 0)");
+    r.options.max_shard_bytes = o.max_shard_bytes;
+  });
+  fsdp::Group g;
+  fsdp::mpi_check(MPI_Comm_dup(comm, &g.comm), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(g.comm, &g.rank);
+  MPI_Comm_size(g.comm, &g.size);
+  try {
+    fsdp::Fingerprint f;
+    f.add(r.from), f.add(r.to);
+    f.add(static_cast<uint64_t>(r.options.dtype ? static_cast<int>(*r.options.dtype) + 1 : 0));
+    f.add(r.options.max_shard_bytes);
+    fsdp::agree(g, "safetensors arguments", f.value(), local);
+    body(g.comm, r);
+  } catch (...) {
+    fsdp::free_group(g);
+    throw;
+  }
+  fsdp::free_group(g);
+}
+
+}  // namespace
+
+extern "C" {
+
+fsdp_status_t fsdp_safetensors_export(MPI_Comm comm, const char* checkpoint, const char* out,
+                                      const fsdp_safetensors_options_t* options) {
+  return fsdp::capi::guard(__func__, [&] {
+    collective(comm, "checkpoint", checkpoint, "out", out, options, true,
+               [](MPI_Comm c, const Request& r) {
+                 fsdp::ckpt::export_safetensors(c, r.from, r.to, r.options);
+               });
+  });
+}
+
+fsdp_status_t fsdp_safetensors_import(MPI_Comm comm, const char* in, const char* checkpoint,
+                                      const fsdp_safetensors_options_t* options) {
+  return fsdp::capi::guard(__func__, [&] {
+    collective(comm, "in", in, "checkpoint", checkpoint, options, false,
+               [](MPI_Comm c, const Request& r) {
+                 fsdp::ckpt::import_safetensors(c, r.from, r.to, r.options);
+               });
+  });
+}
+
+}  // extern "C"
