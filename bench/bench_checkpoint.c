@@ -12,6 +12,7 @@
  * each rank's pwrite (FSDP_CKPT_DATA_IO=collective), and the structure created by every writer
  * with parallel HDF5 and collective metadata (FSDP_CKPT_METADATA=collective) instead of by rank 0
  * alone. Prints one markdown row and one JSON line. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -91,8 +92,10 @@ static double raw_io(const char* path, char* buf, size_t bytes, int write) {
 
 /* The crash-safe form of the raw write, which any save that keeps the previous file intact must
  * use: a new file (`path`.tmp), pwrite of every rank's share, fsync, then rank 0 renames it over
- * `path` and fsyncs the directory. On a thin-provisioned disk (this machine's) a new file's blocks
- * cost more than rewriting blocks a truncated file just freed, so this is the save's own floor. */
+ * `path` and fsyncs the directory (the replaced file unlinked after the timing, as the save
+ * leaves it to a background thread). On a thin-provisioned disk (this machine's) a new file's
+ * blocks cost more than rewriting blocks a truncated file just freed, so this is the save's own
+ * floor. */
 static double raw_atomic_write(const char* path, char* buf, size_t bytes) {
   char tmp[700];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -110,7 +113,10 @@ static double raw_atomic_write(const char* path, char* buf, size_t bytes) {
   fsync(fd);
   close(fd);
   MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 0) {
+  char prev[720];
+  snprintf(prev, sizeof prev, "%s.prev", path);
+  if (rank == 0) { /* the replaced file keeps a name until after the timing, as the save does */
+    link(path, prev);
     rename(tmp, path);
     char dir[700];
     snprintf(dir, sizeof dir, "%s", path);
@@ -120,7 +126,9 @@ static double raw_atomic_write(const char* path, char* buf, size_t bytes) {
     fsync(d);
     close(d);
   }
-  return slowest(MPI_Wtime() - t0);
+  const double t = slowest(MPI_Wtime() - t0);
+  if (rank == 0) unlink(prev);
+  return t;
 }
 
 /* Reads are measured from the disk, not from the page cache that the writes just filled: rank 0
@@ -136,11 +144,36 @@ static void drop_caches(void) {
   MPI_Bcast(&cold, 1, MPI_INT, 0, MPI_COMM_WORLD);
 }
 
+/* The save replaces the previous file, which a background thread unlinks just after the call
+ * (<path>.prev-*, doc/checkpoint-format.md); the next measurement waits for that, untimed, so
+ * that it is not charged to whatever runs next. */
+static void wait_for_unlink(const char* path) {
+  if (rank == 0) {
+    char dir[700], prefix[700];
+    snprintf(dir, sizeof dir, "%s", path);
+    char* slash = strrchr(dir, '/');
+    snprintf(prefix, sizeof prefix, "%s.prev-", slash ? slash + 1 : path);
+    if (slash) *slash = '\0';
+    for (int i = 0; i < 200; ++i) {
+      DIR* d = opendir(slash ? dir : ".");
+      int left = 0;
+      for (struct dirent* e; d && (e = readdir(d));)
+        left += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+      if (d) closedir(d);
+      if (!left) break;
+      usleep(50000);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static double timed_save(model_t* m, const char* path) {
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = MPI_Wtime();
   TRY(fsdp_checkpoint_save(m->ctx, path, NULL));
-  return slowest(MPI_Wtime() - t0);
+  const double t = slowest(MPI_Wtime() - t0);
+  wait_for_unlink(path);
+  return t;
 }
 
 static double timed_load(model_t* m, const char* path) {
@@ -208,6 +241,7 @@ int main(int argc, char** argv) {
     v[5] = slowest(MPI_Wtime() - t0);
     TRY(fsdp_wait(&req));
     v[6] = slowest(MPI_Wtime() - t0);
+    wait_for_unlink(ckpt);
     v[8] = 0;
     for (int k = 0; r >= 0 && k < 9; ++k) t[k][r] = v[k];
   }

@@ -81,7 +81,9 @@ void write_checkpoint(const WriteComms& comms, const std::string& path, const Wr
 
 std::string temporary_path(const std::string& path);
 
-// rename(2) of tmp to path (atomic), then an fsync of the directory (durable).
+// rename(2) of tmp to path (atomic), then an fsync of the directory (durable). A file already at
+// path is unlinked afterwards by a background thread (deferred_removal.hpp); a crash before that
+// leaves it as <path>.prev-*, which the next commit of path removes.
 void commit_rename(const std::string& tmp, const std::string& path);
 
 // The root group's attributes (doc/checkpoint-format.md). `created`: utc_timestamp() of rank 0.
