@@ -45,18 +45,20 @@ void collective(MPI_Comm comm, const char* from_arg, const char* from, const cha
         options
             ? fsdp::capi::read_sized(*options, defaults, "options", "FSDP_SAFETENSORS_OPTIONS_INIT")
             : defaults;
-    if (o.dtype != FSDP_DTYPE_AUTO) {
-      const bool known = o.dtype == FSDP_FLOAT32 || o.dtype == FSDP_FLOAT64 ||
-                         o.dtype == FSDP_BFLOAT16 || o.dtype == FSDP_FLOAT16;
-      const bool storable = o.dtype == FSDP_FLOAT32 || o.dtype == FSDP_FLOAT64;
+    // The raw value: a C enum may hold anything, and reading it as the C++ enum first is undefined.
+    const int dtype = fsdp::capi::enum_int(o.dtype);
+    if (dtype != FSDP_DTYPE_AUTO) {
+      const bool known = dtype == FSDP_FLOAT32 || dtype == FSDP_FLOAT64 || dtype == FSDP_BFLOAT16 ||
+                         dtype == FSDP_FLOAT16;
+      const bool storable = dtype == FSDP_FLOAT32 || dtype == FSDP_FLOAT64;
       if (!known || (!is_export && !storable))
         fail(Errc::InvalidArgument,
-             "options->dtype = " + std::to_string(static_cast<int>(o.dtype)) +
+             "options->dtype = " + std::to_string(dtype) +
                  (is_export ? ": expected FSDP_DTYPE_AUTO, FSDP_FLOAT32, FSDP_FLOAT64, "
                               "FSDP_BFLOAT16 or FSDP_FLOAT16"
                             : ": checkpoints store FSDP_FLOAT32 or FSDP_FLOAT64 (or "
                               "FSDP_DTYPE_AUTO)"));
-      r.options.dtype = static_cast<fsdp::DType>(o.dtype);
+      r.options.dtype = static_cast<fsdp::DType>(dtype);
     }
     if (!is_export && o.max_shard_bytes != 0)
       fail(Errc::InvalidArgument,
