@@ -28,10 +28,6 @@ class Remover {
     }
     work_.notify_all();
   }
-  void finish() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
-  }
 
  private:
   void run() {
@@ -41,19 +37,16 @@ class Remover {
       if (queue_.empty()) return;  // stop_ and nothing left
       const std::string path = std::move(queue_.front());
       queue_.pop_front();
-      busy_ = true;
       lock.unlock();
       ::unlink(path.c_str());
       lock.lock();
-      busy_ = false;
-      if (queue_.empty()) idle_.notify_all();
     }
   }
 
   std::mutex mutex_;
-  std::condition_variable work_, idle_;
+  std::condition_variable work_;
   std::deque<std::string> queue_;
-  bool busy_ = false, stop_ = false;
+  bool stop_ = false;
   std::thread thread_;
 };
 
@@ -66,10 +59,6 @@ Remover& remover() {
 
 void remove_later(std::string path) {
   remover().add(std::move(path));
-}
-
-void finish_removals() {
-  remover().finish();
 }
 
 }  // namespace fsdp::ckpt

@@ -11,7 +11,4 @@ namespace fsdp::ckpt {
 // Queues `path` for unlinking by the background thread (a missing file is not an error).
 void remove_later(std::string path);
 
-// Blocks until every queued removal is done.
-void finish_removals();
-
 }  // namespace fsdp::ckpt

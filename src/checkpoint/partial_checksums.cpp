@@ -1,6 +1,7 @@
 #include "checkpoint/partial_checksums.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
@@ -41,6 +42,23 @@ std::vector<uint32_t> combined_checksums(MPI_Comm comm, const std::vector<Partia
                                std::to_string(covered[i]) + " of " +
                                std::to_string(datasets[i].numel) + " elements");
   return crc;
+}
+
+std::vector<std::string> failed_checksums(
+    MPI_Comm comm, const std::vector<std::pair<std::string, DatasetInfo>>& datasets,
+    const std::vector<PartialCrc>& local) {
+  std::vector<DatasetExtent> extents;
+  for (const auto& [label, d] : datasets) extents.push_back({label, d.numel, dtype_size(d.dtype)});
+  const std::vector<uint32_t> crc = combined_checksums(comm, local, extents);
+  std::vector<std::string> bad;
+  for (std::size_t i = 0; i < datasets.size(); ++i)
+    if (crc[i] != datasets[i].second.crc) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " (stored %08x, computed %08x)", datasets[i].second.crc,
+                    crc[i]);
+      bad.push_back(datasets[i].first + buf);
+    }
+  return bad;
 }
 
 }  // namespace fsdp::ckpt

@@ -9,7 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "checkpoint/format.hpp"
 
 namespace fsdp::ckpt {
 
@@ -29,5 +32,12 @@ struct DatasetExtent {
 // exactly (a gap, an overlap or a shortfall is a bug: Errc::Internal).
 std::vector<uint32_t> combined_checksums(MPI_Comm comm, const std::vector<PartialCrc>& local,
                                          const std::vector<DatasetExtent>& datasets);
+
+// Collective over comm: the labels of datasets (label, stored checksum in DatasetInfo::crc) whose
+// checksum, combined from every rank's partial ones, differs from the stored one, each with both
+// values; the same list on every rank.
+std::vector<std::string> failed_checksums(
+    MPI_Comm comm, const std::vector<std::pair<std::string, DatasetInfo>>& datasets,
+    const std::vector<PartialCrc>& local);
 
 }  // namespace fsdp::ckpt

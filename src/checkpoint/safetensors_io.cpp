@@ -101,29 +101,11 @@ std::string shard_name(std::size_t k, std::size_t n) {
   return buf;
 }
 
-// Writes `text` to `path` through `path.tmp` (rank 0 of the caller only).
+// Writes `text` to `path` and fsyncs it.
 void write_text_file(const std::string& path, const std::string& text) {
   PosixFile f(path, O_CREAT | O_TRUNC | O_WRONLY);
   f.write_at(text.data(), text.size(), 0);
   f.sync();
-}
-
-// The labels of datasets whose checksum, combined from every rank's partial ones, differs from
-// the stored one (the same list on every rank).
-std::vector<std::string> failed_checksums(MPI_Comm comm, const std::vector<DatasetInfo>& ds,
-                                          const std::vector<PartialCrc>& mine) {
-  std::vector<DatasetExtent> extents;
-  for (const DatasetInfo& d : ds)
-    extents.push_back({"/model/" + d.name, d.numel, dtype_size(d.dtype)});
-  const std::vector<uint32_t> crc = combined_checksums(comm, mine, extents);
-  std::vector<std::string> bad;
-  for (std::size_t i = 0; i < ds.size(); ++i)
-    if (crc[i] != ds[i].crc) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, " (stored %08x, computed %08x)", ds[i].crc, crc[i]);
-      bad.push_back("/model/" + ds[i].name + buf);
-    }
-  return bad;
 }
 
 // One input safetensors file, mapped on every rank.
@@ -306,8 +288,8 @@ InterchangeSummary export_safetensors(MPI_Comm comm, const std::string& checkpoi
     }
   });
   std::vector<PartialCrc> partial;
-  std::vector<DatasetInfo> datasets;
-  for (const DatasetInfo* d : order) datasets.push_back(*d);
+  std::vector<std::pair<std::string, DatasetInfo>> datasets;  // labelled for the checksum check
+  for (const DatasetInfo* d : order) datasets.emplace_back("/model/" + d->name, *d);
   std::optional<Error> failure = attempt([&] {
     PosixFile in(checkpoint, O_RDONLY);
     std::vector<char> buf, conv;

@@ -107,24 +107,6 @@ std::vector<std::pair<std::string, DatasetInfo>> all_datasets(const Catalog& c) 
   return v;
 }
 
-// The labels of datasets whose checksum, combined from every rank's partial ones, differs
-// from the stored one (the same list on every rank).
-std::vector<std::string> failed_checksums(
-    const std::vector<std::pair<std::string, DatasetInfo>>& ds,
-    const std::vector<PartialCrc>& mine) {
-  std::vector<DatasetExtent> extents;
-  for (const auto& [label, d] : ds) extents.push_back({label, d.numel, dtype_size(d.dtype)});
-  const std::vector<uint32_t> crc = combined_checksums(MPI_COMM_WORLD, mine, extents);
-  std::vector<std::string> bad;
-  for (std::size_t i = 0; i < ds.size(); ++i)
-    if (crc[i] != ds[i].second.crc) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, " (stored %08x, computed %08x)", ds[i].second.crc, crc[i]);
-      bad.push_back(ds[i].first + buf);
-    }
-  return bad;
-}
-
 // ---- Commands --------------------------------------------------------------------------------
 
 int info(const std::string& path) {
@@ -203,7 +185,7 @@ int verify(const std::string& path, bool progress) {
     }
   });
   if (progress && g_rank == 0) std::fprintf(stderr, "\n");
-  const auto bad = failed_checksums(ds, partial);
+  const auto bad = failed_checksums(MPI_COMM_WORLD, ds, partial);
   const int failed = static_cast<int>(bad.size());
   if (g_rank == 0) {
     for (const auto& b : bad) std::printf("checksum mismatch: %s\n", b.c_str());
