@@ -943,6 +943,44 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_step(fsdp_optimizer_t opt);
  * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt);
 
+/** Since 0.8: state buffer `name` of `unit` on this rank ("exp_avg" or "exp_avg_sq" for AdamW,
+ *  "momentum" for SGD): `numel` elements in the unit's dtype, laid out like its gradient shard
+ *  (fsdp_shard_grad: the trainable section of the shard; fsdp_param_shard_range gives where each
+ *  parameter's part lies), in the context's memory space. A buffer not allocated yet (no update
+ *  made) is allocated and zeroed by this call. Writing it and fsdp_optimizer_set_steps restores
+ *  an optimizer from another source (a converter, a peer's checkpoint). The pointer stays valid
+ *  for the optimizer's life. Local.
+ *  @param[in] opt the optimizer
+ *  @param[in] unit one of the optimizer's units with trainable parameters
+ *  @param[in] name the state buffer's name
+ *  @param[out] data may be NULL; the buffer's address
+ *  @param[out] numel may be NULL; its element count (fsdp_shard_grad's)
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL or unknown name, a unit the optimizer does not
+ * update, a unit with every parameter frozen); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE
+ * or FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_state(fsdp_optimizer_t opt, fsdp_unit_t unit,
+                                               const char* name, void** data, size_t* numel);
+
+/** Since 0.8: updates `opt` made to `unit` so far (AdamW's bias-correction step t). Local.
+ *  @param[in] opt the optimizer
+ *  @param[in] unit one of the optimizer's units
+ *  @param[out] steps the count
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL steps, a unit the optimizer does not update);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_steps(fsdp_optimizer_t opt, fsdp_unit_t unit,
+                                               int64_t* steps);
+
+/** Since 0.8: sets the update count of `unit` (>= 0); the next update is number steps + 1, as
+ *  after that many updates (SGD's momentum buffer continues rather than restarts when steps > 0).
+ *  Local.
+ *  @param[in] opt the optimizer
+ *  @param[in] unit one of the optimizer's units
+ *  @param[in] steps >= 0
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (steps < 0, a unit the optimizer does not update);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_steps(fsdp_optimizer_t opt, fsdp_unit_t unit,
+                                                   int64_t steps);
+
 /** Clips the gradients of every unit of the context by their total `norm_type`-norm (>= 1, or
  *  INFINITY), taken over all ranks, padding and frozen parameters excluded and hybrid replicas
  *  counted once. Scales every gradient shard by max_norm / (norm + 1e-6) when that is below 1.
@@ -1128,6 +1166,24 @@ FSDP_EXPORT fsdp_status_t fsdp_checkpoint_load(fsdp_context_t ctx, const char* p
  *  @param[out] length may be NULL; the value's length without the NUL */
 FSDP_EXPORT fsdp_status_t fsdp_checkpoint_metadata(const char* path, const char* key, char* value,
                                                    size_t capacity, size_t* length);
+
+/** Since 0.8: what a checkpoint holds, without a context and without reading its values: one
+ *  NUL-terminated JSON object, {"format_version", "library_version", "strategy", "created",
+ *  "world_size", "sharding_factor", "params": [{"name", "dtype", "shape"}] (name order),
+ *  "optimizers": [{"kind", "groups": [{"pattern", "lr", "weight_decay", "momentum",
+ *  "dampening", "nesterov", "beta1", "beta2", "eps"}], "state": {state name: {parameter name:
+ *  {"step"}}}}], "grad_scaler": null or {"scale", "growth_factor", "backoff_factor",
+ *  "growth_interval", "growth_tracker"}, "metadata": {key: value}} (doc/checkpoint-format.md).
+ *  Copies it into `json` if `capacity` allows (json may be NULL to ask the length) and sets
+ *  *length (may be NULL) to its length without the NUL. Local.
+ *  @param[in] path the checkpoint file
+ *  @param[out] json may be NULL; receives the description if it fits
+ *  @param[in] capacity bytes at json
+ *  @param[out] length may be NULL; the description's length without the NUL
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL or empty path, capacity too small); errors of
+ * fsdp_checkpoint_load (IO, FORMAT, VERSION, CORRUPT) */
+FSDP_EXPORT fsdp_status_t fsdp_checkpoint_describe(const char* path, char* json, size_t capacity,
+                                                   size_t* length);
 
 /* ---- Safetensors interchange (since 0.8) ----------------------------------------------------- */
 

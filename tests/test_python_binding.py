@@ -76,6 +76,15 @@ path = os.path.join(sys.argv[1] if len(sys.argv) > 1 else tempfile.gettempdir(),
                     f"test_python_binding.np{world}.h5")
 ctx.save(path, [opt], {"step": "7"})
 check(libfsdp.checkpoint_metadata(path, "step") == "7", "metadata")
+info = libfsdp.describe_checkpoint(path)
+check([(p["name"], p["shape"]) for p in info["params"]] == [("fc.bias", [5]),
+                                                          ("fc.weight", [5, 3])]
+      and info["optimizers"][0]["kind"] == "sgd" and info["world_size"] == world
+      and info["metadata"] == {"step": "7"}, f"describe_checkpoint {info}")
+check(opt.steps(unit) == 1, "one SGD step counted")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "name = 'exp_avg'", opt.state, unit, "exp_avg")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "steps = -2", opt.set_steps, unit, -2)
+expect_error("FSDP_ERR_IO", "no-such.h5", libfsdp.describe_checkpoint, path + ".no-such.h5")
 unit.shard()[:] = 0.0
 report = ctx.load(path, [opt])
 check(report["loaded"] == 2 and report["missing"] == 0, f"load report {report}")

@@ -13,12 +13,13 @@ unsharded parameter (valid until `reshard`), `Unit.grad(i)` the full gradient to
 """
 import atexit
 import ctypes
+import json
 
 import numpy as np
 
 from . import _capi
 
-_lib = _capi.load()
+_lib = _capi.LazyLibrary()  # loaded at the first call (see LazyLibrary)
 
 
 def _library_version():
@@ -27,7 +28,11 @@ def _library_version():
     return "%d.%d.%d" % tuple(p.value for p in parts)
 
 
-__version__ = _library_version()  # the loaded library's (fsdp_get_version)
+def __getattr__(name):
+    """__version__: the loaded library's (fsdp_get_version), asked when first read."""
+    if name == "__version__":
+        return _library_version()
+    raise AttributeError(f"module 'libfsdp' has no attribute '{name}'")
 
 # numpy dtypes of the library's dtypes. numpy has no bfloat16: its buffers appear as uint16 bits
 # (convert with to_float32).
@@ -148,6 +153,17 @@ def checkpoint_metadata(path, key):
     return buf.value.decode()
 
 
+def describe_checkpoint(path):
+    """What a checkpoint holds, without reading its values (fsdp_checkpoint_describe): a dict
+    with "params" [{"name", "dtype", "shape"}], "optimizers" [{"kind", "groups", "state"}],
+    "grad_scaler" and "metadata". Local."""
+    length = ctypes.c_size_t()
+    _check(_lib.fsdp_checkpoint_describe(str(path).encode(), None, 0, ctypes.byref(length)))
+    buf = ctypes.create_string_buffer(length.value + 1)
+    _check(_lib.fsdp_checkpoint_describe(str(path).encode(), buf, len(buf), None))
+    return json.loads(buf.value.decode())
+
+
 # The classes need _lib, _check... above.
 from .context import Context  # noqa: E402
 from .grad_scaler import GradScaler  # noqa: E402
@@ -156,4 +172,4 @@ from .request import Request  # noqa: E402
 from .unit import Unit  # noqa: E402
 
 __all__ = ["Error", "Context", "Unit", "Optimizer", "Request", "GradScaler", "init", "finalize_mpi",
-           "checkpoint_metadata", "to_float32"]
+           "checkpoint_metadata", "describe_checkpoint", "to_float32"]

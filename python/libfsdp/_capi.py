@@ -133,6 +133,9 @@ _PROTOTYPES = {
     "fsdp_optimizer_set_lr": [c_void_p, c_int, c_double],
     "fsdp_optimizer_step": [c_void_p],
     "fsdp_optimizer_zero_grad": [c_void_p],
+    "fsdp_optimizer_state": [c_void_p, c_void_p, c_char_p, P(c_void_p), P(size_t)],
+    "fsdp_optimizer_steps": [c_void_p, c_void_p, P(ctypes.c_int64)],
+    "fsdp_optimizer_set_steps": [c_void_p, c_void_p, ctypes.c_int64],
     "fsdp_clip_grad_norm": [c_void_p, c_double, c_double, P(c_double)],
     "fsdp_grad_scaler_create": [c_void_p, c_double, c_double, c_double, c_int, P(c_void_p)],
     "fsdp_grad_scaler_destroy": [P(c_void_p)],
@@ -144,6 +147,7 @@ _PROTOTYPES = {
     "fsdp_checkpoint_save_async": [c_void_p, c_char_p, P(CheckpointOptions), P(c_void_p)],
     "fsdp_checkpoint_load": [c_void_p, c_char_p, P(CheckpointOptions), P(CheckpointReport)],
     "fsdp_checkpoint_metadata": [c_char_p, c_char_p, c_char_p, size_t, P(size_t)],
+    "fsdp_checkpoint_describe": [c_char_p, c_char_p, size_t, P(size_t)],
 }
 _RESTYPES = {"fsdp_status_string": c_char_p, "fsdp_last_error": c_char_p}
 
@@ -186,3 +190,17 @@ def load():
     if lib.fsdp_check_version(*VERSION) != SUCCESS:
         raise ImportError("libfsdp: " + lib.fsdp_last_error().decode())
     return lib
+
+
+class LazyLibrary:
+    """libfsdp.so, loaded at the first call rather than at `import libfsdp`. A CUDA build of
+    libfsdp needs libcudart and libnccl, which a PyTorch wheel also brings under the same sonames:
+    whichever process loads first provides them to the other. Loading late lets a module import
+    torch before the library (libfsdp.pytorch and libfsdp.dcp do), so PyTorch gets its own."""
+
+    _lib = None
+
+    def __getattr__(self, name):
+        if LazyLibrary._lib is None:
+            LazyLibrary._lib = load()
+        return getattr(LazyLibrary._lib, name)

@@ -2,7 +2,7 @@
 import ctypes
 
 from . import _capi
-from . import _check, _choice, _lib, _refuse
+from . import _check, _choice, _lib, _refuse, _view
 
 _FIELDS = {"lr", "weight_decay", "momentum", "dampening", "nesterov", "betas", "eps"}
 
@@ -65,6 +65,25 @@ class Optimizer:
 
     def zero_grad(self):
         _check(_lib.fsdp_optimizer_zero_grad(self._handle))
+
+    def state(self, unit, name):
+        """This rank's state buffer `name` of `unit` ("exp_avg", "exp_avg_sq"; "momentum"), a
+        numpy view laid out like unit.shard_grad() (allocated as zeros if no update made it yet).
+        Writing it, with set_steps, restores the optimizer from another source. Local."""
+        ptr, n = ctypes.c_void_p(), ctypes.c_size_t()
+        _check(_lib.fsdp_optimizer_state(self._handle, unit._handle, str(name).encode(),
+                                         ctypes.byref(ptr), ctypes.byref(n)))
+        return _view(ptr.value, unit.dtype, (n.value,))
+
+    def steps(self, unit):
+        """Updates made to `unit` so far. Local."""
+        steps = ctypes.c_int64()
+        _check(_lib.fsdp_optimizer_steps(self._handle, unit._handle, ctypes.byref(steps)))
+        return steps.value
+
+    def set_steps(self, unit, steps):
+        """Sets the update count of `unit` (>= 0). Local."""
+        _check(_lib.fsdp_optimizer_set_steps(self._handle, unit._handle, int(steps)))
 
     def destroy(self):
         _check(_lib.fsdp_optimizer_destroy(ctypes.byref(self._handle)))

@@ -8,6 +8,7 @@
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/sized_struct.hpp"
+#include "checkpoint/catalog_json.hpp"
 #include "checkpoint/checkpoint_service.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/h5util.hpp"
@@ -177,6 +178,25 @@ fsdp_status_t fsdp_checkpoint_metadata(const char* path, const char* key, char* 
       return;
     }
     fail(Errc::OutOfRange, "key = '" + std::string(key) + "': no such metadata in '" + p + "'");
+  });
+}
+
+fsdp_status_t fsdp_checkpoint_describe(const char* path, char* json, size_t capacity,
+                                       size_t* length) {
+  return guard(__func__, [&] {
+    const std::string p = read_path(path);
+    fsdp::ckpt::Catalog catalog;
+    {
+      std::lock_guard<std::mutex> lock(fsdp::ckpt::hdf5_mutex());
+      catalog = fsdp::ckpt::read_catalog(p);
+    }
+    const std::string text = fsdp::ckpt::catalog_json(catalog);
+    if (json && capacity < text.size() + 1)
+      fail(Errc::InvalidArgument, "capacity = " + std::to_string(capacity) +
+                                      ": the description of '" + p + "' needs " +
+                                      std::to_string(text.size() + 1) + " bytes");
+    if (json) std::memcpy(json, text.c_str(), text.size() + 1);
+    if (length) *length = text.size();
   });
 }
 

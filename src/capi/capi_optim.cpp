@@ -11,6 +11,9 @@
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/sized_struct.hpp"
+#include "checkpoint/format.hpp"
+#include "core/context.hpp"
+#include "core/unit.hpp"
 #include "optim/grad_norm.hpp"
 #include "optim/registry.hpp"
 
@@ -173,6 +176,66 @@ fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt) {
     Optimizer& o = optimizer_from(opt, "opt");
     o.context().scheduler().quiesce();
     o.zero_grad();
+  });
+}
+
+namespace {
+
+// `unit` as one of `o`'s units; INVALID_ARGUMENT naming both otherwise.
+const fsdp::Unit& optimized_unit(const Optimizer& o, fsdp_unit_t unit) {
+  const fsdp::Unit& u = fsdp::capi::unit_from(unit, "unit");
+  for (const fsdp::Unit* v : o.units())
+    if (v == &u) return u;
+  fail(Errc::InvalidArgument, "unit: " + u.label() + " is not updated by " + o.label());
+}
+
+}  // namespace
+
+fsdp_status_t fsdp_optimizer_state(fsdp_optimizer_t opt, fsdp_unit_t unit, const char* name,
+                                   void** data, size_t* numel) {
+  return guard(__func__, [&] {
+    Optimizer& o = optimizer_from(opt, "opt");
+    const fsdp::Unit& u = optimized_unit(o, unit);
+    if (!name) fail(Errc::InvalidArgument, "name: NULL");
+    const std::vector<std::string> names = fsdp::ckpt::state_names(fsdp::kind_name(o.kind()));
+    int b = -1;
+    for (std::size_t k = 0; k < names.size(); ++k)
+      if (names[k] == name) b = static_cast<int>(k);
+    if (b < 0) {
+      std::string known;
+      for (const std::string& n : names) known += (known.empty() ? "'" : ", '") + n + "'";
+      fail(Errc::InvalidArgument,
+           "name = '" + std::string(name) + "': " + o.label() + " keeps " + known);
+    }
+    if (u.layout().grad_shard_numel() == 0)
+      fail(Errc::InvalidArgument, "unit: " + u.label() +
+                                      ": every parameter is frozen (requires_grad = 0): it has "
+                                      "no optimizer state");
+    if (data) {
+      *data = o.ensure_state(u, b);
+      o.context().before_cpu_touches_shards();  // offloaded or on a GPU: the step has landed
+      o.context().shard_memory().handover_to_caller();
+    }
+    if (numel) *numel = u.layout().grad_shard_numel();
+  });
+}
+
+fsdp_status_t fsdp_optimizer_steps(fsdp_optimizer_t opt, fsdp_unit_t unit, int64_t* steps) {
+  return guard(__func__, [&] {
+    const Optimizer& o = optimizer_from(opt, "opt");
+    const fsdp::Unit& u = optimized_unit(o, unit);
+    if (!steps) fail(Errc::InvalidArgument, "steps: NULL");
+    *steps = o.steps(u);
+  });
+}
+
+fsdp_status_t fsdp_optimizer_set_steps(fsdp_optimizer_t opt, fsdp_unit_t unit, int64_t steps) {
+  return guard(__func__, [&] {
+    Optimizer& o = optimizer_from(opt, "opt");
+    const fsdp::Unit& u = optimized_unit(o, unit);
+    if (steps < 0)
+      fail(Errc::InvalidArgument, "steps = " + std::to_string(steps) + ": must be >= 0");
+    o.set_steps(u, steps);
   });
 }
 

@@ -36,10 +36,6 @@ const char* strategy_name(Strategy s) {
   return "unknown";
 }
 
-const char* kind_name(OptimizerKind k) {
-  return k == OptimizerKind::AdamW ? "adamw" : "sgd";
-}
-
 // The unit layout at save time, as JSON text (the /layout dataset).
 std::string layout_json(const std::vector<Unit*>& units) {
   std::string j = "{\"units\": [";

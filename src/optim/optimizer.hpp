@@ -20,6 +20,11 @@ class Unit;
 
 enum class OptimizerKind : int { Sgd = 0, AdamW = 1 };
 
+// "sgd" or "adamw", as checkpoints name the kind.
+inline const char* kind_name(OptimizerKind k) {
+  return k == OptimizerKind::AdamW ? "adamw" : "sgd";
+}
+
 struct HyperParams {
   double lr = 0.01, weight_decay = 0.0, momentum = 0.0, dampening = 0.0;
   bool nesterov = false;
