@@ -65,6 +65,21 @@ if want checkpoint; then
     "$mpiexec" -n "$n" "$build/bench/bench_checkpoint" "$out/ckpt" 256 2000 3 --pitfalls \
       2>> "$out/checkpoint.json" | tee -a "$out/checkpoint.md"
   done
+  # The same against PyTorch DCP (FSDP2's DTensors), parameters + AdamW state, 1, 2, 4 ranks.
+  {
+    echo "| checkpoint MiB | ranks | libfsdp save GiB/s | DCP save GiB/s | save vs DCP |" \
+         "libfsdp cold load GiB/s | DCP cold load GiB/s | cold load vs DCP |" \
+         "libfsdp warm load GiB/s | DCP warm load GiB/s | warm load vs DCP | cold reads |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  } > "$out/checkpoint-dcp.md"
+  : > "$out/checkpoint-dcp.json"
+  for n in 1 2 4; do
+    for mib in 64 512 2048; do
+      PYTHONPATH="$here/../python" LIBFSDP_LIBRARY="$build/src/libfsdp.so" \
+        "$mpiexec" -n "$n" "$python" "$here/bench_dcp.py" "$out/ckpt" "$mib" 3 \
+        2>> "$out/checkpoint-dcp.json" | tee -a "$out/checkpoint-dcp.md"
+    done
+  done
   rm -rf "$out/ckpt"
 fi
 # End to end: the GPT example with libfsdp, PyTorch FSDP2 and PyTorch DDP.

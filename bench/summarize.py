@@ -178,6 +178,10 @@ def main():
         lines += ["### Checkpoints against raw POSIX I/O", ""]
         lines += open(os.path.join(d, "checkpoint.md")).read().splitlines()
         lines.append("")
+    if os.path.exists(os.path.join(d, "checkpoint-dcp.md")):
+        lines += ["### Checkpoints against PyTorch DCP (model + AdamW state, same run)", ""]
+        lines += open(os.path.join(d, "checkpoint-dcp.md")).read().splitlines()
+        lines.append("")
     e2e(d, lines, plots)
     table = os.path.join(d, "gpt", "gpt_table.md")
     if os.path.exists(table):  # make bench-gpt: the seed's Table 3.1

@@ -14,8 +14,8 @@
 #include "checkpoint/format.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/json_text.hpp"
-#include "checkpoint/mapped_file.hpp"
 #include "checkpoint/partial_checksums.hpp"
+#include "checkpoint/range_reader.hpp"
 #include "checkpoint/writer.hpp"
 #include "core/context.hpp"
 #include "core/unit.hpp"
@@ -466,32 +466,21 @@ struct FileRange {
   uint64_t file_offset, bytes;
 };
 
-// Each range's CRC-32C straight from the page cache, in file order. The ranges go in windows of
-// 256 MiB, each read ahead (MADV_WILLNEED) while the window before it is checksummed.
-std::vector<PartialCrc> checksum(const MappedFile& file, const std::vector<FileRange>& ranges) {
-  constexpr uint64_t kWindow = uint64_t{256} << 20;
-  std::vector<std::size_t> window_start;
-  for (std::size_t i = 0, bytes = kWindow; i < ranges.size(); ++i) {
-    if (bytes >= kWindow) window_start.push_back(i), bytes = 0;
-    bytes += ranges[i].bytes;
-  }
-  window_start.push_back(ranges.size());
-  auto prefetch = [&](std::size_t w) {
-    if (w + 1 >= window_start.size()) return;
-    std::vector<MappedFile::Range> next;
-    for (std::size_t i = window_start[w]; i < window_start[w + 1]; ++i)
-      next.push_back({ranges[i].file_offset, ranges[i].bytes});
-    file.prefetch(next);
-  };
+// Each range's CRC-32C, in file order, read in 1 MiB pieces into one buffer that stays in the
+// CPU's cache while it is checksummed; the kernel's read-ahead keeps the disk busy meanwhile.
+std::vector<PartialCrc> checksum(const RangeReader& file, const std::vector<FileRange>& ranges,
+                                 const std::vector<Target>& targets) {
+  constexpr uint64_t kPiece = uint64_t{1} << 20;
+  std::vector<char> piece(kPiece);
   std::vector<PartialCrc> crc;
-  prefetch(0);
-  for (std::size_t w = 0; w + 1 < window_start.size(); ++w) {
-    prefetch(w + 1);
-    for (std::size_t i = window_start[w]; i < window_start[w + 1]; ++i) {
-      const FileRange& rg = ranges[i];
-      crc.push_back({rg.target, rg.slice.param_offset, rg.slice.length,
-                     crc32c(0, file.data() + rg.file_offset, rg.bytes)});
+  for (const FileRange& rg : ranges) {
+    uint32_t c = 0;
+    for (uint64_t done = 0; done < rg.bytes; done += kPiece) {
+      const uint64_t n = std::min(kPiece, rg.bytes - done);
+      file.read(rg.file_offset + done, n, piece.data(), targets[rg.target].file->name);
+      c = crc32c(c, piece.data(), n);
     }
+    crc.push_back({rg.target, rg.slice.param_offset, rg.slice.length, c});
   }
   return crc;
 }
@@ -530,7 +519,7 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
             [](const FileRange& a, const FileRange& b) { return a.file_offset < b.file_offset; });
 
   // Pass 1: nothing is copied until every rank's ranges of every dataset check out.
-  std::optional<MappedFile> file;
+  std::optional<RangeReader> file;
   agree_on(all_, [&] {
     file.emplace(r.path);
     for (const FileRange& rg : ranges)
@@ -538,7 +527,7 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
         fail(Errc::Corrupt, "'" + r.path + "': " + m.targets[rg.target].file->name +
                                 " runs past the end of the file (truncated file)");
   });
-  agree_on(all_, [&] { verify_checksums(shard_, m.targets, checksum(*file, ranges)); });
+  agree_on(all_, [&] { verify_checksums(shard_, m.targets, checksum(*file, ranges, m.targets)); });
 
   // Everything is verified: pass 2 copies (or converts) the ranges over the destinations. State
   // buffers are allocated (zeros) even where this rank holds none of a unit's parameters, so
@@ -566,26 +555,24 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
     device_destination = destination;
     for (std::size_t t = 0; t < m.targets.size(); ++t) destination[t] = staging[t].data();
   }
-  std::vector<double> aligned;  // see below
-  for (const FileRange& rg : ranges) {
-    const Target& tg = m.targets[rg.target];
-    const DType model_t = tg.unit->layout().param(tg.param).dtype;
-    char* dst = destination[rg.target] + rg.slice.shard_offset * tg.unit->layout().element_size();
-    const char* src = file->data() + rg.file_offset;
-    if (tg.file->dtype == model_t) {
-      std::memcpy(dst, src, rg.bytes);
-      continue;
-    }
-    // HDF5 places small datasets at any byte offset, and loading an element from an unaligned
-    // address is undefined behaviour (vectorized loops may assume alignment): such a range is
-    // converted from an aligned copy.
-    if (reinterpret_cast<std::uintptr_t>(src) % dtype_size(tg.file->dtype) != 0) {
+  // The kernel copies each range from the page cache straight into its destination, or into an
+  // aligned buffer when it must be converted. The file was just read whole: an error here means it
+  // changed under the load; every rank reports it alike.
+  agree_on(all_, [&] {
+    std::vector<double> aligned;
+    for (const FileRange& rg : ranges) {
+      const Target& tg = m.targets[rg.target];
+      const DType model_t = tg.unit->layout().param(tg.param).dtype;
+      char* dst = destination[rg.target] + rg.slice.shard_offset * tg.unit->layout().element_size();
+      if (tg.file->dtype == model_t) {
+        file->read(rg.file_offset, rg.bytes, dst, tg.file->name);
+        continue;
+      }
       aligned.resize((rg.bytes + sizeof(double) - 1) / sizeof(double));
-      std::memcpy(aligned.data(), src, rg.bytes);
-      src = reinterpret_cast<const char*>(aligned.data());
+      file->read(rg.file_offset, rg.bytes, aligned.data(), tg.file->name);
+      host::convert(dst, model_t, aligned.data(), tg.file->dtype, rg.slice.length);
     }
-    host::convert(dst, model_t, src, tg.file->dtype, rg.slice.length);
-  }
+  });
   if (staged) {
     for (std::size_t t = 0; t < m.targets.size(); ++t)
       memory.copy(device_destination[t], staging[t].data(), staging[t].size());
