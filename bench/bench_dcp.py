@@ -6,7 +6,9 @@ loaded back, turn about (which of the two goes first alternates). Both write new
 DCP's FileSystemWriter too, sync_files=True); the previous ones are removed outside the timing.
 Loads are timed cold (page cache dropped first; needs root, else "cold": false) and warm (right
 again). libfsdp's load verifies every checksum before it writes the shards. Medians of `reps`
-after one warm-up round.
+rounds (rounded up to even, so that each goes first equally often: on this disk a write right
+after another runs up to 4x slower) after one warm-up round; every round's times are in the
+JSON line.
 
     mpiexec -n N python bench_dcp.py DIR MIB REPS
 
@@ -75,6 +77,7 @@ def timed(fn):
 
 def main():
     directory, mib, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    reps += reps % 2
     torch.set_num_threads(1)
     ctx = libfsdp.init()
     rank, world = ctx.group()
@@ -129,6 +132,7 @@ def main():
                 os.remove(path)
         dist.barrier()
 
+    rounds = []
     results = {k: [] for k in ("libfsdp_save", "dcp_save", "libfsdp_load_cold", "dcp_load_cold",
                                "libfsdp_load_warm", "dcp_load_warm")}
     cold = True
@@ -155,6 +159,7 @@ def main():
         for p in paths.values():
             remove(p)
         if rep > 0:  # the first round warms up
+            rounds.append({"first": order[0], **{k: round(v, 4) for k, v in times.items()}})
             for k, v in times.items():
                 results[k].append(v)
     med = {k: statistics.median(v) for k, v in results.items()}
@@ -164,7 +169,8 @@ def main():
            **{k + "_s": round(v, 4) for k, v in med.items()},
            "save_vs_dcp": round(med["dcp_save"] / med["libfsdp_save"], 3),
            "load_cold_vs_dcp": round(med["dcp_load_cold"] / med["libfsdp_load_cold"], 3),
-           "load_warm_vs_dcp": round(med["dcp_load_warm"] / med["libfsdp_load_warm"], 3)}
+           "load_warm_vs_dcp": round(med["dcp_load_warm"] / med["libfsdp_load_warm"], 3),
+           "rounds": rounds}
     if rank == 0:
         print(json.dumps(row), file=sys.stderr)
         print(f"| {nbytes / (1 << 20):.0f} | {world} | {gib / med['libfsdp_save']:.2f} | "

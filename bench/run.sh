@@ -76,7 +76,7 @@ if want checkpoint; then
   for n in 1 2 4; do
     for mib in 64 512 2048; do
       PYTHONPATH="$here/../python" LIBFSDP_LIBRARY="$build/src/libfsdp.so" \
-        "$mpiexec" -n "$n" "$python" "$here/bench_dcp.py" "$out/ckpt" "$mib" 3 \
+        "$mpiexec" -n "$n" "$python" "$here/bench_dcp.py" "$out/ckpt" "$mib" 4 \
         2>> "$out/checkpoint-dcp.json" | tee -a "$out/checkpoint-dcp.md"
     done
   done
