@@ -16,6 +16,10 @@
                                 model with one parameter reshaped is refused naming it
   bad-shape DIR                 writes a DCP directory whose exp_avg disagrees with its
                                 parameter's shape
+  model-only DIR                writes a DCP directory of a model alone (float32, float64 and
+                                bfloat16 tensors, no optimizer)
+  same-model DIR1 DIR2          the model tensors of two DCP directories are equal bit for bit
+                                (bfloat16 compared as the float32 libfsdp keeps)
 Exit 77 (skipped) without PyTorch >= 2.6."""
 import os
 import socket
@@ -253,6 +257,33 @@ def bad_shape(directory):
     return 0
 
 
+def model_only(directory):
+    g = torch.Generator().manual_seed(5)
+    sd = {"model": {"a.weight": torch.randn(5, 3, generator=g),
+                    "a.bias": torch.randn(5, generator=g, dtype=torch.float64),
+                    "b": torch.randn(7, generator=g).to(torch.bfloat16)}}
+    dcp.save(sd, checkpoint_id=directory, no_dist=True)
+    return 0
+
+
+def read_model(directory):
+    reader = dcp.FileSystemReader(directory)
+    meta = reader.read_metadata().state_dict_metadata
+    sd = {k: torch.empty(tuple(m.size), dtype=m.properties.dtype) for k, m in meta.items()
+          if hasattr(m, "size")}
+    dcp.load(sd, storage_reader=reader, no_dist=True)
+    return sd
+
+
+def same_model(d1, d2):
+    a, b = read_model(d1), read_model(d2)
+    bad = [k for k in sorted(set(a) | set(b)) if k not in a or k not in b or not same(
+        a[k].to(torch.float32) if a[k].dtype == torch.bfloat16 else a[k], b[k])]
+    for k in bad:
+        print("FAIL tensor", k, "differs")
+    return 1 if bad else 0
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "fsdp2-save":
@@ -266,6 +297,10 @@ def main():
         return libfsdp_load(*args)
     if cmd == "bad-shape":
         return bad_shape(*args)
+    if cmd == "model-only":
+        return model_only(*args)
+    if cmd == "same-model":
+        return same_model(*args)
     raise SystemExit(f"unknown command {cmd}")
 
 

@@ -3,7 +3,8 @@
 # DCP checkpoint of model + AdamW state with two param groups; it is converted to a libfsdp
 # checkpoint on 3 ranks, loaded by libfsdp on 2 ranks (bitwise against FSDP2's full state),
 # converted back to DCP, and loaded by FSDP2 on 3 ranks (bitwise), and one more FSDP2 step from the
-# original and from the round-tripped directory agree bit for bit. Bad input (a missing or
+# original and from the round-tripped directory agree bit for bit; a model without optimizer
+# state (float32, float64, bfloat16) round-trips too. Bad input (a missing or
 # truncated data file, a state whose shape disagrees with its parameter, group patterns that do
 # not match the groups, a file that is not a checkpoint, a target that is not a DCP directory, a
 # multi-rank to-dcp) fails with exit 2 and one line naming the file or tensor, and leaves the
@@ -38,6 +39,10 @@ $chk fsdp2-load "$dir/back" "$dir/ref.pt" 3; rc=$?
 check "FSDP2 (3 ranks) loads the round-tripped directory bit for bit, hyperparameters included" '[ $rc -eq 0 ]'
 $chk fsdp2-continue "$dir/fsdp2" "$dir/back"; rc=$?
 check "one more FSDP2 step from the original and from the round trip: equal bit for bit" '[ $rc -eq 0 ]'
+$chk model-only "$dir/model" > /dev/null 2>&1
+out=$($mpiexec -n 2 $conv to-libfsdp "$dir/model" "$dir/model.h5" 2>&1) && out=$($conv to-dcp "$dir/model.h5" "$dir/model-back" 2>&1)
+rc=$?
+check "a model without optimizer state (float32, float64, bfloat16) round-trips" '[ $rc -eq 0 ] && echo "$out" | grep -q "3 parameters, optimizer none" && $chk same-model "$dir/model" "$dir/model-back"'
 out=$($conv to-dcp "$dir/c.h5" "$dir/back" 2>&1); rc=$?
 check "to-dcp replaces an existing DCP directory" '[ $rc -eq 0 ] && [ -f "$dir/back/.metadata" ] && [ -z "$(ls -d "$dir"/back.* 2>/dev/null)" ]'
 

@@ -145,6 +145,19 @@ void write_fully(int fd, const char* data, uint64_t bytes, uint64_t offset,
   }
 }
 
+// Asks the kernel to start writing [offset, offset + bytes) to the device now rather than at the
+// fsync, so the device works while the next 64 MiB are copied into the page cache (a 2 GiB write
+// + fsync took 1.0 s instead of 1.25 s here). Advice: the fsync still makes the data durable and
+// reports any error.
+void start_writeback(int fd, uint64_t offset, uint64_t bytes) {
+#if defined(__linux__)
+  ::sync_file_range(fd, static_cast<off64_t>(offset), static_cast<off64_t>(bytes),
+                    SYNC_FILE_RANGE_WRITE);
+#else
+  (void)fd, (void)offset, (void)bytes;
+#endif
+}
+
 // IoMode::Posix: this rank's blocks in file order, each straight from memory (or produced into a
 // staging buffer), then fsync. Local; the caller agrees on the outcome.
 void write_posix(const std::string& path, const std::vector<IoPiece>& pieces,
@@ -163,7 +176,12 @@ void write_posix(const std::string& path, const std::vector<IoPiece>& pieces,
           p.produce(b.first, b.bytes, staging.data());
           data = staging.data();
         }
-        write_fully(fd, data, b.bytes, b.file_offset, path);
+        constexpr uint64_t kWriteback = uint64_t{64} << 20;
+        for (uint64_t done = 0; done < b.bytes; done += kWriteback) {
+          const uint64_t n = std::min(kWriteback, b.bytes - done);
+          write_fully(fd, data + done, n, b.file_offset + done, path);
+          start_writeback(fd, b.file_offset + done, n);
+        }
       }
     if (::fsync(fd) != 0) fail(Errc::Io, "fsync of '" + path + "': " + std::strerror(errno));
   });
