@@ -40,11 +40,11 @@ check "FSDP2 (3 ranks) loads the round-tripped directory bit for bit, hyperparam
 $chk fsdp2-continue "$dir/fsdp2" "$dir/back"; rc=$?
 check "one more FSDP2 step from the original and from the round trip: equal bit for bit" '[ $rc -eq 0 ]'
 $chk model-only "$dir/model" > /dev/null 2>&1
-out=$($mpiexec -n 2 $conv to-libfsdp "$dir/model" "$dir/model.h5" 2>&1) && out=$($conv to-dcp "$dir/model.h5" "$dir/model-back" 2>&1)
+out=$($mpiexec -n 2 $conv import "$dir/model" --to "$dir/model.h5" 2>&1) && out=$($conv to-dcp "$dir/model.h5" "$dir/model-back" 2>&1)
 rc=$?
 check "a model without optimizer state (float32, float64, bfloat16) round-trips" '[ $rc -eq 0 ] && echo "$out" | grep -q "3 parameters, optimizer none" && $chk same-model "$dir/model" "$dir/model-back"'
-out=$($conv to-dcp "$dir/c.h5" "$dir/back" 2>&1); rc=$?
-check "to-dcp replaces an existing DCP directory" '[ $rc -eq 0 ] && [ -f "$dir/back/.metadata" ] && [ -z "$(ls -d "$dir"/back.* 2>/dev/null)" ]'
+out=$($conv export "$dir/c.h5" --to "$dir/back" 2>&1); rc=$?
+check "export --to (fsdp-ckpt's spelling) replaces an existing DCP directory" '[ $rc -eq 0 ] && [ -f "$dir/back/.metadata" ] && [ -z "$(ls -d "$dir"/back.* 2>/dev/null)" ]'
 
 # Bad input: exit 2, one line naming the file or tensor, the existing target unchanged.
 sum() { md5sum "$1" | cut -d" " -f1; }
@@ -63,6 +63,9 @@ $chk bad-shape "$dir/shape" > /dev/null 2>&1
 refused "an exp_avg whose shape disagrees with its parameter" "tensor 'optim.state.w.exp_avg' has shape [4, 3], its parameter 'model.w' [3, 4]" $conv to-libfsdp "$dir/shape" "$dir/c.h5"
 refused "group patterns that put a parameter in another group" "'embed.bias' is in param_groups[1] but the patterns put it in param_groups[0]" $conv to-libfsdp "$dir/fsdp2" "$dir/c.h5" --group-patterns 'blocks.*.bias'
 refused "a directory without .metadata" "no .metadata file" $conv to-libfsdp "$src" "$dir/c.h5"
+out=$($conv to-libfsdp "$dir/fsdp2" 2>&1); rc=$?
+check "no target: a usage error" '[ $rc -eq 2 ] && echo "$out" | grep -q "give the target"'
+
 check "the existing checkpoint survived every refusal" '[ "$(sum "$dir/c.h5")" = "$keep" ]'
 keep=$(sum "$dir/back/.metadata")
 refused "to-dcp from a file that is not a checkpoint" "FSDP_ERR" $conv to-dcp "$dir/ref.pt" "$dir/back"

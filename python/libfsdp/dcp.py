@@ -4,6 +4,7 @@ and writer and libfsdp's own checkpoint save and load.
 
     mpiexec -n N python -m libfsdp.dcp to-libfsdp DCP_DIR OUT.h5 [--group-patterns P1,P2...]
     python -m libfsdp.dcp to-dcp IN.h5 DCP_DIR
+    (also as fsdp-ckpt spells its conversions: import DCP_DIR --to OUT.h5, export IN.h5 --to DIR)
 
 The DCP side is what FSDP2 writes with
 `dcp.save({"model": model_sd, "optim": optim_sd})`, where model_sd, optim_sd =
@@ -482,29 +483,32 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m libfsdp.dcp", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    a = sub.add_parser("to-libfsdp", help="DCP directory -> libfsdp checkpoint (any rank count)")
-    a.add_argument("dcp_dir")
-    a.add_argument("out")
+    a = sub.add_parser("to-libfsdp", aliases=["import"],
+                       help="DCP directory -> libfsdp checkpoint (any rank count)")
+    a.add_argument("source", metavar="dcp_dir")
+    a.add_argument("target", metavar="out.h5", nargs="?")
     a.add_argument("--group-patterns", default=None,
                    help="comma-separated globs for param_groups[1], [2]... (default: one "
                         "exact-name group per parameter)")
-    b = sub.add_parser("to-dcp", help="libfsdp checkpoint -> DCP directory (one rank)")
-    b.add_argument("checkpoint")
-    b.add_argument("dcp_dir")
+    b = sub.add_parser("to-dcp", aliases=["export"],
+                       help="libfsdp checkpoint -> DCP directory (one rank)")
+    b.add_argument("source", metavar="checkpoint.h5")
+    b.add_argument("target", metavar="dcp_dir", nargs="?")
     for p in (a, b):
+        p.add_argument("--to", default=None, help="the target, as fsdp-ckpt import/export take it")
         p.add_argument("--model-key", default="model")
         p.add_argument("--optim-key", default="optim")
     args = parser.parse_args(argv)
+    if (args.target is None) == (args.to is None):
+        parser.error(f"{args.command}: give the target either as the second argument or --to")
+    target = args.target if args.target is not None else args.to
     try:
-        if args.command == "to-libfsdp":
+        if args.command in ("to-libfsdp", "import"):
             patterns = None if args.group_patterns is None else args.group_patterns.split(",")
-            done = to_libfsdp(args.dcp_dir, args.out, model_key=args.model_key,
-                                 optim_key=args.optim_key, group_patterns=patterns)
-            what = (args.dcp_dir, args.out)
+            done = to_libfsdp(args.source, target, model_key=args.model_key,
+                              optim_key=args.optim_key, group_patterns=patterns)
         else:
-            done = to_dcp(args.checkpoint, args.dcp_dir, model_key=args.model_key,
-                             optim_key=args.optim_key)
-            what = (args.checkpoint, args.dcp_dir)
+            done = to_dcp(args.source, target, model_key=args.model_key, optim_key=args.optim_key)
     except ConversionError as e:
         print(f"libfsdp.dcp {args.command}: {e}", file=sys.stderr)
         return 2
@@ -512,8 +516,8 @@ def main(argv=None):
         print(f"libfsdp.dcp {args.command}: {e.status_name}: {e}", file=sys.stderr)
         return 2
     if done["rank"] == 0:
-        print(f"libfsdp.dcp {args.command}: {what[0]} -> {what[1]}: {done['params']} parameters, "
-              f"optimizer {done['optimizer'] or 'none'}")
+        print(f"libfsdp.dcp {args.command}: {args.source} -> {target}: {done['params']} "
+              f"parameters, optimizer {done['optimizer'] or 'none'}")
     return 0
 
 
