@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _capi
 
-_lib = _capi.LazyLibrary()  # loaded at the first call (see LazyLibrary)
+_lib = _capi.library()  # now, or at the first call where torch may come later (LazyLibrary)
 
 
 def _library_version():

@@ -2,7 +2,9 @@
 and one prototype per function. Nothing here is public; libfsdp/__init__.py builds on it."""
 import ctypes
 import ctypes.util
+import importlib.util
 import os
+import sys
 
 # Status codes and enumerations: the values of include/fsdp.h. tests/check_python_capi.py compares
 # every one of them, and every struct's fields and offsets, with the header (in make check).
@@ -192,11 +194,24 @@ def load():
     return lib
 
 
+def library():
+    """libfsdp.so for `import libfsdp`: loaded now, so that a missing or unloadable library is an
+    ImportError at once; or, where PyTorch is installed but not imported yet, found now and loaded
+    at the first call (LazyLibrary)."""
+    if "torch" in sys.modules or importlib.util.find_spec("torch") is None:
+        return load()
+    found = [p for p in _candidates() if os.sep not in p or os.path.exists(p)]
+    if not found:
+        raise ImportError("libfsdp: cannot load libfsdp.so (set LIBFSDP_LIBRARY to its path); "
+                          "tried " + ", ".join(_candidates()))
+    return LazyLibrary()
+
+
 class LazyLibrary:
-    """libfsdp.so, loaded at the first call rather than at `import libfsdp`. A CUDA build of
-    libfsdp needs libcudart and libnccl, which a PyTorch wheel also brings under the same sonames:
-    whichever process loads first provides them to the other. Loading late lets a module import
-    torch before the library (libfsdp.pytorch and libfsdp.dcp do), so PyTorch gets its own."""
+    """libfsdp.so, loaded at the first call. A CUDA build of libfsdp needs libcudart and libnccl,
+    which a PyTorch wheel also brings under the same sonames: whichever loads first serves both,
+    and PyTorch fails on an older NCCL (`undefined symbol: ncclCommResume`). Loading late lets the
+    program, libfsdp.pytorch or libfsdp.dcp import torch before the library."""
 
     _lib = None
 
