@@ -18,7 +18,8 @@
                                 parameter's shape
   model-only DIR                writes a DCP directory of a model alone (float32, float64 and
                                 bfloat16 tensors, no optimizer)
-  same-model DIR1 DIR2          the model tensors of two DCP directories are equal bit for bit
+  sgd DIR                       writes a DCP directory of a parameter with SGD's momentum_buffer
+  same-model DIR1 DIR2          the tensors of two DCP directories are equal bit for bit
                                 (bfloat16 compared as the float32 libfsdp keeps)
 Exit 77 (skipped) without PyTorch >= 2.6."""
 import os
@@ -266,6 +267,16 @@ def model_only(directory):
     return 0
 
 
+def sgd(directory):
+    g = torch.Generator().manual_seed(6)
+    sd = {"model": {"w": torch.randn(6, 5, generator=g)},
+          "optim": {"state": {"w": {"momentum_buffer": torch.randn(6, 5, generator=g)}},
+                    "param_groups": [{"lr": 0.1, "momentum": 0.9, "dampening": 0.0,
+                                      "nesterov": False, "weight_decay": 0.0, "params": ["w"]}]}}
+    dcp.save(sd, checkpoint_id=directory, no_dist=True)
+    return 0
+
+
 def read_model(directory):
     reader = dcp.FileSystemReader(directory)
     meta = reader.read_metadata().state_dict_metadata
@@ -299,6 +310,8 @@ def main():
         return bad_shape(*args)
     if cmd == "model-only":
         return model_only(*args)
+    if cmd == "sgd":
+        return sgd(*args)
     if cmd == "same-model":
         return same_model(*args)
     raise SystemExit(f"unknown command {cmd}")

@@ -4,7 +4,7 @@
 # checkpoint on 3 ranks, loaded by libfsdp on 2 ranks (bitwise against FSDP2's full state),
 # converted back to DCP, and loaded by FSDP2 on 3 ranks (bitwise), and one more FSDP2 step from the
 # original and from the round-tripped directory agree bit for bit; a model without optimizer
-# state (float32, float64, bfloat16) round-trips too. Bad input (a missing or
+# state (float32, float64, bfloat16) and SGD's momentum round-trip too. Bad input (a missing or
 # truncated data file, a state whose shape disagrees with its parameter, group patterns that do
 # not match the groups, a file that is not a checkpoint, a target that is not a DCP directory, a
 # multi-rank to-dcp) fails with exit 2 and one line naming the file or tensor, and leaves the
@@ -43,6 +43,10 @@ $chk model-only "$dir/model" > /dev/null 2>&1
 out=$($mpiexec -n 2 $conv import "$dir/model" --to "$dir/model.h5" 2>&1) && out=$($conv to-dcp "$dir/model.h5" "$dir/model-back" 2>&1)
 rc=$?
 check "a model without optimizer state (float32, float64, bfloat16) round-trips" '[ $rc -eq 0 ] && echo "$out" | grep -q "3 parameters, optimizer none" && $chk same-model "$dir/model" "$dir/model-back"'
+$chk sgd "$dir/sgd" > /dev/null 2>&1
+out=$($conv import "$dir/sgd" --to "$dir/sgd.h5" 2>&1) && out=$($conv export "$dir/sgd.h5" --to "$dir/sgd-back" 2>&1)
+rc=$?
+check "SGD's momentum_buffer round-trips" '[ $rc -eq 0 ] && echo "$out" | grep -q "1 parameters, optimizer sgd" && $chk same-model "$dir/sgd" "$dir/sgd-back"'
 out=$($conv export "$dir/c.h5" --to "$dir/back" 2>&1); rc=$?
 check "export --to (fsdp-ckpt's spelling) replaces an existing DCP directory" '[ $rc -eq 0 ] && [ -f "$dir/back/.metadata" ] && [ -z "$(ls -d "$dir"/back.* 2>/dev/null)" ]'
 

@@ -44,8 +44,9 @@ except ImportError:  # reported when a conversion is asked for
 
 import libfsdp
 
-_ADAMW_STATE = ("exp_avg", "exp_avg_sq")
-_SGD_STATE = ("momentum_buffer",)
+# Optimizer state buffers by kind: libfsdp's name (fsdp_optimizer_state) -> PyTorch's.
+_STATES = {"adamw": {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq"},
+           "sgd": {"momentum": "momentum_buffer"}}
 _UNIT_BYTES = 256 << 20  # units of at most this many parameter bytes (one is read at a time)
 
 
@@ -105,7 +106,7 @@ class _DcpCatalog:
                                   f"({type(e).__name__}: {e})") from None
         self._check_files()
         mapping = self.metadata.planner_data or {}
-        self.params, self.state, self.groups, self.ignored = {}, {}, {}, []
+        self.params, self.state, self.groups = {}, {}, {}  # other keys are left out
         for key, meta in self.metadata.state_dict_metadata.items():
             path = tuple(mapping.get(key, ())) or self._split(key, model_key, optim_key)
             tensor = hasattr(meta, "size")
@@ -115,8 +116,6 @@ class _DcpCatalog:
                 self.state.setdefault(path[2], {})[path[3]] = (key, meta)
             elif len(path) == 4 and path[:2] == (optim_key, "param_groups") and not tensor:
                 self.groups.setdefault(int(path[2]), {})[path[3]] = key
-            else:
-                self.ignored.append(key)
         if not self.params:
             raise ConversionError(f"{self.directory}: no tensor under '{model_key}.' (the model's "
                                   "state dict; see --model-key)")
@@ -174,17 +173,17 @@ def _optimizer_plan(cat, group_patterns):
     names = {n for states in cat.state.values() for n in states}
     if not cat.state:
         return None, [], {}
-    if names <= set(_ADAMW_STATE) | {"step"}:
-        kind, wanted = "adamw", _ADAMW_STATE
-    elif names <= set(_SGD_STATE):
-        kind, wanted = "sgd", _SGD_STATE
+    if names <= set(_STATES["adamw"].values()) | {"step"}:
+        kind = "adamw"
+    elif names <= set(_STATES["sgd"].values()):
+        kind = "sgd"
     else:
         raise ConversionError(f"{cat.directory}: optimizer state {sorted(names)}: libfsdp "
                               "converts AdamW (exp_avg, exp_avg_sq, step) and SGD "
                               "(momentum_buffer)")
     for fqn, states in cat.state.items():
         (pkey, pmeta) = cat.params[fqn]
-        for n in wanted:
+        for n in _STATES[kind].values():
             if n not in states:
                 raise ConversionError(f"{cat.directory}: '{fqn}' has optimizer state "
                                       f"{sorted(states)} without '{n}'")
@@ -324,25 +323,20 @@ def _fill_units(ctx, cat, kind, groups, steps):
         plan.append((step, dtype, current))
     units = [ctx.unit([(fqn, tuple(cat.params[fqn][1].size), np.dtype(dtype)) for fqn in fqns],
                       name=f"dcp {i}") for i, (_, dtype, fqns) in enumerate(plan)]
-    opt = None
-    if kind is not None:
-        (_, hp0), rest = groups[0], groups[1:]
-        opt = ctx.optimizer(kind, units, **hp0)
-        for pattern, hp in rest:
-            opt.add_group(pattern, **hp)
-    wanted = _ADAMW_STATE if kind == "adamw" else _SGD_STATE
+    opt = _optimizer(ctx, kind, units, groups) if kind is not None else None
+    states = _STATES.get(kind, {})
     for unit, (step, dtype, fqns) in zip(units, plan):
         keys = [cat.params[f] for f in fqns]
         if step >= 0:
-            keys += [cat.state[f][n] for f in fqns for n in wanted]
+            keys += [cat.state[f][n] for f in fqns for n in states.values()]
         values = cat.read(keys)
         shard = unit.shard()
-        buffers = [opt.state(unit, n) for n in wanted] if step >= 0 else []
+        buffers = {n: opt.state(unit, lib) for lib, n in states.items()} if step >= 0 else {}
         for i, fqn in enumerate(fqns):
             shard_off, param_off, length = unit.shard_range(i)
             part = slice(param_off, param_off + length)
             shard[shard_off:shard_off + length] = _flat(values[cat.params[fqn][0]], dtype)[part]
-            for buf, n in zip(buffers, wanted):
+            for n, buf in buffers.items():
                 buf[shard_off:shard_off + length] = _flat(values[cat.state[fqn][n][0]],
                                                           dtype)[part]
         if step >= 0:
@@ -430,25 +424,22 @@ def _load_full(ctx, path, info, oinfo, step_of, model_key, optim_key):
                       name=f"checkpoint {i}") for i, ((_, dtype), params) in enumerate(plan)]
     opt = None
     if oinfo is not None:
-        opt = ctx.optimizer(oinfo["kind"], units, **_hyper(oinfo["kind"], oinfo["groups"][0]))
-        for g in oinfo["groups"][1:]:
-            opt.add_group(g["pattern"], **_hyper(oinfo["kind"], g))
+        opt = _optimizer(ctx, oinfo["kind"], units,
+                         [(g["pattern"], _hyper(oinfo["kind"], g)) for g in oinfo["groups"]])
     ctx.load(str(path), optimizers=[opt] if opt else [])
     model, state = {}, {}
-    names = ("exp_avg", "exp_avg_sq") if oinfo and oinfo["kind"] == "adamw" else ("momentum",)
+    states = _STATES[oinfo["kind"]] if oinfo else {}
     for unit, ((step, _), params) in zip(units, plan):
         shard = unit.shard()
-        buffers = [opt.state(unit, n) for n in names] if opt and step >= 0 else []
+        buffers = {n: opt.state(unit, lib) for lib, n in states.items()} if step >= 0 else {}
         for i, p in enumerate(params):
             shard_off, _, length = unit.shard_range(i)
             part = slice(shard_off, shard_off + length)
             model[p["name"]] = torch.from_numpy(shard[part].copy()).reshape(p["shape"])
             if not buffers:
                 continue
-            entry = {}
-            for buf, n in zip(buffers, names):
-                value = torch.from_numpy(buf[part].copy()).reshape(p["shape"])
-                entry["momentum_buffer" if n == "momentum" else n] = value
+            entry = {n: torch.from_numpy(buf[part].copy()).reshape(p["shape"])
+                     for n, buf in buffers.items()}
             if oinfo["kind"] == "adamw":
                 entry["step"] = torch.tensor(float(step), dtype=torch.float32)
             state[p["name"]] = entry
@@ -467,6 +458,15 @@ def _load_full(ctx, path, info, oinfo, step_of, model_key, optim_key):
     for u in units:
         u.destroy()
     return sd
+
+
+def _optimizer(ctx, kind, units, groups):
+    """A libfsdp optimizer over `units` with groups [(pattern, hyperparameters)], the first the
+    defaults."""
+    opt = ctx.optimizer(kind, units, **groups[0][1])
+    for pattern, hp in groups[1:]:
+        opt.add_group(pattern, **hp)
+    return opt
 
 
 def _hyper(kind, g):
