@@ -3,12 +3,12 @@
 # <build>/bench/, and the summary (with the machine it ran on) to <build>/bench/summary.md.
 # Timings on a shared machine are noisy: every comparison is a ratio measured in the same run.
 # Usage: run.sh [build dir] [mpiexec] [parts...]
-#   parts: collectives training checkpoint e2e (default: all), gpt (make bench-gpt)
+#   parts: kernels collectives training checkpoint e2e (default: all), gpt (make bench-gpt)
 set -euo pipefail
 build=${1:-build}
 mpiexec=${2:-$(command -v mpiexec.mpich || command -v mpiexec)}
 parts=${*:3}
-parts=${parts:-collectives training checkpoint e2e}
+parts=${parts:-kernels collectives training checkpoint e2e}
 want() { [[ " $parts " == *" $1 "* ]]; }
 here=$(cd "$(dirname "$0")" && pwd)
 out="$build/bench"
@@ -22,6 +22,11 @@ python=$(bash "$here/setup-python.sh")
   echo " \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\"}"
 } > "$out/machine.json"
 
+# Host kernels (optimizer updates, norms, casts, scaled stores), one core, against the memory
+# bandwidth of their own bytes at 2^20 and 2^24 elements.
+if want kernels; then
+  "$build/bench/bench_kernels" --out "$out/kernels.json" | tee "$out/kernels.md"
+fi
 # Collectives: library (shm and mpi transports) vs raw MPI vs memcpy, 4 KiB to 256 MiB, and the
 # node memory of unsharded buffers per transport.
 if want collectives; then

@@ -106,6 +106,28 @@ def collectives(d, lines, plots):
         plots.append(png)
 
 
+def kernels(d, lines):
+    k = load(os.path.join(d, "kernels.json"))
+    if not k:
+        return
+    rows = k["results"]
+    lines += [f"### Host kernels against the memory bandwidth of their bytes (one core, "
+              f"{k['isa']}, medians of {k['reps']})", "",
+              "| kernel | dtype | elements | GB/s (read + written) | ceiling GB/s | ratio |",
+              "|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['kernel']} | {r['dtype']} | 2^{r['elements'].bit_length() - 1} | "
+                     f"{r['kernel_gbs']:.2f} | {r['ceiling_gbs']:.2f} | {r['ratio']:.2f} |")
+    adamw = [r for r in rows if r["kernel"] == "adamw" and r["dtype"] == "float32"
+             and r["elements"] >= 1 << 20]
+    if adamw:
+        lines += ["", "AdamW float32 at 2^20 elements and more: ratio min "
+                  f"{min(r['ratio'] for r in adamw):.2f} (target 0.8). The ceiling is a loop over "
+                  "the same arrays read and written the same way, an addition where the kernel "
+                  "computes."]
+    lines.append("")
+
+
 def training(d, lines):
     paths = sorted(glob.glob(os.path.join(d, "training-np*.json")))
     if not paths:
@@ -172,6 +194,7 @@ def main():
     lines = ["# libfsdp benchmark summary", "",
              "Machine: " + ", ".join(f"{k} {v}" for k, v in machine.items()), ""]
     plots = []
+    kernels(d, lines)
     collectives(d, lines, plots)
     training(d, lines)
     if os.path.exists(os.path.join(d, "checkpoint.md")):

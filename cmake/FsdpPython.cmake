@@ -1,7 +1,8 @@
 # The Python interpreter for the binding's tests and examples: FSDP_PYTHON, else the first of
 # /usr/bin/python3 (where Debian's python3-numpy and python3-torch install) and python3 on PATH
-# that imports numpy. Without one, the Python tests still run and report themselves skipped.
-if(NOT FSDP_PYTHON)
+# that imports numpy. Without one, the Python tests still run and report themselves skipped;
+# FSDP_PYTHON=OFF asks for that (tests/check_skips.sh).
+if(NOT DEFINED FSDP_PYTHON OR FSDP_PYTHON STREQUAL "")
   foreach(_candidate /usr/bin/python3 python3)
     find_program(_python NAMES ${_candidate} NO_CACHE)
     if(_python)
@@ -20,8 +21,8 @@ if(FSDP_PYTHON)
   set(FSDP_PYTHON_RUN ${FSDP_PYTHON})
 else()
   message(STATUS "libfsdp: no Python 3 with numpy: the binding's tests will report skipped")
-  # A stand-in that says why and exits 77 (skipped) instead of failing or passing.
-  set(FSDP_PYTHON_RUN /bin/sh -c "echo 'skipped: no python3 with numpy'; exit 77")
+  set(FSDP_PYTHON "")  # OFF reads as none below
+  fsdp_skip_command(FSDP_PYTHON_RUN "no python3 with numpy")
 endif()
 # What the binding needs to find itself and the library in the build tree.
 set(FSDP_PYTHON_ENV "PYTHONPATH=${PROJECT_SOURCE_DIR}/python" "LIBFSDP_LIBRARY=$<TARGET_FILE:fsdp>"
@@ -29,8 +30,9 @@ set(FSDP_PYTHON_ENV "PYTHONPATH=${PROJECT_SOURCE_DIR}/python" "LIBFSDP_LIBRARY=$
 
 # A PyTorch >= 2.6 interpreter for the tests that need a recent PyTorch (float16 on the CPU,
 # transformers): FSDP_TORCH_PYTHON, else the benchmark's virtual environment
-# (bench/setup-python.sh) when it exists. Without one those tests report themselves skipped.
-if(NOT FSDP_TORCH_PYTHON)
+# (bench/setup-python.sh) when it exists. Without one those tests report themselves skipped;
+# FSDP_TORCH_PYTHON=OFF asks for that (tests/check_skips.sh).
+if(NOT DEFINED FSDP_TORCH_PYTHON OR FSDP_TORCH_PYTHON STREQUAL "")
   set(_venv "$ENV{FSDP_BENCH_VENV}")
   if(NOT _venv)
     set(_venv "$ENV{HOME}/.cache/libfsdp/bench-venv")
@@ -48,5 +50,8 @@ if(FSDP_TORCH_PYTHON)
   message(STATUS "libfsdp: PyTorch >= 2.6 tests with ${FSDP_TORCH_PYTHON}")
   set(FSDP_TORCH_PYTHON_RUN ${FSDP_TORCH_PYTHON})
 else()
-  set(FSDP_TORCH_PYTHON_RUN /bin/sh -c "echo 'skipped: no Python with PyTorch >= 2.6 (run bench/setup-python.sh)'; exit 77")
+  message(STATUS "libfsdp: no Python with PyTorch >= 2.6: its tests will report skipped")
+  set(FSDP_TORCH_PYTHON "")  # OFF reads as none below
+  fsdp_skip_command(FSDP_TORCH_PYTHON_RUN
+                    "no Python with PyTorch >= 2.6 (run bench/setup-python.sh)")
 endif()

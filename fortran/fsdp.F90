@@ -69,21 +69,39 @@ module fsdp
             fsdp_checkpoint_load, fsdp_checkpoint_metadata
 
   ! One parameter of a unit to create: fsdp_param(name, values [, requires_grad]) takes a
-  ! real(c_float) or real(c_double) array of rank 0 to 4 (contiguous, and declared `target`: the
-  ! library reads it during fsdp_unit_create); fsdp_param(name, shape, dtype [, requires_grad]
-  ! [, values]) describes one by its C-order shape (zeros, or the values at a c_ptr).
+  ! real(c_float) or real(c_double) array of rank 0 to 4 (any expression, any section);
+  ! fsdp_param(name, shape, dtype [, requires_grad] [, values]) describes one by its C-order
+  ! shape (zeros, or the values at a c_ptr). Either way fsdp_param copies the values at once, so
+  ! the descriptor never points at the caller's memory, which may be a temporary that dies when
+  ! fsdp_param returns (`fsdp_param('w', 0.5 * w)`). The copy is held by this module (see
+  ! `held` below) until the fsdp_unit_create that is given the descriptor, which frees it.
   ! No allocatable components: gfortran (12) does not free those of the temporaries in an array
   ! constructor such as [fsdp_param(...), fsdp_param(...)], so every unit creation would leak.
   type :: fsdp_param_t
+    private
     character(len=FSDP_MAX_NAME_LEN) :: name = ''
     integer :: name_len = 0
     integer :: ndim = 0
     integer(c_int64_t) :: shape(FSDP_MAX_NDIM) = 0  ! C order: a Fortran array's shape reversed
     integer(c_int) :: dtype = FSDP_FLOAT32
     integer(c_int) :: requires_grad = 1
-    type(c_ptr) :: values = c_null_ptr
-    character(len=80) :: error = ''  ! set by a constructor that was given bad input
+    integer :: held = 0                  ! the slot of `held` with the copy of the values; 0: none
+    integer(c_int64_t) :: serial = 0     ! the copy's serial number, checked before it is read
+    character(len=80) :: error = ''      ! set by a constructor that was given bad input
+    integer(c_int) :: error_status = FSDP_ERR_INVALID_ARGUMENT
   end type
+
+  ! The copies of the values fsdp_param was given, one per slot. A descriptor names its copy by
+  ! slot and serial number, never by address: a descriptor given to a second fsdp_unit_create,
+  ! after the first one freed its copy, is refused instead of read. Module state: fsdp_param and
+  ! fsdp_unit_create are not thread-safe (call them from one thread at a time).
+  type :: held_values
+    integer(c_int64_t) :: serial = 0  ! 0: a free slot
+    real(c_float), allocatable :: f32(:)
+    real(c_double), allocatable :: f64(:)
+  end type
+  type(held_values), allocatable, target :: held(:)
+  integer(c_int64_t) :: last_serial = 0
 
   ! What fsdp_checkpoint_load did: fsdp_checkpoint_report_t with the details as a string.
   type :: fsdp_load_report_t
@@ -218,8 +236,12 @@ contains
     cfg%magic = FSDP_CONFIG_MAGIC
     cfg%version = FSDP_VERSION
     st = fsdp_check_version(FSDP_VERSION_MAJOR, FSDP_VERSION_MINOR, FSDP_VERSION_PATCH)
-    if (st /= FSDP_SUCCESS) return
+    if (st /= FSDP_SUCCESS) then
+      st = as_call(st, 'fsdp_check_version', 'fsdp_init')
+      return
+    end if
     st = c_fsdp_init_fcomm(int(comm, c_int), cfg, ctx)
+    st = as_call(st, 'fsdp_init_fcomm', 'fsdp_init')
   end function
 
 #ifdef FSDP_HAVE_MPI_F08
@@ -257,6 +279,8 @@ contains
     if (present(requires_grad)) p%requires_grad = merge(1, 0, requires_grad)
   end function
 
+  ! `values`, when given, points at the parameter's prod(shape) values in C order, of `dtype`:
+  ! they are copied here (fsdp_convert), so the memory need not outlive this call.
   function param_shaped(name, shape, dtype, requires_grad, values) result(p)
     character(len=*), intent(in) :: name
     integer(c_int64_t), intent(in) :: shape(:)  ! C order, as fsdp_param_info reports it
@@ -264,12 +288,124 @@ contains
     logical, intent(in), optional :: requires_grad
     type(c_ptr), intent(in), optional :: values
     type(fsdp_param_t) :: p
+    type(c_ptr) :: copy
+    integer(c_int) :: st
     p = described(name, shape(size(shape):1:-1), dtype, requires_grad)
-    if (present(values)) p%values = values
+    if (.not. present(values)) return
+    ! Nothing to copy for zeros (NULL), or for a descriptor fsdp_unit_create will refuse anyway:
+    ! bad input here, an extent below 1, more elements than 64 bits count, or a dtype that is
+    ! not float32 or float64 (the library words those).
+    if (.not. c_associated(values) .or. len_trim(p%error) > 0 .or. any(shape < 1) .or. &
+        (dtype /= FSDP_FLOAT32 .and. dtype /= FSDP_FLOAT64)) return
+    if (product(real(shape, c_double)) > real(huge(0_c_int64_t), c_double) / 8) return
+    copy = hold(p, product(shape))
+    if (.not. c_associated(copy)) return
+    st = fsdp_convert(copy, dtype, values, dtype, int(product(shape), c_size_t))
+    if (st /= FSDP_SUCCESS) then
+      call release(p)
+      p%error = 'values: '//fsdp_last_error()
+      p%error_status = st
+    end if
+  end function
+
+  ! Room for the `n` values of descriptor `p`, in its dtype (float32 or float64), held until the
+  ! fsdp_unit_create it is given: their address, or c_null_ptr with p%error set when there is no
+  ! memory for them.
+  function hold(p, n) result(copy)
+    type(fsdp_param_t), intent(inout) :: p
+    integer(c_int64_t), intent(in) :: n
+    type(c_ptr) :: copy
+    type(held_values), allocatable :: grown(:)
+    integer :: k, i, stat
+    copy = c_null_ptr
+    if (.not. allocated(held)) allocate (held(16))
+    k = findloc(held%serial, 0_c_int64_t, dim=1)
+    if (k == 0) then  ! every slot taken: twice as many, the copies moved, not copied
+      allocate (grown(2 * size(held)))
+      do i = 1, size(held)
+        grown(i)%serial = held(i)%serial
+        if (allocated(held(i)%f32)) call move_alloc(held(i)%f32, grown(i)%f32)
+        if (allocated(held(i)%f64)) call move_alloc(held(i)%f64, grown(i)%f64)
+      end do
+      k = size(held) + 1
+      call move_alloc(grown, held)
+    end if
+    if (p%dtype == FSDP_FLOAT64) then
+      allocate (held(k)%f64(max(n, 1_c_int64_t)), stat=stat)
+      if (stat == 0) copy = c_loc(held(k)%f64)
+    else
+      allocate (held(k)%f32(max(n, 1_c_int64_t)), stat=stat)
+      if (stat == 0) copy = c_loc(held(k)%f32)
+    end if
+    if (stat /= 0) then
+      p%error = 'values: no memory for their copy ('//itoa(n)//' elements)'
+      p%error_status = FSDP_ERR_OUT_OF_MEMORY
+      return
+    end if
+    last_serial = last_serial + 1
+    held(k)%serial = last_serial
+    p%held = k
+    p%serial = last_serial
+  end function
+
+  ! Whether p's copy is still held (p has values and no fsdp_unit_create freed them yet).
+  logical function holds(p)
+    type(fsdp_param_t), intent(in) :: p
+    holds = .false.
+    if (p%held < 1 .or. .not. allocated(held)) return
+    if (p%held > size(held)) return
+    holds = held(p%held)%serial == p%serial
+  end function
+
+  ! The address of p's copy (c_null_ptr: none, zeros). Only for a descriptor that holds().
+  function held_address(p) result(copy)
+    type(fsdp_param_t), intent(in) :: p
+    type(c_ptr) :: copy
+    copy = c_null_ptr
+    if (.not. holds(p)) return
+    if (allocated(held(p%held)%f64)) then
+      copy = c_loc(held(p%held)%f64)
+    else if (allocated(held(p%held)%f32)) then
+      copy = c_loc(held(p%held)%f32)
+    end if
+  end function
+
+  ! Frees p's copy, if still held (a descriptor given twice in one call is freed once).
+  subroutine release(p)
+    type(fsdp_param_t), intent(in) :: p
+    if (.not. holds(p)) return
+    if (allocated(held(p%held)%f32)) deallocate (held(p%held)%f32)
+    if (allocated(held(p%held)%f64)) deallocate (held(p%held)%f64)
+    held(p%held)%serial = 0
+  end subroutine
+
+  ! A failed C call's message under the name of the Fortran call that made it: the C library
+  ! names the entry point it was reached through (fsdp_unit_create_ex, fsdp_init_fcomm), which is
+  ! not the call the program wrote. Returns `st`.
+  function as_call(st, c_name, call) result(status)
+    integer(c_int), intent(in) :: st
+    character(len=*), intent(in) :: c_name, call
+    integer(c_int) :: status
+    character(len=:), allocatable :: message
+    integer :: at
+    status = st
+    if (st == FSDP_SUCCESS) return
+    message = fsdp_last_error()
+    if (len(message) == 0) return
+    do  ! every "<c_name>:" (a message may quote another rank's)
+      at = index(message, c_name//':')
+      if (at == 0) exit
+      message = message(1:at - 1)//call//message(at + len(c_name):)
+    end do
+    if (index(message, call//': ') == 1) message = message(len(call) + 3:)
+    status = fsdp_record_error(st, call, message)
   end function
 
   ! fsdp_unit_create_ex with the options as optional arguments. Collective over the world
-  ! group. The params' values are read during the call only.
+  ! group. Frees the copies of the values that fsdp_param made for `params`, whatever the
+  ! outcome: a descriptor with values serves one unit creation (call fsdp_param again for the
+  ! next). A local problem with `params` (a refused descriptor, one given before) still makes the
+  ! collective call, refused on every rank, so that no rank is left waiting.
   function fsdp_unit_create(ctx, params, unit, name, param_dtype, reduce_dtype, &
                             sync_from_rank0) result(st)
     type(fsdp_context_t), intent(in) :: ctx
@@ -287,18 +423,26 @@ contains
     type(c_name), allocatable, target :: names(:)
     character(kind=c_char, len=:), allocatable, target :: unit_name
     type(fsdp_unit_options_t) :: options
+    character(len=:), allocatable :: problem
+    integer(c_int) :: problem_status
     integer :: i
-    do i = 1, size(params)
-      if (len_trim(params(i)%error) > 0) then
-        st = fsdp_record_error(FSDP_ERR_INVALID_ARGUMENT, 'fsdp_unit_create', &
-                               'params('//itoa(int(i, c_int64_t))//') "'// &
-                               params(i)%name(1:params(i)%name_len)//'": '// &
-                               trim(params(i)%error))
-        return
-      end if
-    end do
+    problem = ''
+    problem_status = FSDP_ERR_INVALID_ARGUMENT
     allocate (descs(size(params)), values(size(params)), names(size(params)))
     do i = 1, size(params)
+      if (len_trim(params(i)%error) > 0) then
+        problem = trim(params(i)%error)
+        problem_status = params(i)%error_status
+      else if (params(i)%held /= 0 .and. .not. holds(params(i))) then
+        problem = 'values: their copy was freed by the fsdp_unit_create this descriptor was '// &
+                  'given before (a descriptor with values serves one unit creation: call '// &
+                  'fsdp_param again)'
+      end if
+      if (len(problem) > 0) then
+        problem = 'params('//itoa(int(i, c_int64_t))//') "'// &
+                  params(i)%name(1:params(i)%name_len)//'": '//problem
+        exit
+      end if
       names(i)%s = to_c(params(i)%name(1:params(i)%name_len))
       descs(i)%name = c_loc(names(i)%s)
       descs(i)%ndim = params(i)%ndim
@@ -306,7 +450,7 @@ contains
       if (params(i)%ndim > 0) descs(i)%shape = c_loc(params(i)%shape)
       descs(i)%dtype = params(i)%dtype
       descs(i)%requires_grad = params(i)%requires_grad
-      values(i) = params(i)%values
+      values(i) = held_address(params(i))
     end do
     options%size = c_sizeof(options)
     if (present(name)) then
@@ -316,17 +460,27 @@ contains
     if (present(param_dtype)) options%param_dtype = param_dtype
     if (present(reduce_dtype)) options%reduce_dtype = reduce_dtype
     if (present(sync_from_rank0)) options%sync_from_rank0 = merge(1, 0, sync_from_rank0)
-    st = c_fsdp_unit_create_ex(ctx, int(size(params), c_int), descs, values, options, unit)
+    if (len(problem) > 0) then  ! no parameters: refused on this rank, and so on every rank
+      st = c_fsdp_unit_create_ex(ctx, 0_c_int, descs, values, options, unit)
+      st = fsdp_record_error(problem_status, 'fsdp_unit_create', problem)
+    else
+      st = c_fsdp_unit_create_ex(ctx, int(size(params), c_int), descs, values, options, unit)
+      st = as_call(st, 'fsdp_unit_create_ex', 'fsdp_unit_create')
+    end if
+    do i = 1, size(params)
+      call release(params(i))
+    end do
   end function
 
+  ! `alias_index` optional, as in C.
   function fsdp_unit_tie(user, alias, owner, owner_index, alias_index) result(st)
     type(fsdp_unit_t), intent(in) :: user, owner
     character(len=*), intent(in) :: alias
     integer, intent(in) :: owner_index
-    integer, intent(out) :: alias_index
+    integer, intent(out), optional :: alias_index
     integer(c_int) :: st, index
     st = c_fsdp_unit_tie(user, to_c(alias), owner, int(owner_index, c_int), index)
-    if (st == FSDP_SUCCESS) alias_index = index
+    if (st == FSDP_SUCCESS .and. present(alias_index)) alias_index = index
   end function
 
   ! Parameter `index` as described: name, shape in C order (the Fortran array's is reversed),
@@ -441,18 +595,18 @@ contains
     end if
   end function
 
-  function shard_data_ptr(unit, data, numel) result(st)
+  function shard_data_ptr(unit, data, numel) result(st)  ! either output optional, as in C
     type(fsdp_unit_t), intent(in) :: unit
-    type(c_ptr), intent(out) :: data
-    integer(c_size_t), intent(out) :: numel
+    type(c_ptr), intent(out), optional :: data
+    integer(c_size_t), intent(out), optional :: numel
     integer(c_int) :: st
     st = c_fsdp_shard_data(unit, data, numel)
   end function
 
-  function shard_grad_ptr(unit, data, numel) result(st)
+  function shard_grad_ptr(unit, data, numel) result(st)  ! either output optional, as in C
     type(fsdp_unit_t), intent(in) :: unit
-    type(c_ptr), intent(out) :: data
-    integer(c_size_t), intent(out) :: numel
+    type(c_ptr), intent(out), optional :: data
+    integer(c_size_t), intent(out), optional :: numel
     integer(c_int) :: st
     st = c_fsdp_shard_grad(unit, data, numel)
   end function

@@ -4,7 +4,9 @@
 ! numbers, outputs by reference) keep their C names and are re-exported by module fsdp; the ones
 ! that take strings, communicators, descriptor arrays or typed buffers are named c_fsdp_* here and
 ! wrapped in module fsdp. Applications use module fsdp; this module is for those who want the
-! raw calls.
+! raw calls. An output C accepts as NULL ("may be NULL" in fsdp.h) is an `optional` dummy here:
+! left out, it reaches C as NULL (Fortran 2018, an absent optional argument of a bind(C)
+! procedure), so `st = fsdp_group_info(ctx, FSDP_GROUP_WORLD, size=n)` asks for the size alone.
 module fsdp_c
   use, intrinsic :: iso_c_binding
   implicit none
@@ -71,14 +73,16 @@ module fsdp_c
   end type
 
   type, bind(C) :: fsdp_memory_stats_t
-    integer(c_size_t) :: size = 136
+    integer(c_size_t) :: size = 176
     integer(c_size_t) :: shard_bytes = 0, grad_shard_bytes = 0, unsharded_bytes = 0, &
                          pool_cached_bytes = 0, peak_bytes = 0, unsharded_model_bytes = 0, &
                          scratch_bytes = 0, full_grad_bytes = 0, optimizer_state_bytes = 0, &
                          peak_parameter_bytes = 0, peak_shard_bytes = 0, &
                          peak_grad_shard_bytes = 0, peak_unsharded_bytes = 0, &
                          peak_full_grad_bytes = 0, peak_optimizer_state_bytes = 0, &
-                         allocation_calls = 0
+                         allocation_calls = 0, peak_init_bytes = 0, &
+                         prefetches_started = 0, prefetches_used = 0, prefetches_unused = 0, &
+                         prefetches_skipped_limit = 0
   end type
 
   ! PyTorch's SGD defaults; fsdp_adamw_defaults() in module fsdp gives AdamW's.
@@ -131,7 +135,7 @@ module fsdp_c
     end function
     function fsdp_get_version(major, minor, patch) result(st) bind(C, name='fsdp_get_version')
       import :: c_int
-      integer(c_int), intent(out) :: major, minor, patch
+      integer(c_int), intent(out), optional :: major, minor, patch
       integer(c_int) :: st
     end function
     function fsdp_check_version(major, minor, patch) result(st) &
@@ -172,14 +176,14 @@ module fsdp_c
       import :: c_int, fsdp_context_t
       type(fsdp_context_t), value :: ctx
       integer(c_int), value :: group
-      integer(c_int), intent(out) :: rank, size
+      integer(c_int), intent(out), optional :: rank, size
       integer(c_int) :: st
     end function
     function fsdp_context_config(ctx, sharding_factor, strategy, grad_reduction) result(st) &
         bind(C, name='fsdp_context_config')
       import :: c_int, fsdp_context_t
       type(fsdp_context_t), value :: ctx
-      integer(c_int), intent(out) :: sharding_factor, strategy, grad_reduction
+      integer(c_int), intent(out), optional :: sharding_factor, strategy, grad_reduction
       integer(c_int) :: st
     end function
     function fsdp_memory_stats(ctx, stats) result(st) bind(C, name='fsdp_memory_stats')
@@ -192,7 +196,7 @@ module fsdp_c
         result(st) bind(C, name='fsdp_context_placement')
       import :: c_int, fsdp_context_t
       type(fsdp_context_t), value :: ctx
-      integer(c_int), intent(out) :: memory_space, device, cpu_offload, transport
+      integer(c_int), intent(out), optional :: memory_space, device, cpu_offload, transport
       integer(c_int) :: st
     end function
     function fsdp_cuda_device_count(count) result(st) bind(C, name='fsdp_cuda_device_count')
@@ -247,7 +251,7 @@ module fsdp_c
       type(fsdp_unit_t), value :: user, owner
       character(kind=c_char), intent(in) :: alias(*)
       integer(c_int), value :: owner_index
-      integer(c_int), intent(out) :: alias_index
+      integer(c_int), intent(out), optional :: alias_index
       integer(c_int) :: st
     end function
     function fsdp_unit_destroy(unit) result(st) bind(C, name='fsdp_unit_destroy')
@@ -292,15 +296,15 @@ module fsdp_c
     function c_fsdp_shard_data(unit, data, numel) result(st) bind(C, name='fsdp_shard_data')
       import :: c_int, c_ptr, c_size_t, fsdp_unit_t
       type(fsdp_unit_t), value :: unit
-      type(c_ptr), intent(out) :: data
-      integer(c_size_t), intent(out) :: numel
+      type(c_ptr), intent(out), optional :: data
+      integer(c_size_t), intent(out), optional :: numel
       integer(c_int) :: st
     end function
     function c_fsdp_shard_grad(unit, data, numel) result(st) bind(C, name='fsdp_shard_grad')
       import :: c_int, c_ptr, c_size_t, fsdp_unit_t
       type(fsdp_unit_t), value :: unit
-      type(c_ptr), intent(out) :: data
-      integer(c_size_t), intent(out) :: numel
+      type(c_ptr), intent(out), optional :: data
+      integer(c_size_t), intent(out), optional :: numel
       integer(c_int) :: st
     end function
     function fsdp_param_shard_range(unit, index, shard_offset, param_offset, length) &
@@ -308,27 +312,27 @@ module fsdp_c
       import :: c_int, c_size_t, fsdp_unit_t
       type(fsdp_unit_t), value :: unit
       integer(c_int), value :: index
-      integer(c_size_t), intent(out) :: shard_offset, param_offset, length
+      integer(c_size_t), intent(out), optional :: shard_offset, param_offset, length
       integer(c_int) :: st
     end function
     function fsdp_unit_numel(unit, numel, padded_numel, shard_numel) result(st) &
         bind(C, name='fsdp_unit_numel')
       import :: c_int, c_size_t, fsdp_unit_t
       type(fsdp_unit_t), value :: unit
-      integer(c_size_t), intent(out) :: numel, padded_numel, shard_numel
+      integer(c_size_t), intent(out), optional :: numel, padded_numel, shard_numel
       integer(c_int) :: st
     end function
     function fsdp_unit_info(unit, nparams, dtype) result(st) bind(C, name='fsdp_unit_info')
       import :: c_int, fsdp_unit_t
       type(fsdp_unit_t), value :: unit
-      integer(c_int), intent(out) :: nparams, dtype
+      integer(c_int), intent(out), optional :: nparams, dtype
       integer(c_int) :: st
     end function
     function fsdp_unit_precision(unit, storage, param_dtype, reduce_dtype) result(st) &
         bind(C, name='fsdp_unit_precision')
       import :: c_int, fsdp_unit_t
       type(fsdp_unit_t), value :: unit
-      integer(c_int), intent(out) :: storage, param_dtype, reduce_dtype
+      integer(c_int), intent(out), optional :: storage, param_dtype, reduce_dtype
       integer(c_int) :: st
     end function
     function fsdp_unit_zero_copy(unit, zero_copy) result(st) bind(C, name='fsdp_unit_zero_copy')
@@ -349,9 +353,9 @@ module fsdp_c
       import :: c_int, c_ptr, c_int64_t, fsdp_unit_t
       type(fsdp_unit_t), value :: unit
       integer(c_int), value :: index
-      type(c_ptr), intent(out) :: name
-      integer(c_int), intent(out) :: ndim, dtype, requires_grad
-      integer(c_int64_t), intent(out) :: shape(*)
+      type(c_ptr), intent(out), optional :: name
+      integer(c_int), intent(out), optional :: ndim, dtype, requires_grad
+      integer(c_int64_t), intent(out), optional :: shape(*)
       integer(c_int) :: st
     end function
 
@@ -359,14 +363,14 @@ module fsdp_c
     function fsdp_unshard_async(unit, req) result(st) bind(C, name='fsdp_unshard_async')
       import :: c_int, fsdp_unit_t, fsdp_request_t
       type(fsdp_unit_t), value :: unit
-      type(fsdp_request_t), intent(out) :: req
+      type(fsdp_request_t), intent(out), optional :: req
       integer(c_int) :: st
     end function
     function fsdp_reduce_grads_async(unit, req) result(st) &
         bind(C, name='fsdp_reduce_grads_async')
       import :: c_int, fsdp_unit_t, fsdp_request_t
       type(fsdp_unit_t), value :: unit
-      type(fsdp_request_t), intent(out) :: req
+      type(fsdp_request_t), intent(out), optional :: req
       integer(c_int) :: st
     end function
     function fsdp_wait(req) result(st) bind(C, name='fsdp_wait')
@@ -432,7 +436,7 @@ module fsdp_c
       type(fsdp_optimizer_t), value :: opt
       character(kind=c_char), intent(in) :: pattern(*)
       type(fsdp_hyperparams_t), intent(in) :: hp
-      integer(c_int), intent(out) :: group, nmatched
+      integer(c_int), intent(out), optional :: group, nmatched
       integer(c_int) :: st
     end function
     function fsdp_optimizer_get_hyperparams(opt, group, hp) result(st) &
@@ -474,7 +478,7 @@ module fsdp_c
       import :: c_int, c_double, fsdp_context_t
       type(fsdp_context_t), value :: ctx
       real(c_double), value :: max_norm, norm_type
-      real(c_double), intent(out) :: total_norm
+      real(c_double), intent(out), optional :: total_norm
       integer(c_int) :: st
     end function
     function fsdp_grad_scaler_create(ctx, init_scale, growth_factor, backoff_factor, &
@@ -511,7 +515,7 @@ module fsdp_c
       import :: c_int, fsdp_grad_scaler_t, fsdp_optimizer_t
       type(fsdp_grad_scaler_t), value :: scaler
       type(fsdp_optimizer_t), value :: opt
-      integer(c_int), intent(out) :: skipped
+      integer(c_int), intent(out), optional :: skipped
       integer(c_int) :: st
     end function
     function fsdp_grad_scaler_update(scaler) result(st) bind(C, name='fsdp_grad_scaler_update')
@@ -544,7 +548,7 @@ module fsdp_c
       type(fsdp_context_t), value :: ctx
       character(kind=c_char), intent(in) :: path(*)
       type(fsdp_checkpoint_options_t), intent(in) :: options
-      type(fsdp_checkpoint_report_t), intent(inout) :: report
+      type(fsdp_checkpoint_report_t), intent(inout), optional :: report
       integer(c_int) :: st
     end function
     function c_fsdp_checkpoint_metadata(path, key, value, capacity, length) result(st) &
@@ -553,7 +557,7 @@ module fsdp_c
       character(kind=c_char), intent(in) :: path(*), key(*)
       type(c_ptr), value :: value  ! c_null_ptr: only the length
       integer(c_size_t), value :: capacity
-      integer(c_size_t), intent(out) :: length
+      integer(c_size_t), intent(out), optional :: length
       integer(c_int) :: st
     end function
   end interface

@@ -54,20 +54,25 @@ for k, t, dt in kinds:
         n = f"param_{k}_{r}"
         names["param"].append(n)
         shp = "[integer(c_int64_t) ::]" if r == 0 else "int(shape(values), c_int64_t)"
-        # Not `contiguous`: that would let the compiler pass a temporary copy, whose address
-        # dies with this call. A non-contiguous actual is refused instead.
-        take = "    p%values = c_loc(values)" if r == 0 else """    if (is_contiguous(values)) then
-      p%values = c_loc(values)
-    else
-      p%error = 'values: not contiguous (pass a whole array)'
-    end if"""
+        # The values are copied now, into memory module fsdp holds until fsdp_unit_create:
+        # `values` may be a temporary (an expression, a function result, a section the compiler
+        # copied) whose memory is gone when this function returns. A pointer of the array's own
+        # shape over the copy takes any actual, strided sections included, element by element.
+        fshape = "" if r == 0 else ", shape(values)"
+        numel = "1_c_int64_t" if r == 0 else "size(values, kind=c_int64_t)"
         out.append(f"""  function {n}(name, values, requires_grad) result(p)
     character(len=*), intent(in) :: name
-    {t}, intent(in), target :: values{dims(r)}
+    {t}, intent(in) :: values{dims(r)}
     logical, intent(in), optional :: requires_grad
     type(fsdp_param_t) :: p
+    {t}, pointer :: copy{dims(r)}
+    type(c_ptr) :: at
     p = described(name, {shp}, {dt}, requires_grad)
-{take}
+    if (len_trim(p%error) > 0) return
+    at = hold(p, {numel})
+    if (.not. c_associated(at)) return
+    call c_f_pointer(at, copy{fshape})
+    copy = values
   end function
 """)
 specifics = "".join(out)

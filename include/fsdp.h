@@ -44,7 +44,7 @@ extern "C" {
 /** Major version: changes only with incompatible ABI changes. */
 #define FSDP_VERSION_MAJOR 0
 /** Minor version: additions (a program runs with any library of its major and a minor >= its). */
-#define FSDP_VERSION_MINOR 8
+#define FSDP_VERSION_MINOR 9
 /** Patch version: fixes. */
 #define FSDP_VERSION_PATCH 0
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */
@@ -305,6 +305,22 @@ typedef struct fsdp_memory_stats {
   /** Since 0.5: calls the library made to its allocators (cudaMalloc, cudaHostAlloc or the host
    *  allocator) since the context was created; steady-state training adds none (the pool). */
   size_t allocation_calls;
+  /** Since 0.9: high-water mark of initialization's full-size unit buffers (options->init, and
+   *  sync_from_rank0 on rank 0), which live only inside fsdp_unit_create; counted in no other
+   *  field, so every other peak is training's. */
+  size_t peak_init_bytes;
+  /** Since 0.9: prefetch (fsdp_set_prefetch) since the context was created. All-gathers the
+   *  library started on its own: */
+  size_t prefetches_started;
+  /** of those, claimed by the caller's fsdp_unshard or fsdp_unshard_async: */
+  size_t prefetches_used;
+  /** of those, released unused: the caller's order changed, or nothing claimed the unit before
+   *  the next fsdp_begin_forward/fsdp_begin_backward, optimizer step, norm, checkpoint,
+   *  fsdp_shard_data, fsdp_unit_destroy or fsdp_trim_pool. */
+  size_t prefetches_unused;
+  /** Predicted prefetches not started because max_unsharded units were already unsharded,
+   *  gathering or reducing (fsdp_config_t.max_unsharded; doc/training.md says how to size it). */
+  size_t prefetches_skipped_limit;
 } fsdp_memory_stats_t;
 
 /* ------------------------------------------------------------------------------------------------
@@ -479,7 +495,9 @@ FSDP_EXPORT fsdp_status_t fsdp_set_stream(fsdp_context_t ctx, void* stream);
  * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_abort(fsdp_context_t ctx);
 
-/** Memory the library holds now for this context, and its peak. Local.
+/** Memory the library holds now for this context, and its peak. Local. Peaks count from the
+ *  context's creation (or the last fsdp_reset_peak_memory); initialization's full-size buffers
+ *  are in peak_init_bytes only, so the other peaks after unit creation are training's.
  *  @param[in,out] stats stats->size must be set by the caller.
  *  @param[in] ctx the context
  *  @return FSDP_SUCCESS; INVALID_ARGUMENT (stats NULL or size too small); FSDP_ERR_INVALID_HANDLE,
@@ -560,7 +578,9 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_create_ex(fsdp_context_t ctx, int nparams,
  *  copy (the owner must be unsharded while the user uses it), and fsdp_grad_data(user,
  *  alias_index) is the owner's full gradient, so both uses' gradients add up there. Misuse is
  *  refused with FSDP_ERR_STATE naming the tie: resharding or reducing the owner while the user is
- *  unsharded, destroying the owner while tied. Collective over the world group.
+ *  unsharded, destroying the owner while tied. Collective over the world group. A parameter used
+ *  twice inside one unit needs no tie: read it through fsdp_param_data and add both uses'
+ *  gradients into its fsdp_grad_data.
  *  @param[in] user the unit that uses the tied parameter
  *  @param[in] alias the name the parameter has in `user`, unique there
  *  @param[in] owner the unit that stores the parameter
@@ -581,14 +601,17 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit);
 
 /** All-gathers the unit into one contiguous buffer (the all-gather's own output: no extra copy),
  *  in the unit's param_dtype (the shard rounded to it first, in place). Collective over the shard
- *  group. FSDP_ERR_STATE if the unit is already unsharded. The caller reads parameters through
- *  fsdp_param_data; writes to them are discarded at reshard.
+ *  group. FSDP_ERR_STATE if the caller already unsharded the unit. The caller reads parameters
+ *  through fsdp_param_data; writes to them are discarded at reshard. A unit the library
+ *  prefetched (fsdp_set_prefetch) is claimed: this call waits for its all-gather, if still in
+ *  flight, instead of starting one.
  *  @param[in] unit the unit
- *  @return FSDP_SUCCESS; STATE (already unsharded), MPI; waits instead if a prefetch is in flight;
+ *  @return FSDP_SUCCESS; STATE (already unsharded by the caller), MPI;
  * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unshard(fsdp_unit_t unit);
 
-/** Returns the unsharded buffer to the context's pool. Local. FSDP_ERR_STATE if not unsharded.
+/** Returns the unsharded buffer to the context's pool. Local. FSDP_ERR_STATE if the caller did
+ *  not unshard the unit (a prefetch nobody claimed is the library's to release).
  *  In debug mode (FSDP_DEBUG=1, or a build without NDEBUG) with a node shared-memory transport,
  *  FSDP_ERR_CORRUPT when the node's copy changed while this rank held it (before its
  *  fsdp_reduce_grads of the unit, if it made one): a node peer wrote its shard (zero-copy
@@ -601,7 +624,8 @@ FSDP_EXPORT fsdp_status_t fsdp_unshard(fsdp_unit_t unit);
 FSDP_EXPORT fsdp_status_t fsdp_reshard(fsdp_unit_t unit);
 
 /** Original parameter `index` inside the unsharded buffer, row-major, in the unit's param_dtype.
- *  Valid until fsdp_reshard. Local. FSDP_ERR_STATE if the unit is sharded.
+ *  Valid until fsdp_reshard. Local. FSDP_ERR_STATE if the unit is sharded (a prefetch nobody
+ *  claimed counts as sharded: unshard it first).
  *  @param[in] unit the unit
  *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases
  * follow the own parameters)
@@ -616,6 +640,9 @@ FSDP_EXPORT fsdp_status_t fsdp_param_data(fsdp_unit_t unit, int index, void** da
  *  parameters only), so writing and adding are the same for one micro-batch; under
  *  fsdp_set_grad_sync(ctx, 0) it keeps the earlier micro-batches' sum, to be added to. Valid until
  *  fsdp_reduce_grads. Local. FSDP_ERR_INVALID_ARGUMENT for a parameter with requires_grad == 0.
+ *  The unit need not be unsharded: the full gradient is separate from the parameters, so it may
+ *  be written after fsdp_reshard (a tied embedding's gradient added once the output head ran).
+ *  A gradient written here must reach a reduction before fsdp_optimizer_step (checked there).
  *  @param[in] unit the unit
  *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases
  * follow the own parameters)
@@ -673,7 +700,8 @@ FSDP_EXPORT fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t*
 /** The part of original parameter `index` this rank's shard holds: elements
  *  [param_offset, param_offset + length) of the flattened parameter live at
  *  [shard_offset, shard_offset + length) of the shard. length == 0 when it holds none of it.
- *  Local. Any output may be NULL.
+ *  A tied alias is stored once, by its owner: its range is in the owner's shard
+ *  (fsdp_shard_data(owner)). Local. Any output may be NULL.
  *  @param[in] unit the unit
  *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases
  * follow the own parameters)
@@ -767,10 +795,11 @@ typedef struct fsdp_request_s* fsdp_request_t;
 
 /** Starts the unit's all-gather and returns at once. `req` (may be NULL) receives a request for
  *  fsdp_wait; fsdp_unshard or fsdp_param_data on the unit also wait for it. Collective over the
- *  shard group. The rate limiter applies (fsdp_config_t.max_unsharded).
+ *  shard group. The rate limiter applies (fsdp_config_t.max_unsharded). A unit the library
+ *  prefetched is claimed instead: the request waits for its all-gather.
  *  @param[in] unit the unit
  *  @param[out] req may be NULL; the request
- *  @return FSDP_SUCCESS; STATE (already unsharded or gathering), MPI; FSDP_ERR_INVALID_HANDLE,
+ *  @return FSDP_SUCCESS; STATE (already unsharded or gathering by the caller's call), MPI; FSDP_ERR_INVALID_HANDLE,
  * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* req);
 
@@ -807,7 +836,12 @@ FSDP_EXPORT fsdp_status_t fsdp_context_async(fsdp_context_t ctx, int* progress_t
 
 /** Prefetching (both off by default): during forward (backward), each fsdp_unshard or
  *  fsdp_unshard_async the caller makes also starts the all-gather of the unit that followed it in
- *  the previous iteration's forward (backward), when the rate limiter allows. Local.
+ *  the previous iteration's forward (backward), when the rate limiter allows. Prefetch is a hint
+ *  the caller never sees: the caller's next unshard of that unit claims it; one nobody claims is
+ *  resharded at the next fsdp_begin_forward/fsdp_begin_backward, before an optimizer step, norm,
+ *  checkpoint, fsdp_shard_data, fsdp_unit_destroy or fsdp_trim_pool, on every rank alike. A
+ *  prefetched unit counts as sharded for every call. fsdp_memory_stats counts prefetches
+ *  started, used, released unused and skipped by the rate limiter (doc/training.md). Local.
  *  @param[in] ctx the context
  *  @param[in] forward 1: prefetch during forward
  *  @param[in] backward 1: prefetch during backward
@@ -817,7 +851,8 @@ FSDP_EXPORT fsdp_status_t fsdp_set_prefetch(fsdp_context_t ctx, int forward, int
 
 /** Marks the start of an iteration's forward pass (collective over the world group: it checks
  *  that every rank recorded the same unshard order last iteration) and of its backward pass
- *  (local). Prefetch follows the order recorded between these marks.
+ *  (local). Prefetch follows the order recorded between these marks; what the last phase
+ *  prefetched and nobody claimed is resharded here.
  *  @param[in] ctx the context
  *  @return FSDP_SUCCESS; MISMATCH (ranks unsharded in different orders last iteration);
  * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
@@ -931,10 +966,14 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_lr(fsdp_optimizer_t opt, int group,
 
 /** One update of every unit whose gradient shard holds a reduced gradient (a unit whose gradient
  *  was zeroed and not reduced since is skipped, like a parameter whose grad is None). Local.
- *  FSDP_ERR_STATE if a unit of it is unsharded (the update would not reach the unsharded copy).
+ *  FSDP_ERR_STATE if a unit of it is unsharded (the update would not reach the unsharded copy),
+ *  or has a gradient written through fsdp_grad_data that no reduction took (since 0.9, checked
+ *  always: the step would not see it; reduce it with gradient sync on, or discard it with
+ *  fsdp_zero_grads). A refused step changes nothing. Units prefetched by the library and not
+ *  claimed are resharded first (prefetch is a hint: doc/training.md).
  *  @param[in] opt the optimizer
- *  @return FSDP_SUCCESS; STATE (a unit of it is unsharded); FSDP_ERR_INVALID_HANDLE,
- * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; STATE (a unit of it is unsharded, or holds an unreduced gradient);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_step(fsdp_optimizer_t opt);
 
 /** fsdp_zero_grads on every unit of the optimizer. Local.

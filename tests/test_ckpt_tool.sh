@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fsdp-ckpt end to end: info, verify (clean and corrupted, alone and under mpiexec), diff,
 # export to safetensors read back by an independent reader (check_safetensors.py) in fp32, bf16
-# and fp16, import back and compare, and one-line errors with a non-zero exit.
+# and fp16, import back and compare, one-line errors with a non-zero exit, and the usage on
+# stdout with exit 0 for -h/--help, of the tool and of every command.
 # Usage: test_ckpt_tool.sh <fsdp-ckpt> <mpiexec> <python3> <h5dump> <checkpoint> <other checkpoint>
 #        <reference dir> <scratch dir> <tests source dir>
 set -u
@@ -51,6 +52,8 @@ out=$("$tool" diff "$ckpt" "$dir/opt-state.h5"); rc=$?
 check "diff notices optimizer state alone" '[ $rc -eq 1 ] && grep -q "^$opt_ds .*[1-9]" <<<"$out" && grep -q "checkpoints differ: 1 dataset" <<<"$out"'
 out=$("$tool" diff "$ckpt" "$dir/opt-state.h5" --model-only); rc=$?
 check "diff --model-only compares parameters only" '[ $rc -eq 0 ] && grep -q "identical" <<<"$out" && ! grep -q "^/optimizers" <<<"$out"'
+# ... and its verdict says so, never claiming the optimizer state or metadata it did not compare.
+check "diff --model-only says it compared parameters only" 'grep -q "^checkpoints have identical parameters (--model-only: optimizer state, hyperparameters, scaler and metadata not compared)$" <<<"$out" && ! grep -q "identical (parameters, optimizer state" <<<"$out"'
 
 for dt in fp32 bf16 fp16; do
   st=$(tr a-z A-Z <<<"$dt" | sed 's/FP32/F32/; s/FP16/F16/')
@@ -69,11 +72,20 @@ check "imported checkpoint verifies" '[ $rc -eq 0 ]'
 "$tool" import "$dir/model-bf16.safetensors" --to "$dir/imported16.h5" >/dev/null
 out=$("$tool" diff "$ckpt" "$dir/imported16.h5" --model-only); rc=$?
 check "bf16 round trip within bfloat16 rounding" '[ $rc -eq 1 ] && awk "NR>1 && NF==3 && \$3 > 0.0040 {bad=1} END {exit bad}" <<<"$out"'
+check "diff --model-only: differing parameters named as such" 'grep -q "^checkpoints differ in their parameters (--model-only: nothing else compared): [1-9]" <<<"$out"'
 
 out=$("$tool" info "$dir/missing.h5" 2>&1); rc=$?
 check "missing file: one line, exit 2" '[ $rc -eq 2 ] && [ $(wc -l <<<"$out") -eq 1 ] && grep -q "No such file" <<<"$out"'
 out=$("$tool" frobnicate 2>&1); rc=$?
 check "unknown command" '[ $rc -eq 2 ] && grep -q "unknown command" <<<"$out"'
+out=$("$tool" diff "$ckpt" "$ckpt" --frobnicate 2>&1); rc=$?
+check "unknown option" '[ $rc -eq 2 ] && grep -q "unknown option .--frobnicate." <<<"$out"'
+# Help, of the tool and of every command: the usage on stdout (nothing on stderr), exit 0.
+for args in "-h" "--help" "help" "info -h" "info --help" "verify --help" "diff --help" \
+            "diff A B --model-only -h" "export --help" "import -h"; do
+  out=$("$tool" $args 2>"$dir/help-stderr.txt"); rc=$?
+  check "fsdp-ckpt $args: usage on stdout, exit 0" '[ $rc -eq 0 ] && grep -q "^usage: fsdp-ckpt" <<<"$out" && grep -q "^  diff A B \[--model-only\]" <<<"$out" && [ ! -s "$dir/help-stderr.txt" ]'
+done
 out=$("$tool" import "$ckpt" --to "$dir/x.h5" 2>&1); rc=$?
 check "import of a non-safetensors file" '[ $rc -eq 2 ] && grep -q "safetensors" <<<"$out"'
 

@@ -4,7 +4,10 @@
 ! round trip with metadata, contexts from `mpi` and `mpi_f08` communicators, and bad input
 ! (wrong rank, wrong kind, non-contiguous values, mismatched metadata) refused with a message
 ! naming the argument and nothing changed. Mirrors test_unit_values, test_optimizers and
-! test_checkpoint_reshard of the C suite.
+! test_checkpoint_reshard of the C suite. Also: values given as temporaries (expressions,
+! function results, strided sections) are the unit's values exactly; outputs C lets be NULL are
+! optional; an error names the call the program made (fsdp_unit_create, fsdp_init), not the C
+! entry point behind it.
 ! Usage: test_fortran <scratch dir>
 program test_fortran
   use, intrinsic :: iso_c_binding
@@ -25,6 +28,9 @@ program test_fortran
 
   call struct_sizes()
   call values_gradients_and_sgd()
+  call values_from_temporaries()
+  call optional_outputs()
+  call errors_name_the_call()
   call checkpoint_round_trip()
   call bad_input()
 #ifdef FSDP_HAVE_MPI_F08
@@ -208,6 +214,220 @@ contains
     call ok(fsdp_finalize(ctx), 'fsdp_finalize')
   end subroutine
 
+  ! w(i, j) = i + 1000 j: every element distinct and exact in float32.
+  subroutine ramp(w)
+    real(c_float), intent(out) :: w(:, :)
+    integer :: i, j
+    do j = 1, size(w, 2)
+      do i = 1, size(w, 1)
+        w(i, j) = real(i + 1000 * j, c_float)
+      end do
+    end do
+  end subroutine
+
+  function affine(w) result(y)  ! a function result: a temporary of the caller's
+    real(c_float), intent(in) :: w(:, :)
+    real(c_float) :: y(size(w, 1), size(w, 2))
+    y = 2 * w + 1
+  end function
+
+  function sequence(n) result(y)
+    integer, intent(in) :: n
+    real(c_double), allocatable :: y(:)
+    integer :: i
+    allocate (y(n))
+    do i = 1, n
+      y(i) = 0.25_c_double * i
+    end do
+  end function
+
+  ! Values as a simulation code passes them: an expression, a function result, a strided
+  ! section, a scalar expression. Each is a temporary that dies when fsdp_param returns (two of
+  ! the same size, so the second reuses the first's memory); the unit holds exactly the values.
+  ! A descriptor given a second time (its copy freed by the first creation) is refused.
+  subroutine values_from_temporaries()
+    type(fsdp_context_t) :: ctx
+    type(fsdp_unit_t) :: unit, unit64, again
+    type(fsdp_param_t) :: kept
+    real(c_float), allocatable :: w(:, :)
+    real(c_float), pointer :: p_half(:, :), p_affine(:, :), p_strided(:, :), p_shaped(:)
+    real(c_double), pointer :: p_seq(:), p_s
+    real(c_float), allocatable, target :: raw(:)
+    real(c_float) :: expect(300, 40), expect_strided(100, 40)
+    real(c_double) :: s
+    integer(c_int) :: st
+    integer :: i, j
+    logical :: same
+    allocate (w(300, 40), raw(6))
+    call ramp(w)
+    raw = [(real(i, c_float), i = 1, 6)]
+    s = 1.5_c_double
+    call must(fsdp_init(MPI_COMM_WORLD, ctx), 'fsdp_init')
+    call must(fsdp_unit_create(ctx, [fsdp_param('half', 0.5 * w), fsdp_param('affine', affine(w)), &
+                                     fsdp_param('strided', w(1:300:3, :)), &
+                                     fsdp_param('shaped', [6_c_int64_t], FSDP_FLOAT32, &
+                                                values=c_loc(raw))], unit), &
+              'fsdp_unit_create from expressions')
+    raw = -1  ! the c_ptr form copied too: later changes do not reach the unit
+    call must(fsdp_unit_create(ctx, [fsdp_param('seq', sequence(5000)), fsdp_param('s', 2 * s)], &
+                               unit64), 'fsdp_unit_create from float64 expressions')
+    call must(fsdp_unshard(unit), 'unshard')
+    call must(fsdp_param_data(unit, 0, p_half), 'param_data half')
+    call must(fsdp_param_data(unit, 1, p_affine), 'param_data affine')
+    call must(fsdp_param_data(unit, 2, p_strided), 'param_data strided')
+    call must(fsdp_param_data(unit, 3, p_shaped), 'param_data shaped')
+    do j = 1, 40
+      do i = 1, 300
+        expect(i, j) = real(i + 1000 * j, c_float) / 2
+      end do
+    end do
+    call check(all(shape(p_half) == [300, 40]), 'shape of 0.5 * w')
+    call check(all(p_half == expect), 'values of 0.5 * w exactly')
+    do j = 1, 40
+      do i = 1, 300
+        expect(i, j) = real(2 * (i + 1000 * j) + 1, c_float)
+      end do
+    end do
+    call check(all(p_affine == expect), 'values of a function result exactly')
+    do j = 1, 40
+      do i = 1, 100
+        expect_strided(i, j) = real(3 * (i - 1) + 1 + 1000 * j, c_float)
+      end do
+    end do
+    call check(all(shape(p_strided) == [100, 40]), 'shape of w(1:300:3, :)')
+    call check(all(p_strided == expect_strided), 'values of a strided section exactly')
+    call check(size(p_shaped) == 6, 'size of the c_ptr-described parameter')
+    if (size(p_shaped) == 6) call check(all(p_shaped == [(real(i, c_float), i = 1, 6)]), &
+                                        'c_ptr values as they were at fsdp_param')
+    call must(fsdp_unshard(unit64), 'unshard float64')
+    call must(fsdp_param_data(unit64, 0, p_seq), 'param_data seq')
+    call must(fsdp_param_data(unit64, 1, p_s), 'param_data s')
+    same = size(p_seq) == 5000
+    do i = 1, min(5000, size(p_seq))
+      same = same .and. p_seq(i) == 0.25_c_double * i
+    end do
+    call check(same, 'values of a float64 function result exactly')
+    call check(p_s == 3.0_c_double, 'value of a scalar expression')
+    call ok(fsdp_reshard(unit), 'reshard')
+    call ok(fsdp_reshard(unit64), 'reshard')
+
+    ! One descriptor, one unit: given again, it is refused on every rank, by name.
+    kept = fsdp_param('kept', 0.5 * w)
+    call must(fsdp_unit_create(ctx, [kept], again), 'unit from a kept descriptor')
+    call ok(fsdp_unit_destroy(again), 'destroy')
+    st = fsdp_unit_create(ctx, [kept], again)
+    call check(st == FSDP_ERR_INVALID_ARGUMENT .and. index(fsdp_last_error(), &
+               'fsdp_unit_create: params(1) "kept": values: their copy was freed') == 1, &
+               'a descriptor given twice is refused: '//fsdp_last_error())
+    call check(.not. c_associated(again%ptr), 'no unit from a descriptor given twice')
+    call ok(fsdp_unit_destroy(unit64), 'destroy')
+    call ok(fsdp_unit_destroy(unit), 'destroy')
+    call ok(fsdp_finalize(ctx), 'finalize')
+  end subroutine
+
+  ! Outputs that C lets be NULL are optional arguments: each asked for alone.
+  subroutine optional_outputs()
+    type(fsdp_context_t) :: ctx
+    type(fsdp_unit_t) :: unit, user, half
+    type(fsdp_optimizer_t) :: opt
+    type(fsdp_grad_scaler_t) :: scaler
+    type(fsdp_config_t) :: cfg
+    real(c_float), target :: w(3, 4), b(5)
+    real(c_double) :: s
+    real(c_float), pointer :: gw(:, :), gb(:)
+    integer(c_int) :: major, n, strategy, transport, nparams, param_dtype
+    integer(c_size_t) :: shard_numel, numel, length
+    type(c_ptr) :: data
+    call model(w, b, s)
+    call must(fsdp_get_version(major=major), 'fsdp_get_version(major=)')
+    call check(major == FSDP_VERSION_MAJOR, 'major version alone')
+    cfg%strategy = FSDP_FULL_SHARD
+    call must(fsdp_init(MPI_COMM_WORLD, ctx, cfg), 'fsdp_init')
+    call ok(fsdp_group_info(ctx, FSDP_GROUP_WORLD, size=n), 'fsdp_group_info(size=)')
+    call check(n == nranks, 'group size alone')
+    call ok(fsdp_context_config(ctx, strategy=strategy), 'fsdp_context_config(strategy=)')
+    call check(strategy == FSDP_FULL_SHARD, 'strategy alone')
+    call ok(fsdp_context_placement(ctx, transport=transport), 'fsdp_context_placement(transport=)')
+    call must(fsdp_unit_create(ctx, [fsdp_param('w', w), fsdp_param('b', b)], unit), 'unit')
+    call ok(fsdp_unit_numel(unit, shard_numel=shard_numel), 'fsdp_unit_numel(shard_numel=)')
+    call ok(fsdp_unit_numel(unit, numel=numel), 'fsdp_unit_numel(numel=)')
+    call check(numel == 17, 'numel alone')
+    call ok(fsdp_unit_info(unit, nparams=nparams), 'fsdp_unit_info(nparams=)')
+    call check(nparams == 2, 'nparams alone')
+    call ok(fsdp_unit_precision(unit, param_dtype=param_dtype), 'fsdp_unit_precision(param_dtype=)')
+    call check(param_dtype == FSDP_FLOAT32, 'param_dtype alone')
+    call ok(fsdp_param_shard_range(unit, 1, length=length), 'fsdp_param_shard_range(length=)')
+    call ok(fsdp_shard_data(unit, numel=numel), 'fsdp_shard_data(numel=)')
+    call check(numel == shard_numel, 'shard numel alone')
+    call ok(fsdp_shard_data(unit, data), 'fsdp_shard_data(data) without numel')
+    call check(c_associated(data), 'shard address alone')
+    call ok(fsdp_shard_grad(unit, data), 'fsdp_shard_grad(data) without numel')
+    call must(fsdp_unit_create(ctx, [fsdp_param('v', b)], user), 'user unit')
+    call ok(fsdp_unit_tie(user, 'w_alias', unit, 0), 'fsdp_unit_tie without alias_index')
+    call must(fsdp_unshard_async(unit), 'fsdp_unshard_async without a request')
+    call must(fsdp_unit_wait(unit), 'fsdp_unit_wait')
+    call must(fsdp_unshard(user), 'unshard user')
+    call must(fsdp_grad_data(unit, 0, gw), 'grad_data')
+    call must(fsdp_grad_data(unit, 1, gb), 'grad_data')
+    gw = 1
+    gb = 1
+    call ok(fsdp_reshard(user), 'reshard user')
+    call ok(fsdp_reduce_grads_async(unit), 'fsdp_reduce_grads_async without a request')
+    call ok(fsdp_unit_wait(unit), 'fsdp_unit_wait')
+    call ok(fsdp_reshard(unit), 'reshard')
+    call ok(fsdp_clip_grad_norm(ctx, 100d0, 2d0), 'fsdp_clip_grad_norm without total_norm')
+    call must(fsdp_optimizer_create(ctx, FSDP_OPTIMIZER_SGD, [unit], opt), 'optimizer')
+    call ok(fsdp_optimizer_add_group(opt, '*.none', fsdp_sgd_defaults()), 'add_group, no outputs')
+    call ok(fsdp_optimizer_destroy(opt), 'destroy optimizer')
+    ! A gradient scaler is for float16 compute.
+    call must(fsdp_unit_create(ctx, [fsdp_param('h', b)], half, param_dtype=FSDP_FLOAT16), &
+              'float16 unit')
+    call must(fsdp_optimizer_create(ctx, FSDP_OPTIMIZER_SGD, [half], opt), 'optimizer')
+    call must(fsdp_grad_scaler_create(ctx, 1d0, 2d0, 0.5d0, 100, scaler), 'scaler')
+    call ok(fsdp_grad_scaler_step(scaler, opt), 'fsdp_grad_scaler_step without skipped')
+    call ok(fsdp_grad_scaler_destroy(scaler), 'destroy scaler')
+    call ok(fsdp_optimizer_destroy(opt), 'destroy optimizer')
+    call ok(fsdp_unit_destroy(half), 'destroy float16 unit')
+    call ok(fsdp_unit_destroy(user), 'destroy user')
+    call ok(fsdp_unit_destroy(unit), 'destroy')
+    call ok(fsdp_finalize(ctx), 'finalize')
+  end subroutine
+
+  ! An error names the call the program made, with or without options.
+  subroutine errors_name_the_call()
+    type(fsdp_context_t) :: ctx
+    type(fsdp_unit_t) :: unit
+    type(fsdp_config_t) :: cfg
+    real(c_float) :: w(3, 4), b(5)
+    real(c_double) :: s
+    integer(c_int) :: st
+    call model(w, b, s)
+    call must(fsdp_init(MPI_COMM_WORLD, ctx), 'fsdp_init')
+    st = fsdp_unit_create(ctx, [fsdp_param('x', w), fsdp_param('x', b)], unit)
+    call check(st == FSDP_ERR_INVALID_ARGUMENT .and. &
+               index(fsdp_last_error(), 'fsdp_unit_create: ') == 1 .and. &
+               index(fsdp_last_error(), 'fsdp_unit_create_ex') == 0, &
+               'fsdp_unit_create''s error names it: '//fsdp_last_error())
+    st = fsdp_unit_create(ctx, [fsdp_param('x', w), fsdp_param('x', b)], unit, name='layer', &
+                          param_dtype=FSDP_FLOAT32)
+    call check(st == FSDP_ERR_INVALID_ARGUMENT .and. &
+               index(fsdp_last_error(), 'fsdp_unit_create: ') == 1 .and. &
+               index(fsdp_last_error(), 'fsdp_unit_create_ex') == 0, &
+               'fsdp_unit_create with options names it: '//fsdp_last_error())
+    st = fsdp_unit_create(ctx, [fsdp_param('x', w)], unit, param_dtype=99_c_int)
+    call check(st == FSDP_ERR_INVALID_ARGUMENT .and. &
+               index(fsdp_last_error(), 'fsdp_unit_create: ') == 1 .and. &
+               index(fsdp_last_error(), 'fsdp_unit_create_ex') == 0, &
+               'a bad option names fsdp_unit_create: '//fsdp_last_error())
+    call ok(fsdp_finalize(ctx), 'finalize')
+    cfg%strategy = 99
+    st = fsdp_init(MPI_COMM_WORLD, ctx, cfg)
+    call check(st == FSDP_ERR_INVALID_ARGUMENT .and. &
+               index(fsdp_last_error(), 'fsdp_init: ') == 1 .and. &
+               index(fsdp_last_error(), 'fsdp_init_fcomm') == 0, &
+               'fsdp_init''s error names it: '//fsdp_last_error())
+  end subroutine
+
   ! Saved, overwritten with zeros, loaded: the saved values are back, with the metadata.
   subroutine checkpoint_round_trip()
     type(fsdp_context_t) :: ctx
@@ -262,21 +482,18 @@ contains
   subroutine bad_input()
     type(fsdp_context_t) :: ctx
     type(fsdp_unit_t) :: unit
-    real(c_float), target :: w(3, 4), b(5), big(6, 4)
+    real(c_float), target :: w(3, 4), b(5)
     real(c_double) :: s
     real(c_float), pointer :: p1(:), p3(:, :, :)
     real(c_double), pointer :: d2(:, :), dshard(:)
     integer(c_int) :: st
     character(len=:), allocatable :: path, value
     call model(w, b, s)
-    big = 1
     path = trim(dir)//'/fortran.h5'
     call must(fsdp_init(MPI_COMM_WORLD, ctx), 'fsdp_init')
 
-    st = fsdp_unit_create(ctx, [fsdp_param('strided', big(1:6:2, :))], unit)
-    call check(st == FSDP_ERR_INVALID_ARGUMENT .and. &
-               index(fsdp_last_error(), 'params(1) "strided": values: not contiguous') > 0, &
-               'non-contiguous values refused: '//fsdp_last_error())
+    st = fsdp_unit_create(ctx, [fsdp_param('fc.weight', w), fsdp_param('fc.weight', b)], unit)
+    call check(st == FSDP_ERR_INVALID_ARGUMENT, 'duplicate names refused: '//fsdp_last_error())
     call check(.not. c_associated(unit%ptr), 'no unit after a refused creation')
 
     call must(fsdp_unit_create(ctx, [fsdp_param('fc.weight', w), fsdp_param('fc.bias', b)], unit), &

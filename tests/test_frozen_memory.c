@@ -6,7 +6,7 @@
  * multiple of 8 elements, each section padded to F blocks of a multiple of 8 elements). Then FSDP's
  * parameter-memory formula: with one unit unsharded at a time, peak = K_full/F * sum(psi_i) + K_low
  * * max(psi_i) (sizes padded), for float32 and for a bfloat16 compute copy, whatever the order the
- * units are unsharded in. */
+ * units are unsharded in, and through a training cycle for every param_dtype x reduce_dtype. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,48 +131,100 @@ static void check_frozen(fsdp_context_t ctx) {
   for (int i = 0; i < 4; ++i) free(values[i]);
 }
 
-/* The formula, for units of known sizes unsharded one at a time in `order`. */
-static void check_formula(fsdp_context_t ctx, fsdp_dtype_t param, const int* order,
-                          const char* label) {
+/* Units of known sizes for the formula, in `param` compute and `reduce` communication dtypes, with
+ * what the formula charges: K_full/F * sum(psi_i), K_low * max(psi_i) (an unsharded buffer is
+ * charged 1/sharers to each rank sharing it; nothing under zero-copy storage, where the unsharded
+ * copy is the shards), and the largest full gradient with its reduce_dtype copy. */
+enum { UNITS = 3 };
+typedef struct {
+  fsdp_unit_t u[UNITS];
+  size_t k_full_sum, k_low_max, grads_max;
+} formula_t;
+
+static size_t dsize(fsdp_dtype_t t) {
+  return t == FSDP_FLOAT32 ? 4 : 2;
+}
+
+static formula_t make_units(fsdp_context_t ctx, fsdp_dtype_t param, fsdp_dtype_t reduce) {
+  static const int64_t psi[UNITS] = {1000, 70001, 4099};
   int F = 0;
   CHECK_OK(fsdp_context_config(ctx, &F, NULL, NULL));
-  enum { UNITS = 3 };
-  const int64_t psi[UNITS] = {1000, 70001, 4099};
-  fsdp_unit_t u[UNITS];
   fsdp_unit_options_t o = FSDP_UNIT_OPTIONS_INIT;
   o.param_dtype = param;
-  size_t k_full_sum = 0, k_low_max = 0;
-  const size_t k_low = param == FSDP_FLOAT32 ? 4 : 2;
+  o.reduce_dtype = reduce;
+  formula_t f = {{NULL}, 0, 0, 0};
   for (int i = 0; i < UNITS; ++i) {
     fsdp_param_desc_t d = {"w", 1, &psi[i], FSDP_FLOAT32, 1};
-    CHECK_OK(fsdp_unit_create_ex(ctx, 1, &d, NULL, &o, &u[i]));
-    const size_t shard = align8(ceil_div((size_t)psi[i], (size_t)F));
-    k_full_sum += 4 * shard;
-    /* An unsharded buffer is charged 1/sharers to each rank sharing it (shared memory). */
+    CHECK_OK(fsdp_unit_create_ex(ctx, 1, &d, NULL, &o, &f.u[i]));
+    const size_t shard = align8(ceil_div((size_t)psi[i], (size_t)F)), padded = shard * (size_t)F;
+    f.k_full_sum += 4 * shard;
     const size_t unsharded = param == FSDP_FLOAT32 && th_zero_copy(ctx)
-                                 ? 0 /* zero-copy storage: the unsharded copy is the shards */
-                                 : k_low * shard * (size_t)F / th_unsharded_sharers(ctx);
-    if (unsharded > k_low_max) k_low_max = unsharded;
+                                 ? 0
+                                 : dsize(param) * padded / th_unsharded_sharers(ctx);
+    if (unsharded > f.k_low_max) f.k_low_max = unsharded;
+    const size_t grads = dsize(param) * padded + (reduce != param ? dsize(reduce) * padded : 0);
+    if (grads > f.grads_max) f.grads_max = grads;
   }
   CHECK_OK(fsdp_trim_pool(ctx));
   CHECK_OK(fsdp_reset_peak_memory(ctx));
+  return f;
+}
+
+static void peak_check(fsdp_context_t ctx, const formula_t* f, const char* label,
+                       fsdp_memory_stats_t* m) {
+  m->size = sizeof *m;
+  CHECK_OK(fsdp_memory_stats(ctx, m));
+  char msg[200];
+  snprintf(msg, sizeof msg, "%s: peak parameter bytes %zu == formula %zu", label,
+           m->peak_parameter_bytes, f->k_full_sum + f->k_low_max);
+  CHECK_MSG(m->peak_parameter_bytes == f->k_full_sum + f->k_low_max, msg);
+}
+
+/* The formula, for units unsharded one at a time in `order`. */
+static void check_formula(fsdp_context_t ctx, fsdp_dtype_t param, const int* order,
+                          const char* label) {
+  formula_t f = make_units(ctx, param, param);
   for (int pass = 0; pass < 2; ++pass) /* the second pass reuses pooled buffers */
     for (int k = 0; k < UNITS; ++k) {
-      CHECK_OK(fsdp_unshard(u[order[k]]));
-      CHECK_OK(fsdp_reshard(u[order[k]]));
+      CHECK_OK(fsdp_unshard(f.u[order[k]]));
+      CHECK_OK(fsdp_reshard(f.u[order[k]]));
     }
   fsdp_memory_stats_t m;
-  m.size = sizeof m;
-  CHECK_OK(fsdp_memory_stats(ctx, &m));
-  char msg[160];
-  snprintf(msg, sizeof msg, "%s: peak parameter bytes %zu == formula %zu", label,
-           m.peak_parameter_bytes, k_full_sum + k_low_max);
-  CHECK_MSG(m.peak_parameter_bytes == k_full_sum + k_low_max, msg);
+  peak_check(ctx, &f, label, &m);
+  char msg[200];
   snprintf(msg, sizeof msg, "%s: peak of everything held %zu == formula %zu (the pool adds none)",
-           label, m.peak_bytes, k_full_sum + k_low_max);
-  CHECK_MSG(m.peak_bytes == k_full_sum + k_low_max, msg);
-  CHECK(m.shard_bytes == k_full_sum && m.unsharded_bytes == 0);
-  for (int i = 0; i < UNITS; ++i) CHECK_OK(fsdp_unit_destroy(&u[i]));
+           label, m.peak_bytes, f.k_full_sum + f.k_low_max);
+  CHECK_MSG(m.peak_bytes == f.k_full_sum + f.k_low_max, msg);
+  CHECK(m.shard_bytes == f.k_full_sum && m.unsharded_bytes == 0);
+  for (int i = 0; i < UNITS; ++i) CHECK_OK(fsdp_unit_destroy(&f.u[i]));
+}
+
+/* The formula through a training cycle (unshard, write the gradient, reshard, reduce), one unit at
+ * a time, for a param_dtype x reduce_dtype combination: peak parameter bytes equal the formula
+ * exactly, and the full gradients' peak is one unit's gradient in param_dtype plus, when
+ * reduce_dtype differs, its reduce_dtype copy (both live while it is converted). Every buffer is
+ * charged what the pool handed out, so a buffer served larger than the formula's shows here. */
+static void check_cycle(fsdp_context_t ctx, fsdp_dtype_t param, fsdp_dtype_t reduce) {
+  formula_t f = make_units(ctx, param, reduce);
+  static const int order[2][UNITS] = {{1, 0, 2}, {2, 0, 1}};
+  for (int pass = 0; pass < 2; ++pass) /* the second pass reuses pooled buffers */
+    for (int k = 0; k < UNITS; ++k) {
+      fsdp_unit_t v = f.u[order[pass][k]];
+      void* g = NULL;
+      CHECK_OK(fsdp_unshard(v));
+      CHECK_OK(fsdp_grad_data(v, 0, &g));
+      CHECK_OK(fsdp_reshard(v));
+      CHECK_OK(fsdp_reduce_grads(v));
+    }
+  char label[64];
+  snprintf(label, sizeof label, "param %d, reduce %d", (int)param, (int)reduce);
+  fsdp_memory_stats_t m;
+  peak_check(ctx, &f, label, &m);
+  char msg[200];
+  snprintf(msg, sizeof msg, "%s: peak full-gradient bytes %zu == %zu", label,
+           m.peak_full_grad_bytes, f.grads_max);
+  CHECK_MSG(m.peak_full_grad_bytes == f.grads_max, msg);
+  for (int i = 0; i < UNITS; ++i) CHECK_OK(fsdp_unit_destroy(&f.u[i]));
 }
 
 int main(int argc, char** argv) {
@@ -184,6 +236,9 @@ int main(int argc, char** argv) {
   check_formula(ctx, FSDP_FLOAT32, up, "float32, increasing sizes");
   check_formula(ctx, FSDP_FLOAT32, down, "float32, decreasing sizes");
   check_formula(ctx, FSDP_BFLOAT16, mixed, "bfloat16 compute copy");
+  static const fsdp_dtype_t dtypes[3] = {FSDP_FLOAT32, FSDP_BFLOAT16, FSDP_FLOAT16};
+  for (int p = 0; p < 3; ++p)
+    for (int r = 0; r < 3; ++r) check_cycle(ctx, dtypes[p], dtypes[r]);
   CHECK_OK(fsdp_finalize(&ctx));
   return th_finish();
 }

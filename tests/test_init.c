@@ -72,8 +72,13 @@ static void check_deferred(fsdp_context_t ctx) {
   fsdp_memory_stats_t m;
   m.size = sizeof m;
   CHECK_OK(fsdp_memory_stats(ctx, &m));
-  CHECK_MSG(m.peak_unsharded_bytes == padded * sizeof(double) && m.unsharded_bytes == 0,
+  CHECK_MSG(m.peak_init_bytes == padded * sizeof(double) && m.unsharded_bytes == 0,
             "deferred init holds one full-size unit while it runs, nothing after");
+  size_t shard_n = 0;
+  CHECK_OK(fsdp_unit_numel(u, NULL, NULL, &shard_n));
+  CHECK_MSG(m.peak_unsharded_bytes == 0 && m.peak_parameter_bytes == shard_n * sizeof(double) &&
+                m.peak_bytes == shard_n * sizeof(double),
+            "initialization's buffer is in no training peak: they start from the shard alone");
   CHECK_MSG(mismatches(u, 0) == 0, "deferred init gives the callback's values");
   CHECK_OK(fsdp_unit_destroy(&u));
 }

@@ -217,6 +217,30 @@ static void check_bad_input(fsdp_context_t ctx) {
   CHECK_FAILS(fsdp_clip_grad_norm(ctx, 0.0, 2.0, NULL), FSDP_ERR_INVALID_ARGUMENT, "max_norm");
   CHECK_FAILS(fsdp_clip_grad_norm(ctx, -1.0, 2.0, NULL), FSDP_ERR_INVALID_ARGUMENT, "max_norm");
   CHECK_FAILS(fsdp_clip_grad_norm(ctx, 1.0, 0.5, NULL), FSDP_ERR_INVALID_ARGUMENT, "norm_type");
+  /* A gradient written and never reduced (the reduce forgotten): refused, nothing changed. The
+   * same after a no_sync reduce, which keeps it local. Reduced, or zeroed, the step runs. */
+  float *g = NULL, *shard = NULL;
+  size_t shard_n = 0;
+  CHECK_OK(fsdp_shard_data(u, (void**)&shard, &shard_n));
+  float* before = malloc(shard_n * sizeof(float) + 1);
+  memcpy(before, shard, shard_n * sizeof(float));
+  CHECK_OK(fsdp_grad_data(u, 0, (void**)&g));
+  g[0] = 1.0f;
+  CHECK_FAILS(fsdp_optimizer_step(opt), FSDP_ERR_STATE, "no reduction took");
+  CHECK_OK(fsdp_set_grad_sync(ctx, 0));
+  CHECK_OK(fsdp_reduce_grads(u));
+  CHECK_FAILS(fsdp_optimizer_step(opt), FSDP_ERR_STATE, "fsdp_reduce_grads");
+  CHECK_MSG(memcmp(before, shard, shard_n * sizeof(float)) == 0, "a refused step changes nothing");
+  CHECK_OK(fsdp_set_grad_sync(ctx, 1));
+  CHECK_OK(fsdp_zero_grads(u));
+  CHECK_OK(fsdp_optimizer_step(opt)); /* discarded: nothing to update */
+  CHECK_MSG(memcmp(before, shard, shard_n * sizeof(float)) == 0,
+            "a zeroed gradient updates nothing");
+  CHECK_OK(fsdp_grad_data(u, 0, (void**)&g));
+  g[0] = 1.0f;
+  CHECK_OK(fsdp_reduce_grads(u));
+  CHECK_OK(fsdp_optimizer_step(opt));
+  free(before);
   CHECK_OK(fsdp_optimizer_destroy(&opt));
   CHECK_FAILS(fsdp_optimizer_step(opt), FSDP_ERR_INVALID_HANDLE, "opt");
   CHECK_OK(fsdp_unit_destroy(&u));

@@ -43,7 +43,28 @@ unit.unshard()
 check(np.array_equal(unit.param("fc.weight"), w0), "unsharded weight")
 check(np.array_equal(unit.param(1), b0), "unsharded bias")
 check(unit.param(0).base is not None and not unit.param(0).flags.owndata, "a view, not a copy")
+flat = unit.unsharded()  # fc.bias starts at element 16 of the buffer, not 15
+check(np.array_equal(flat, np.concatenate([w0.ravel(), b0])), f"unsharded() of fc: {flat}")
 unit.reshard()
+
+# Unit.unsharded(): every parameter in order, padding excluded, whatever the layout: odd sizes
+# (each parameter starts at a multiple of 8 elements in the buffer) and a frozen parameter (the
+# frozen section comes after the trainable one). References built here, not read back.
+odd_rng = np.random.default_rng(7)
+odd = [("a", np.arange(3, dtype=np.float32)), ("b", np.arange(10, 15, dtype=np.float32)),
+       ("c", odd_rng.standard_normal((3, 3)).astype(np.float32), False),
+       ("d", np.array([42.0], np.float32)),
+       ("e", odd_rng.standard_normal((2, 1, 7)).astype(np.float32))]
+for params in (odd[:2], odd):
+    odd_unit = ctx.unit(params, name="odd")
+    odd_unit.unshard()
+    flat = odd_unit.unsharded()
+    ref = np.concatenate([p[1].ravel() for p in params])
+    check(flat.dtype == np.float32 and np.array_equal(flat, ref),
+          f"unsharded() of {[p[0] for p in params]}: {flat}, expected {ref}")
+    odd_unit.reshard()
+    expect_error("FSDP_ERR_STATE", "", odd_unit.unsharded)  # sharded: nothing to read
+    odd_unit.destroy()
 
 # Gradients: rank r writes (r + 1) * g; the mean over ranks is g * (W + 1) / 2.
 gw = rng.standard_normal((5, 3)).astype(np.float32)

@@ -8,6 +8,8 @@ the global batch (the mean of every rank's loss, which is what DDP computes) wit
 - parameters without gradient: a branch no rank takes reduces as zero, ranks taking different
   branches with find_unused_parameters=True match the reference; no_sync() accumulation; a
   frozen parameter left as it was;
+- prefetch as a hint: a chunked loss, a state_dict() between backward and step, an evaluation pass
+  before each step, each matching the reference with nothing left unsharded;
 - a bfloat16 model: float32 masters equal to its values, compute in bfloat16;
 - a meta-device model materialized one unit at a time, with the peak memory of construction;
 - state_dict()/load_state_dict() through plain nn.Modules, full and per rank, from rank 0;
@@ -280,6 +282,62 @@ def check_no_sync():
     drop(sharded, opt)
 
 
+class Chunked(nn.Module):
+    """Three blocks and a norm, each its own unit; the loss applies the norm to chunks of the
+    output after the root's forward (a chunked loss), so the norm's unit runs again on its own."""
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.blocks = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+        self.norm = nn.LayerNorm(8)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = torch.tanh(b(x))
+        return x
+
+    def loss(self, x):
+        h = self(x)
+        return sum(self.norm(c).square().mean() for c in h.chunk(2))
+
+
+def check_prefetch_hint(pattern):
+    """Prefetch is a hint (issue 31): with prefetch on, a chunked loss (a unit's module called on
+    its own after the full forward), a state_dict() taken between backward and the step, and an
+    evaluation pass (forward under no_grad, no backward) before each step train like the
+    reference, and nothing stays unsharded after the step."""
+    model, ref = Chunked(), Chunked()
+    sharded = FullyShard(ctx, model, list(model.blocks) + [model.norm], prefetch=True)
+    opt = ctx.optimizer("sgd", sharded.units, lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    started = ctx.memory_stats()["prefetches_started"]
+    for step in range(4):
+        xs = [torch.randn(4, 8, generator=torch.Generator().manual_seed(300 + 10 * step + r))
+              for r in range(world)]
+        if pattern == "evaluation pass":
+            with torch.no_grad():
+                model.loss(xs[rank])
+        model.loss(xs[rank]).backward()
+        if pattern == "state dict between backward and step":
+            state = sharded.state_dict()
+            check(all(v.numel() > 0 for v in state.values()), f"{pattern}: a full state dict")
+        opt.step()
+        opt.zero_grad()
+        check(ctx.memory_stats()["unsharded_bytes"] == 0,
+              f"{pattern}: nothing unsharded after step {step}")
+        sum(ref.loss(xs[r]) for r in range(world)).div(world).backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+    stats = ctx.memory_stats()
+    check(stats["prefetches_started"] > started and
+          stats["prefetches_started"] == stats["prefetches_used"] + stats["prefetches_unused"],
+          f"{pattern}: prefetch ran, and each prefetch was used or released ({stats})")
+    diff = largest_diff(sharded, ref)
+    check(diff <= 1e-6, f"prefetch on, {pattern}: parameters match the reference "
+          f"(largest diff {diff:.2e})")
+    drop(sharded, opt)
+
+
 def check_low_precision_model():
     """A model whose parameters are bfloat16: float32 masters holding its values exactly, compute
     in bfloat16."""
@@ -425,6 +483,8 @@ check_unused(False)
 check_unused(True)
 check_frozen()
 check_no_sync()
+for pattern in ("chunked loss", "state dict between backward and step", "evaluation pass"):
+    check_prefetch_hint(pattern)
 check_low_precision_model()
 check_meta()
 check_bad_input()

@@ -50,6 +50,18 @@ int main(int argc, char** argv) {
   size_t n = 0;
   CHECK_OK(fsdp_param_numel(head, alias, &n));
   CHECK(n == V * D);
+  /* The alias's shard range is the owner's parameter's, in the owner's shard (fsdp.h). */
+  size_t so[2], po[2], len[2];
+  CHECK_OK(fsdp_param_shard_range(head, alias, &so[0], &po[0], &len[0]));
+  CHECK_OK(fsdp_param_shard_range(embed, 0, &so[1], &po[1], &len[1]));
+  CHECK(so[0] == so[1] && po[0] == po[1] && len[0] == len[1]);
+  float* es_data = NULL;
+  CHECK_OK(fsdp_shard_data(embed, (void**)&es_data, NULL));
+  int alias_bad = 0;
+  for (size_t k = 0; k < len[0]; ++k) alias_bad += es_data[so[0] + k] != values[po[0] + k];
+  CHECK_MSG(alias_bad == 0, "the alias's range holds the tied parameter's values");
+  CHECK_FAILS(fsdp_param_shard_range(head, alias + 1, NULL, NULL, NULL), FSDP_ERR_OUT_OF_RANGE,
+              "tied");
 
   /* Forward: the head reads the embedding's unsharded weight. */
   void* p = NULL;

@@ -30,7 +30,7 @@ MAX_NDIM = 16
 # Where the library was loaded from (set by load()).
 LOADED_FROM = None
 # The header version this binding was written against (checked against the library at load).
-VERSION = (0, 8, 0)
+VERSION = (0, 9, 0)
 
 size_t, c_int, c_double, c_void_p, c_char_p = (ctypes.c_size_t, ctypes.c_int, ctypes.c_double,
                                                ctypes.c_void_p, ctypes.c_char_p)
@@ -63,7 +63,8 @@ class MemoryStats(ctypes.Structure):
         "peak_bytes", "unsharded_model_bytes", "scratch_bytes", "full_grad_bytes",
         "optimizer_state_bytes", "peak_parameter_bytes", "peak_shard_bytes",
         "peak_grad_shard_bytes", "peak_unsharded_bytes", "peak_full_grad_bytes",
-        "peak_optimizer_state_bytes", "allocation_calls")]
+        "peak_optimizer_state_bytes", "allocation_calls", "peak_init_bytes",
+        "prefetches_started", "prefetches_used", "prefetches_unused", "prefetches_skipped_limit")]
 
 
 class Hyperparams(ctypes.Structure):

@@ -144,14 +144,11 @@ class Unit:
         return _view(ptr.value, self.param_dtype, self.shapes[i])
 
     def unsharded(self):
-        """The whole unsharded buffer as one 1-D array (every parameter in order, row-major,
-        padding excluded; for units whose parameters all require grad, or all do not: with both
-        kinds the buffer has two sections), viewing the library's memory: valid until
-        reshard()."""
-        ptr = ctypes.c_void_p()
-        _check(_lib.fsdp_param_data(self._handle, 0, ctypes.byref(ptr)))
-        numel = sum(int(np.prod(s, dtype=np.int64)) for s in self.shapes)
-        return _view(ptr.value, self.param_dtype, (numel,))
+        """Every unsharded parameter in order, flattened and concatenated into one 1-D array in
+        param_dtype, padding excluded: a copy, since the buffer has padding between parameters
+        (each starts where the library aligned it) and between sections (trainable, frozen).
+        Each parameter is read where fsdp_param_data says it is. The unit must be unsharded."""
+        return np.concatenate([self.param(i).reshape(-1) for i in range(len(self.shapes))])
 
     def grad(self, param):
         """The full gradient buffer of a parameter (shape, param_dtype) to write or add into;

@@ -16,6 +16,7 @@ enum class MemoryKind {
   PoolCached,      // released buffers kept for reuse
   OptimizerState,  // sharded optimizer state
   Scratch,         // communication scratch
+  Init,            // initialization's full-size unit (inside unit creation): in no other peak
   Count
 };
 constexpr int kMemoryKinds = static_cast<int>(MemoryKind::Count);
@@ -28,8 +29,7 @@ class MemoryAccounting {
     const int i = static_cast<int>(k);
     bytes_[i] += n;
     if (bytes_[i] > peaks_[i]) peaks_[i] = bytes_[i];
-    std::size_t total = 0;
-    for (std::size_t b : bytes_) total += b;
+    const std::size_t total = training_total();
     if (total > peak_) peak_ = total;
     const std::size_t params = parameters();
     if (params > peak_params_) peak_params_ = params;
@@ -57,15 +57,18 @@ class MemoryAccounting {
   // Peaks restart from the current values (fsdp_reset_peak_memory).
   void reset_peaks() {
     std::lock_guard<std::mutex> lock(mutex_);
-    peak_ = peak_params_ = 0;
-    for (int i = 0; i < kMemoryKinds; ++i) {
-      peaks_[i] = bytes_[i];
-      peak_ += bytes_[i];
-    }
+    for (int i = 0; i < kMemoryKinds; ++i) peaks_[i] = bytes_[i];
+    peak_ = training_total();
     peak_params_ = parameters();
   }
 
  private:
+  std::size_t training_total() const {
+    std::size_t total = 0;
+    for (int i = 0; i < kMemoryKinds; ++i)
+      if (static_cast<MemoryKind>(i) != MemoryKind::Init) total += bytes_[i];
+    return total;
+  }
   std::size_t parameters() const {
     return bytes_[static_cast<int>(MemoryKind::Shard)] +
            bytes_[static_cast<int>(MemoryKind::Unsharded)];

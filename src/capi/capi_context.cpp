@@ -131,6 +131,12 @@ fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t* stats) 
     s.peak_full_grad_bytes = a.peak(fsdp::MemoryKind::FullGrad);
     s.peak_optimizer_state_bytes = a.peak(fsdp::MemoryKind::OptimizerState);
     s.allocation_calls = c.allocation_calls();
+    s.peak_init_bytes = a.peak(fsdp::MemoryKind::Init);
+    const fsdp::PrefetchStats& p = c.scheduler().prefetch_stats();
+    s.prefetches_started = p.started;
+    s.prefetches_used = p.used;
+    s.prefetches_unused = p.unused;
+    s.prefetches_skipped_limit = p.skipped_limit;
     fsdp::capi::write_sized(stats, s, "stats");
   });
 }

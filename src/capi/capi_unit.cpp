@@ -132,6 +132,7 @@ fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit) {
   return guard(__func__, [&] {
     if (!unit) fail(Errc::InvalidArgument, "unit: NULL pointer to a unit handle");
     Unit& u = unit_from(*unit, "*unit");
+    u.context().scheduler().release_unclaimed("at fsdp_unit_destroy", &u);
     if (std::optional<Error> refusal = u.destroy_refusal())
       fail(refusal->code(), "*unit: " + std::string(refusal->what()));
     fsdp::capi::retire(&u, fsdp::capi::Retired::Destroyed);
@@ -178,7 +179,7 @@ fsdp_status_t fsdp_param_data(fsdp_unit_t unit, int index, void** data) {
     Unit& u = unit_from(unit, "unit");
     const Resolved r = resolve(u, index);
     require_output(data, "data");
-    if (r.tie && !r.unit->is_unsharded())
+    if (r.tie && !r.unit->held_by_caller())
       fail(Errc::State, u.label() + ": index = " + std::to_string(index) + " ('" + r.tie->alias +
                             "') is tied to '" + r.unit->layout().param(r.index).name + "' of " +
                             r.unit->label() + ", which is sharded: unshard " + r.unit->label() +
@@ -218,6 +219,8 @@ fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
     if (data) {
+      // The caller may write the shard: a prefetched copy of it would go stale.
+      u.context().scheduler().release_unclaimed("at fsdp_shard_data", &u);
       *data = u.shard_data();
       u.context().before_cpu_touches_shards();  // offloaded: the CPU may read it now
       u.context().shard_memory().handover_to_caller();
@@ -264,8 +267,9 @@ fsdp_status_t fsdp_unit_zero_copy(fsdp_unit_t unit, int* zero_copy) {
 fsdp_status_t fsdp_param_shard_range(fsdp_unit_t unit, int index, size_t* shard_offset,
                                      size_t* param_offset, size_t* length) {
   return guard(__func__, [&] {
-    const Unit& u = unit_from(unit, "unit");
-    const fsdp::ShardSlice s = u.slice(param_index(u, index));
+    Unit& u = unit_from(unit, "unit");
+    const Resolved r = resolve(u, index);  // an alias: the owner's parameter, in the owner's shard
+    const fsdp::ShardSlice s = r.unit->slice(r.index);
     if (shard_offset) *shard_offset = s.shard_offset;
     if (param_offset) *param_offset = s.param_offset;
     if (length) *length = s.length;

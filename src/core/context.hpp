@@ -93,9 +93,11 @@ class Context {
   // Before the CPU reads or writes shards (optimizer on the CPU, checkpoints, the caller's
   // fsdp_shard_data): waits for device work that may still use them.
   void before_cpu_touches_shards() { backend_->before_cpu_touches_shards(); }
-  // Before the library's own work on shards (optimizer steps, norms, unscaling): ordered after the
-  // caller's queued work, and after device work when the shards are on the host (CPU offload).
+  // Before the library's own work on shards (optimizer steps, norms, unscaling, checkpoints):
+  // unclaimed prefetches released (their copies would go stale), ordered after the caller's queued
+  // work, and after device work when the shards are on the host (CPU offload).
   void before_shard_update() {
+    scheduler_->release_unclaimed("before an optimizer step, a norm or a checkpoint");
     memory().take_from_caller();
     before_cpu_touches_shards();
   }

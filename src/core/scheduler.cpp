@@ -5,6 +5,7 @@
 #include "base/id_order.hpp"
 #include "core/context.hpp"
 #include "core/unit.hpp"
+#include "diag/trace.hpp"
 
 namespace fsdp {
 
@@ -65,6 +66,9 @@ void Scheduler::make_room() {
 }
 
 void Scheduler::begin_phase(Phase p) {
+  // What the last phase prefetched and never used would otherwise stay unsharded across the
+  // phase: released on every rank alike (the same calls made the same prefetches).
+  release_unclaimed(p == Phase::Forward ? "at fsdp_begin_forward" : "at fsdp_begin_backward");
   if (p == Phase::Forward) {
     quiesce();
     Fingerprint f;
@@ -81,11 +85,26 @@ void Scheduler::begin_phase(Phase p) {
 }
 
 std::shared_ptr<CommWorker::Task> Scheduler::caller_unshard(Unit& u, bool async) {
-  std::shared_ptr<CommWorker::Task> task = !async && u.pending() == Unit::Pending::Unshard
-                                               ? u.pending_task()
-                                               : u.unshard_async(/*now=*/!async);
+  std::shared_ptr<CommWorker::Task> task;
+  if (u.prefetched()) {  // the caller claims it: its all-gather, in flight or done
+    u.claim_prefetch();
+    ++stats_.used;
+    if (u.pending() == Unit::Pending::Unshard) task = u.pending_task();
+  } else if (!async && u.pending() == Unit::Pending::Unshard) {
+    task = u.pending_task();
+  } else {
+    task = u.unshard_async(/*now=*/!async);
+  }
   prefetch_after(u);
   return task;
+}
+
+void Scheduler::release_unclaimed(const char* when, Unit* only) {
+  for (const auto& [id, u] : units_) {
+    if (!u->prefetched() || (only && u.get() != only)) continue;
+    ++stats_.unused;
+    u->release_prefetch(when);
+  }
 }
 
 void Scheduler::prefetch_after(Unit& u) {
@@ -100,9 +119,19 @@ void Scheduler::prefetch_after(Unit& u) {
   Unit* next = ctx_.find_unit(prev[pos + 1]);
   if (!next || next->is_unsharded()) return;
   make_room();
-  if (held_units() >= ctx_.options().max_unsharded)
-    return;  // held by the caller: skip, do not block
-  next->unshard_async();
+  if (held_units() >= ctx_.options().max_unsharded) {  // held by the caller: skip, do not block
+    ++stats_.skipped_limit;
+    TraceSpan span(ctx_.trace(), "prefetch_skipped_limit", next->trace_name(), 0);
+    return;
+  }
+  try {
+    next->unshard_async();
+  } catch (const Error& e) {  // not the caller's unshard: say whose it was
+    throw Error(e.code(), "the prefetch of " + next->label() + " that libfsdp started after " +
+                              u.label() + " (fsdp_set_prefetch) failed: " + e.what());
+  }
+  next->mark_prefetched();
+  ++stats_.started;
 }
 
 }  // namespace fsdp

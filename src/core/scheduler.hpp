@@ -26,6 +26,14 @@ struct Request {
 
 enum class Phase : int { None = 0, Forward = 1, Backward = 2 };
 
+// What prefetch did since the context was created (fsdp_memory_stats).
+struct PrefetchStats {
+  uint64_t started = 0;        // all-gathers the library started on its own
+  uint64_t used = 0;           // of those, claimed by the caller's unshard
+  uint64_t unused = 0;         // of those, released unused (the order changed, or nobody came)
+  uint64_t skipped_limit = 0;  // predicted, but max_unsharded units were already held
+};
+
 class Scheduler {
  public:
   // `units`: the context's units by id, which the scheduler reads and never changes.
@@ -63,6 +71,13 @@ class Scheduler {
   // takes over that all-gather), records it for the next iteration's prefetch and starts this
   // iteration's next prefetch. Returns the all-gather's task.
   std::shared_ptr<CommWorker::Task> caller_unshard(Unit& u, bool async);
+  // Prefetch is a hint: every unit the library unsharded on its own and the caller did not claim
+  // (or only `only`) is resharded and its buffer returned. Local, and the same on every rank (the
+  // same calls made the same prefetches). Called at each phase's start and before anything that
+  // needs sharded units or reads or writes shards (Context::before_shard_update, a unit's
+  // fsdp_shard_data, its destruction, fsdp_trim_pool); `when` names that point for messages.
+  void release_unclaimed(const char* when, Unit* only = nullptr);
+  const PrefetchStats& prefetch_stats() const { return stats_; }
 
  private:
   void prefetch_after(Unit& u);  // records u, starts the next unit's all-gather
@@ -75,6 +90,7 @@ class Scheduler {
   Phase phase_ = Phase::None;
   bool prefetch_[3] = {false, false, false};
   std::vector<uint64_t> recorded_[3], previous_[3];  // unit ids per phase
+  PrefetchStats stats_;
 };
 
 }  // namespace fsdp

@@ -109,11 +109,25 @@ void Unit::complete_pending() {
   const Pending kind = pending_;
   std::shared_ptr<CommWorker::Task> task = std::move(pending_task_);
   pending_ = Pending::None;
+  const bool prefetch = prefetched_;
   try {
     TraceSpan span(ctx_.trace(), "wait", trace_name(), 0);
     task->wait();
+  } catch (const Error& e) {
+    if (kind == Pending::Unshard) {  // a failed all-gather leaves it sharded
+      release_unsharded();
+      prefetched_ = false;
+    }
+    reduce_copy_.reset();
+    if (!prefetch) throw;
+    // Not the caller's operation: say so, whichever call waited for it.
+    throw Error(e.code(), "the prefetch libfsdp started on its own for " + label() +
+                              " (fsdp_set_prefetch) failed; the unit stays sharded: " + e.what());
   } catch (...) {
-    if (kind == Pending::Unshard) release_unsharded();  // a failed all-gather leaves it sharded
+    if (kind == Pending::Unshard) {
+      release_unsharded();
+      prefetched_ = false;
+    }
     reduce_copy_.reset();
     throw;
   }
@@ -125,12 +139,29 @@ void Unit::complete_pending() {
 }
 
 std::optional<Error> Unit::unshard_refusal(bool async) const {
-  // A synchronous unshard of a unit being prefetched waits for the prefetch instead.
-  if (!is_unsharded() || (!async && pending_ == Pending::Unshard)) return std::nullopt;
+  // An unshard of a prefetched unit claims the prefetch; a synchronous unshard of a unit whose
+  // asynchronous unshard is in flight waits for it.
+  if (!held_by_caller() || (!async && pending_ == Pending::Unshard)) return std::nullopt;
   return Error(Errc::State, label() + " is already unsharded" +
                                 (pending_ == Pending::Unshard
-                                     ? " or gathering (a prefetch): fsdp_unshard waits for it"
+                                     ? " or gathering (fsdp_unshard_async): fsdp_unshard waits "
+                                       "for it, fsdp_wait completes it"
                                      : " (call fsdp_reshard first)"));
+}
+
+void Unit::release_prefetch(const char* when) {
+  if (!prefetched_) return;
+  TraceSpan span(ctx_.trace(), "prefetch_unused", trace_name(), unsharded_bytes());
+  if (pending_ == Pending::Unshard) {
+    try {
+      complete_pending();
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string(e.what()) + " (found " + when + ")");
+    }
+  }
+  prefetched_ = false;
+  // Whatever reuses the buffer queues after the all-gather that filled it; nobody read it.
+  release_unsharded();
 }
 
 std::optional<Error> Unit::reduce_refusal() const {
@@ -213,7 +244,7 @@ std::optional<Error> Unit::destroy_refusal() const {
 void Unit::check_tied_users_done(const char* doing) const {
   for (uint64_t id : tied_users_) {
     const Unit* user = ctx_.find_unit(id);
-    if (!user || !user->is_unsharded()) continue;
+    if (!user || !user->held_by_caller()) continue;
     for (const Tie& t : user->ties())
       if (t.owner_id == id_)
         fail(Errc::State, "cannot " + std::string(doing) + " " + label() + ": " + user->label() +
@@ -224,7 +255,8 @@ void Unit::check_tied_users_done(const char* doing) const {
 }
 
 void Unit::reshard() {
-  if (!is_unsharded()) fail(Errc::State, label() + " is not unsharded (call fsdp_unshard first)");
+  if (!held_by_caller())  // a prefetch nobody claimed is not the caller's to reshard
+    fail(Errc::State, label() + " is not unsharded (call fsdp_unshard first)");
   check_tied_users_done("reshard");
   if (pending_ == Pending::Unshard) complete_pending();
   TraceSpan span(ctx_.trace(), "reshard", trace_name(), unsharded_bytes());
@@ -248,8 +280,8 @@ void Unit::check_node_copy_once() {
 }
 
 void* Unit::param_data(std::size_t i) {
-  if (pending_ == Pending::Unshard) complete_pending();
-  if (!is_unsharded())
+  if (!prefetched_ && pending_ == Pending::Unshard) complete_pending();
+  if (!held_by_caller())
     fail(Errc::State, label() +
                           " is sharded: parameters are readable only between fsdp_unshard "
                           "and fsdp_reshard");
@@ -260,12 +292,13 @@ void* Unit::param_data(std::size_t i) {
 void* Unit::grad_data(std::size_t i) {
   if (pending_ == Pending::Reduce) complete_pending();
   if (!full_grad_) {
-    BufferPool::Lease g = ctx_.pool().acquire(full_grad_bytes(), MemoryKind::FullGrad);
+    BufferPool::Lease g = ctx_.pool().acquire(full_grad_bytes(), BufferPool::Use::Gradients);
     ctx_.memory().zero(g.data(), full_grad_bytes());  // unwritten parameters and padding add zero
     ctx_.memory().record(grad_ready_.get());
     full_grad_ = std::move(g);
   }
   ctx_.memory().caller_waits(grad_ready_.get());
+  grad_written_ = true;
   return element(full_grad_.data(), layout_.flat_offset(i), precision_.param);
 }
 
@@ -292,6 +325,7 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   if (pending_ == Pending::Reduce) complete_pending();
   if (std::optional<Error> refusal = reduce_refusal()) throw *refusal;
   if (!ctx_.grad_sync()) return nullptr;  // no_sync: the next micro-batch adds to it
+  grad_written_ = false;                  // taken by this reduction
   // Once every node rank has entered this reduce, the rule lets them write their shards (zero-copy
   // storage) while this rank still holds the unit: debug mode checks the node copy before that.
   if (is_unsharded() && pending_ == Pending::None) check_node_copy_once();
@@ -302,8 +336,8 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   const DType r = precision_.reduce;
   void* full = full_grad_.data();
   if (r != precision_.param) {  // converted here, so the progress thread only communicates
-    reduce_copy_ =
-        ctx_.pool().acquire(layout_.grad_padded_numel() * dtype_size(r), MemoryKind::FullGrad);
+    reduce_copy_ = ctx_.pool().acquire(layout_.grad_padded_numel() * dtype_size(r),
+                                       BufferPool::Use::ReduceCopies);
     ctx_.memory().convert(reduce_copy_.data(), r, full, precision_.param,
                           layout_.grad_padded_numel());
     full_grad_.reset();
@@ -346,6 +380,7 @@ void Unit::zero_grads() {
   complete_pending();
   ctx_.memory().take_from_caller();
   grad_shard_is_zero_ = true;
+  grad_written_ = false;
   if (full_grad_) {
     ctx_.memory().zero(full_grad_.data(), full_grad_bytes());
     // The caller's next gradient writes wait for this memset, not for the buffer's first one.

@@ -53,7 +53,23 @@ class Unit {
   const Precision& precision() const { return precision_; }
   Context& context() const { return ctx_; }
   int shard_rank() const { return shard_rank_; }
+  // Whether unsharded parameters are held, by the caller or by a prefetch nobody claimed yet.
   bool is_unsharded() const { return unsharded_.held(); }
+  // Prefetch is a hint the caller never sees: a unit the library unsharded on its own is
+  // "prefetched" until the caller's own unshard claims it (and it is then the caller's, as if the
+  // caller had unsharded it), or the scheduler releases it unused (Scheduler::release_unclaimed).
+  bool prefetched() const { return prefetched_; }
+  // The caller unsharded the unit (and has not resharded it): what every rule about an unsharded
+  // unit means.
+  bool held_by_caller() const { return is_unsharded() && !prefetched_; }
+  void mark_prefetched() { prefetched_ = true; }
+  void claim_prefetch() { prefetched_ = false; }
+  // Waits for the unclaimed prefetch's all-gather and returns its buffer (local). An error of
+  // that all-gather is reported as the prefetch's, naming `when`.
+  void release_prefetch(const char* when);
+  // A gradient was written through grad_data since the last reduction took it (or zero_grads
+  // discarded it): a step now would miss it.
+  bool grad_unreduced() const { return grad_written_; }
   // Whether the shard lives in the node's unsharded copy (see above).
   bool zero_copy() const { return unsharded_.in_place(); }
   bool has_pending_grad() const { return static_cast<bool>(full_grad_); }
@@ -164,6 +180,8 @@ class Unit {
   // PyTorch's set_to_none): the next reduce assigns instead of reading and adding, which saves
   // two passes over the shard per step (the zeroing and the read).
   bool grad_shard_is_zero_ = true;
+  bool prefetched_ = false;    // see prefetched()
+  bool grad_written_ = false;  // see grad_unreduced()
   int users_ = 0;
   std::vector<Tie> ties_;
   std::vector<uint64_t> tied_users_;

@@ -21,19 +21,19 @@ char* at(void* base, std::size_t element, std::size_t esize) {
 // arrays, or device arrays in a CUDA context. A full-size unit is always host memory (the init
 // callback writes it on the CPU).
 
-// A full-size unit (padded, storage dtype, zeroed, host memory), accounted as unsharded memory
-// while it lives.
+// A full-size unit (padded, storage dtype, zeroed, host memory), accounted as initialization
+// memory while it lives (fsdp_memory_stats().peak_init_bytes: apart from training's peaks).
 class FullUnit {
  public:
   explicit FullUnit(Unit& u)
       : ctx_(u.context()), bytes_(u.layout().padded_numel() * u.layout().element_size()) {
     data_ = ctx_.host_memory().allocate(bytes_);
-    ctx_.accounting().add(MemoryKind::Unsharded, bytes_);
+    ctx_.accounting().add(MemoryKind::Init, bytes_);
     ctx_.host_memory().zero(data_, bytes_);
   }
   ~FullUnit() {
     ctx_.host_memory().deallocate(data_, bytes_);
-    ctx_.accounting().sub(MemoryKind::Unsharded, bytes_);
+    ctx_.accounting().sub(MemoryKind::Init, bytes_);
   }
   FullUnit(const FullUnit&) = delete;
   FullUnit& operator=(const FullUnit&) = delete;

@@ -62,40 +62,51 @@ FSDP_HD BFloat16 to_bfloat16(float f) {
   return {static_cast<uint16_t>((u + rounding) >> 16)};  // overflow rounds to infinity
 }
 
+// All ones where x < 0 as a signed 32-bit number (the sign bit set), else zero.
+FSDP_HD uint32_t negative_mask(uint32_t x) {
+  return static_cast<uint32_t>(static_cast<int32_t>(x) >> 31);
+}
+
+// The float16 conversions choose between their cases without branches, so a loop over an array
+// of them vectorizes (memory/host): each case is exact integer arithmetic or one correctly rounded
+// float operation, combined with masks. (With a select, the compiler moves the float operation
+// under a branch, which it then may not flatten unless told -fno-trapping-math.)
 FSDP_HD float to_float(Float16 h) {
   const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
   const uint32_t exponent = (h.bits >> 10) & 0x1fu, mantissa = h.bits & 0x3ffu;
-  if (exponent == 0x1f) return bits_float(sign | 0x7f800000u | (mantissa << 13));  // inf, NaN
-  if (exponent != 0) return bits_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
-  // Zero or subnormal: mantissa * 2^-24, exact in float.
-  const float magnitude = static_cast<float>(mantissa) * bits_float(0x33800000u);  // 2^-24
-  return sign ? -magnitude : magnitude;
+  const uint32_t zero_exponent = negative_mask(exponent - 1);
+  // Zero or subnormal: mantissa * 2^-24, exact in float (0 for the other exponents).
+  const uint32_t small =
+      float_bits(static_cast<float>(mantissa & zero_exponent) * bits_float(0x33800000u));
+  // Normal: rebias the exponent; all ones (inf, NaN) stays all ones.
+  const uint32_t biased = exponent == 0x1f ? 0xffu : exponent + 112;
+  const uint32_t normal = ((biased << 23) | (mantissa << 13)) & ~zero_exponent;
+  return bits_float(sign | normal | small);
 }
 
 FSDP_HD Float16 to_float16(float f) {
   const uint32_t u = float_bits(f);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t magnitude = u & 0x7fffffffu;
-  if (magnitude > 0x7f800000u)  // NaN: quiet, top payload bits kept
-    return {static_cast<uint16_t>(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu))};
-  if (magnitude >= 0x477ff000u)  // >= 65520 rounds to infinity (and infinity itself)
-    return {static_cast<uint16_t>(sign | 0x7c00u)};
-  if (magnitude < 0x38800000u) {  // below 2^-14: float16 subnormal or zero
-    // Scale by 2^24 so the subnormal's integer mantissa is the rounded value; adding 0.5-ulp
-    // magic through float arithmetic would round twice, so round the integer by hand.
-    const uint32_t exponent = magnitude >> 23;
-    if (exponent < 102) return {sign};  // below half the smallest subnormal: zero
-    const uint32_t full = (magnitude & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - exponent;  // full * 2^(exponent-150) * 2^24 = full >> shift
-    uint32_t q = full >> shift;
-    const uint32_t rest = full & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rest > half || (rest == half && (q & 1u))) ++q;
-    return {static_cast<uint16_t>(sign | q)};  // q == 0x400 becomes the smallest normal
-  }
-  // Normal: rebias the exponent, round the 13 dropped mantissa bits to nearest even.
+  const uint32_t below_normal = negative_mask(magnitude - 0x38800000u);  // below 2^-14
+  // Normal: rebias the exponent, round the 13 dropped mantissa bits to nearest even. Rounding is
+  // monotonic, so from 65520 up (infinity and NaN included) this is at least 0x7c00, infinity.
   uint32_t v = magnitude - (112u << 23);
   v += 0xfffu + ((v >> 13) & 1u);
-  return {static_cast<uint16_t>(sign | (v >> 13))};
+  const uint32_t normal = (v >> 13) & ~below_normal;
+  // Below 2^-14 (a float16 subnormal or zero): 0.5 + |f| lies in [0.5, 1), where a float's ulp is
+  // 2^-24, the float16 subnormal step, so the one rounding of that addition (to nearest even; 0.5
+  // is an even number of steps) rounds |f| to its float16 subnormal, whose mantissa the sum's low
+  // bits then hold (0x400: the smallest normal). Magnitudes below 2^-25 round to zero: they are
+  // added as 0, so no float subnormal reaches the addition (slow on some CPUs).
+  const uint32_t addend = magnitude & ~negative_mask(magnitude - (102u << 23));
+  const uint32_t subnormal =
+      (float_bits(bits_float(addend) + 0.5f) - 0x3f000000u) & below_normal;  // 0x3f000000: 0.5f
+  uint32_t r = normal + subnormal;
+  r = r < 0x7c00u ? r : 0x7c00u;  // >= 65520 rounds to infinity (and infinity stays)
+  // NaN: quiet, top payload bits kept.
+  const uint32_t nan = magnitude > 0x7f800000u ? 0x0200u | ((magnitude >> 13) & 0x3ffu) : 0u;
+  return {static_cast<uint16_t>(sign | r | nan)};
 }
 
 // Widening and narrowing between storage types and the type computed in.

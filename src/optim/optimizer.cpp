@@ -160,11 +160,20 @@ void Optimizer::step_unit(UnitState& s, void* grad) {
 }
 
 void Optimizer::step() {
-  for (const Unit* u : units_)  // checked first: a refused step changes nothing
+  // What prefetch gathered and nobody claimed is no unshard of the caller's.
+  ctx_.scheduler().release_unclaimed("before the optimizer step");
+  for (const Unit* u : units_) {  // checked first: a refused step changes nothing
     if (u->is_unsharded())
       fail(Errc::State, label() + ": " + u->label() +
                             " is unsharded; reshard it before the step (the update would not "
                             "reach its unsharded copy)");
+    if (u->grad_unreduced())
+      fail(Errc::State,
+           label() + ": " + u->label() +
+               " has a gradient written through fsdp_grad_data that no reduction took: call "
+               "fsdp_reduce_grads (with gradient sync on) before the step, or fsdp_zero_grads "
+               "to discard it (the step would not see it)");
+  }
   ctx_.before_shard_update();
   for (UnitState& s : states_) {
     bool zero = true;

@@ -28,18 +28,28 @@ BufferPool::~BufferPool() {
   trim();
 }
 
-BufferPool::Lease BufferPool::acquire(std::size_t bytes, MemoryKind kind) {
+BufferPool::Lease BufferPool::acquire(std::size_t bytes, Use use) {
+  const MemoryKind kind = use == Use::Parameters ? MemoryKind::Unsharded : MemoryKind::FullGrad;
   Lease lease;
   if (bytes > largest_request_) largest_request_ = bytes;
+  std::size_t& largest = largest_[static_cast<int>(use)];
+  if (bytes > largest) largest = bytes;
   auto fit = free_.lower_bound(bytes);
-  if (fit != free_.end()) {
+  if (fit != free_.end() && fit->first <= largest) {
     lease.capacity_ = fit->first;
     lease.data_ = fit->second;
     free_.erase(fit);
     cached_bytes_ -= lease.capacity_;
     accounting_.sub(MemoryKind::PoolCached, lease.capacity_);
   } else {
-    trim();  // all smaller than the request: of no use to it
+    // The smaller cached buffers are of no use to it; larger ones stay for their own use.
+    while (!free_.empty() && free_.begin()->first < bytes) {
+      auto smallest = free_.begin();
+      memory_.deallocate(smallest->second, smallest->first);
+      cached_bytes_ -= smallest->first;
+      accounting_.sub(MemoryKind::PoolCached, smallest->first);
+      free_.erase(smallest);
+    }
     lease.data_ = memory_.allocate(bytes);
     lease.capacity_ = bytes;
   }
@@ -80,6 +90,9 @@ void BufferPool::trim() {
   }
   free_.clear();
   cached_bytes_ = 0;
+  // The sizes seen so far go too: what is requested from here on sizes the pool again.
+  largest_request_ = 0;
+  for (std::size_t& l : largest_) l = 0;
 }
 
 }  // namespace fsdp

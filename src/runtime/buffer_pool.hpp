@@ -1,13 +1,17 @@
 // The pool that unsharded parameter buffers, full gradient buffers and communication scratch come
 // from and return to, so steady-state training allocates nothing.
 //
-// A request takes the smallest cached buffer that is large enough. When none is, every cached
-// buffer is smaller than the request and of no use to it: they are freed first, then the request
-// is allocated, so the memory held never exceeds what is on loan plus one buffer's worth (this is
-// what makes the peak match FSDP's formula, K_low * max(psi_i) for one unsharded unit). A released
-// buffer is cached, and then the smallest cached buffers are freed while the cache holds more than
-// twice the largest buffer ever requested (a unit's parameters and its gradient). The pool thus
-// converges to buffers of the largest unit, and a steady training loop allocates nothing.
+// Each request says what the buffer is for (Use): unsharded parameters, full gradients, or their
+// reduce_dtype copies. A request takes the smallest cached buffer that is large enough and no
+// larger than the largest request ever made for the same use, so a buffer is never charged more
+// than FSDP's formula charges that use (K_low * max(psi_i) for unsharded parameters): with
+// bfloat16 parameters and float32 reduction, the float32 copies never serve the bfloat16
+// parameters. When no cached buffer serves, the cached ones smaller than the request are of no
+// use to it and freed first, then the request is allocated exactly, so the memory held never
+// exceeds what is on loan plus what other uses keep cached. A released buffer is cached, and then
+// the smallest cached buffers are freed while the cache holds more than twice the largest buffer
+// ever requested (a unit's parameters and its gradient). The pool thus converges to buffers of
+// the largest unit for each use, and a steady training loop allocates nothing.
 #pragma once
 
 #include <cstddef>
@@ -48,10 +52,11 @@ class BufferPool {
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
-  // Contents are not initialized. Throws Errc::OutOfMemory.
-  // `kind` is what the buffer is accounted as while on loan.
-  Lease acquire(std::size_t bytes, MemoryKind kind);
-  // Frees every cached buffer (not those on loan).
+  enum class Use { Parameters, Gradients, ReduceCopies, Count };
+  // Contents are not initialized. Throws Errc::OutOfMemory. Accounted while on loan as unsharded
+  // parameters (Parameters) or full gradients (the others).
+  Lease acquire(std::size_t bytes, Use use);
+  // Frees every cached buffer (not those on loan) and forgets the sizes requested so far.
   void trim();
 
  private:
@@ -62,6 +67,7 @@ class BufferPool {
   std::multimap<std::size_t, void*> free_;  // by capacity
   std::size_t cached_bytes_ = 0;
   std::size_t largest_request_ = 0;
+  std::size_t largest_[static_cast<int>(Use::Count)] = {};  // per use
 };
 
 }  // namespace fsdp

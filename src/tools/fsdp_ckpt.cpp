@@ -49,6 +49,7 @@ const char* kUsage =
     "  export FILE --to DIR --max-shard-size 5GB [--dtype ...]   Hugging Face sharded layout:\n"
     "                                 model-0000k-of-0000n.safetensors + index.json\n"
     "  import IN.safetensors|DIR|INDEX.json --to OUT.h5 [--dtype fp32|fp64]\n"
+    "  -h, --help                     this text (also after a command)\n"
     "Runs under mpiexec too: each rank then reads and writes a share of every dataset.\n";
 
 // ---- Small helpers ---------------------------------------------------------------------------
@@ -343,11 +344,21 @@ int diff(const std::string& pa, const std::string& pb, bool model_only) {
     for (const auto& n : only_b) std::printf("only in %s: %s\n", pb.c_str(), n.c_str());
     for (const auto& n : shape) std::printf("shapes differ: %s\n", n.c_str());
     for (const auto& n : state) std::printf("differs (A vs B): %s\n", n.c_str());
-    if (differ)
+    // What was compared, so that a verdict never claims more than that.
+    if (model_only && differ)
+      std::printf(
+          "checkpoints differ in their parameters (--model-only: nothing else compared): %d "
+          "dataset(s) by value, %zu only in one, %zu by shape\n",
+          values, only_a.size() + only_b.size(), shape.size());
+    else if (differ)
       std::printf(
           "checkpoints differ: %d dataset(s) by value, %zu only in one, %zu by shape, %zu "
           "in metadata, hyperparameters or scaler\n",
           values, only_a.size() + only_b.size(), shape.size(), state.size());
+    else if (model_only)
+      std::printf(
+          "checkpoints have identical parameters (--model-only: optimizer state, "
+          "hyperparameters, scaler and metadata not compared)\n");
     else
       std::printf(
           "checkpoints are identical (parameters, optimizer state, hyperparameters, "
@@ -418,11 +429,12 @@ int import_safetensors(const std::string& in, const std::string& out, const std:
   return 0;
 }
 
-// Options after the positional arguments: --to X, --dtype Y, --max-shard-size Z, --progress.
+// Options after the command: --to X, --dtype Y, --max-shard-size Z, --progress, --model-only,
+// -h/--help.
 struct Args {
   std::vector<std::string> positional;
   std::string to, dtype, max_shard;
-  bool progress = false, model_only = false;
+  bool progress = false, model_only = false, help = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -435,6 +447,8 @@ Args parse(int argc, char** argv) {
       a.progress = true;
     else if (s == "--model-only")
       a.model_only = true;
+    else if (s == "-h" || s == "--help")
+      a.help = true;
     else if (s.rfind("--", 0) == 0)
       fail(Errc::InvalidArgument, "unknown option '" + s + "'\n" + kUsage);
     else
@@ -446,11 +460,14 @@ Args parse(int argc, char** argv) {
 int run(int argc, char** argv) {
   if (argc < 2) fail(Errc::InvalidArgument, std::string("no command\n") + kUsage);
   const std::string cmd = argv[1];
-  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+  const bool tool_help = cmd == "-h" || cmd == "--help" || cmd == "help";
+  if (!tool_help && !std::set<std::string>{"info", "verify", "diff", "export", "import"}.count(cmd))
+    fail(Errc::InvalidArgument, "unknown command '" + cmd + "'\n" + kUsage);
+  const Args a = tool_help ? Args{} : parse(argc, argv);
+  if (tool_help || a.help) {  // of the tool or of a command: to stdout, and a success
     if (g_rank == 0) std::printf("%s", kUsage);
     return 0;
   }
-  const Args a = parse(argc, argv);
   auto need = [&](std::size_t n, bool to) {
     if (a.positional.size() != n || (to && a.to.empty()))
       fail(Errc::InvalidArgument, "wrong arguments for '" + cmd + "'\n" + kUsage);
@@ -460,8 +477,7 @@ int run(int argc, char** argv) {
   if (cmd == "diff") return need(2, false), diff(a.positional[0], a.positional[1], a.model_only);
   if (cmd == "export")
     return need(1, true), export_safetensors(a.positional[0], a.to, a.dtype, a.max_shard);
-  if (cmd == "import") return need(1, true), import_safetensors(a.positional[0], a.to, a.dtype);
-  fail(Errc::InvalidArgument, "unknown command '" + cmd + "'\n" + kUsage);
+  return need(1, true), import_safetensors(a.positional[0], a.to, a.dtype);  // import
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build tree into a fresh prefix, then builds and runs the hello examples against
-# the installed tree only: with find_package(fsdp) (C, and Fortran through fsdp::fortran), with
-# pkg-config (fsdp.pc, fsdp-fortran.pc), and the Python binding from its installed location. Then
+# the installed tree only: with find_package(fsdp) (a C and Fortran project, a C-only one, a
+# Fortran-only one), with pkg-config (fsdp.pc, fsdp-fortran.pc) by the compile lines of
+# doc/user-guide.md as written, and the Python binding from its installed location. Then
 # moves the prefix and runs the installed programs and the Python package with `env -i` (PATH to
 # MPI only): RUNPATH $ORIGIN and the package's relative library path make the install relocatable.
 #   test_install.sh <build dir> <source dir> <work dir> <mpiexec> <mpicc> <mpifort|""> <python|"">
@@ -24,31 +25,54 @@ soname=$(objdump -p "$prefix/$libdir/libfsdp.so" | awk '/SONAME/ {print $2}')
 echo "installed: header, $soname, fsdp-ckpt, CMake package, pkg-config file"
 
 run() { "$mpiexec" -n 2 "$@"; }
+# A CMake project of tests/install ($1) configured against the tree at $2 into $3 and built;
+# the MPI wrappers are named (the generic mpicc may be another MPI's), nothing else.
+consumer() {
+  local project=$1 at=$2 into=$3
+  shift 3
+  cmake -S "$src/tests/install/$project" -B "$into" -DCMAKE_PREFIX_PATH="$at" \
+    -DEXAMPLES="$src/examples" "$@" > "$into.cmake.log" 2>&1 ||
+    fail "configuring tests/install/$project against $at (see $into.cmake.log)"
+  cmake --build "$into" > "$into.build.log" 2>&1 ||
+    fail "building tests/install/$project against $at (see $into.build.log)"
+}
+# A compile line of doc/user-guide.md run as it is written there, in a directory holding the
+# hello example as app.c or app.f90 ($1: mpicc.mpich app.c or mpifort.mpich app.f90): the user
+# guide's command is the test's, with the toolchain's defaults (GCC's --as-needed among them).
+# The wrapper named there stands for this build's ($2), a shell function of the same name.
+doc_build() {
+  local start=$1 wrapper=$2 example=$3 into=$4 line
+  line=$(grep -m1 "^ *$start " "$src/doc/user-guide.md" | sed 's/^ *//')
+  [ -n "$line" ] || fail "doc/user-guide.md has no line starting '$start'"
+  mkdir -p "$into" && cp "$example" "$into/${start#* }"
+  ( cd "$into" && eval "${start%% *}() { command \"$wrapper\" \"\$@\"; }" && eval "$line" ) \
+    > "$into.log" 2>&1 || fail "doc/user-guide.md's '$line' failed (see $into.log)"
+  (cd "$into" && run ./app)
+}
 # 1. CMake package, 2. pkg-config (with the MPI compiler wrappers): the hello examples built
 # against the tree at $1 alone, in $work/$2.
 build_against() {
   local at=$1 dir=$work/$2 with_fortran=OFF
   [ -n "$mpifort" ] && with_fortran=ON
-  cmake -S "$src/tests/install" -B "$dir/cmake" -DCMAKE_PREFIX_PATH="$at" \
-    -DEXAMPLES="$src/examples" -DWITH_FORTRAN=$with_fortran -DMPI_C_COMPILER="$mpicc" \
-    ${mpifort:+-DMPI_Fortran_COMPILER="$mpifort"} > "$dir.cmake.log"
-  cmake --build "$dir/cmake" > "$dir.build.log"
+  # C and Fortran in one project; a C-only project; a Fortran-only project.
+  consumer . "$at" "$dir/cmake" -DWITH_FORTRAN=$with_fortran -DMPI_C_COMPILER="$mpicc" \
+    ${mpifort:+-DMPI_Fortran_COMPILER="$mpifort"}
   run "$dir/cmake/hello_c"
   [ -n "$mpifort" ] && run "$dir/cmake/hello_f"
-  echo "find_package(fsdp) from $at: OK"
+  consumer c_only "$at" "$dir/cmake_c" -DMPI_C_COMPILER="$mpicc"
+  run "$dir/cmake_c/hello_c"
+  if [ -n "$mpifort" ]; then
+    consumer fortran_only "$at" "$dir/cmake_f" -DMPI_Fortran_COMPILER="$mpifort"
+    run "$dir/cmake_f/hello_f"
+  fi
+  echo "find_package(fsdp) from $at (C and Fortran, C only${mpifort:+, Fortran only}): OK"
   export PKG_CONFIG_PATH="$at/$libdir/pkgconfig"
-  # shellcheck disable=SC2046
-  "$mpicc" -o "$dir/hello_pc" "$src/examples/hello/hello.c" $(pkg-config --cflags --libs fsdp) \
-    -Wl,-rpath,"$at/$libdir"
-  run "$dir/hello_pc"
+  doc_build "mpicc.mpich app.c" "$mpicc" "$src/examples/hello/hello.c" "$dir/pc_c"
   if [ -n "$mpifort" ]; then
     [ -n "$(ls "$(pkg-config --variable=moddir fsdp-fortran)"/fsdp.mod)" ] || fail "fsdp.mod"
-    # shellcheck disable=SC2046
-    "$mpifort" -o "$dir/hello_pc_f" "$src/examples/hello/hello.f90" \
-      $(pkg-config --cflags --libs fsdp-fortran) -Wl,-rpath,"$at/$libdir"
-    run "$dir/hello_pc_f"
+    doc_build "mpifort.mpich app.f90" "$mpifort" "$src/examples/hello/hello.f90" "$dir/pc_f"
   fi
-  echo "pkg-config from $at: OK"
+  echo "pkg-config from $at, as doc/user-guide.md writes it: OK"
 }
 mkdir -p "$work/first"
 build_against "$prefix" first

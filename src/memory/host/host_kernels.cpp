@@ -5,14 +5,8 @@
 
 #include "base/error.hpp"
 #include "memory/dtype_dispatch.hpp"
+#include "memory/host/kernel_isa.hpp"
 #include "memory/numeric.hpp"
-
-// AVX2 variants where the compiler can build them for a baseline x86-64 target.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define FSDP_HOST_KERNELS_AVX2 1
-#else
-#define FSDP_HOST_KERNELS_AVX2 0
-#endif
 
 namespace fsdp::host {
 namespace {
@@ -161,9 +155,9 @@ inline void convert_body(void* dst, DType dst_t, const void* src, DType src_t, s
   const KernelSet NAME##_set = {#NAME, NAME##_add_into, NAME##_add_pair_scaled, NAME##_scaled,     \
                                 NAME##_convert};
 
-FSDP_KERNEL_SET(__attribute__((flatten)), baseline)
+FSDP_KERNEL_SET(FSDP_BASELINE_KERNEL, baseline)
 #if FSDP_HOST_KERNELS_AVX2
-FSDP_KERNEL_SET(__attribute__((target("avx2"), flatten)), avx2)
+FSDP_KERNEL_SET(FSDP_AVX2_KERNEL, avx2)
 #endif
 #undef FSDP_KERNEL_SET
 
@@ -175,7 +169,7 @@ const KernelSet& baseline_kernels() {
 
 const KernelSet* avx2_kernels() {
 #if FSDP_HOST_KERNELS_AVX2
-  return __builtin_cpu_supports("avx2") ? &avx2_set : nullptr;
+  return avx2_usable() ? &avx2_set : nullptr;
 #else
   return nullptr;
 #endif

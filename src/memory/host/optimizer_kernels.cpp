@@ -1,58 +1,142 @@
 #include "memory/host/optimizer_kernels.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "base/error.hpp"
 #include "memory/dtype_dispatch.hpp"
+#include "memory/host/kernel_isa.hpp"
 #include "memory/numeric.hpp"
 
 namespace fsdp::host {
 namespace {
 
-// The element updates are memory/numeric.hpp's, shared with the CUDA kernels.
+// f(std::true_type) or f(std::false_type): a runtime flag made a template argument, so the loop
+// it selects has no branch inside.
+template <class F>
+void with_flag(bool flag, F&& f) {
+  if (flag)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
+}
+
+// The element updates are memory/numeric.hpp's, shared with the CUDA kernels, applied to local
+// copies (each array is then loaded and stored once per element). SGD's flags are template
+// arguments, written into each loop's copy of the coefficients, so its branches fold away.
+template <class T, bool Decay, bool Momentum, bool Nesterov, bool First>
+void sgd_loop(T* __restrict p, const T* __restrict g, T* __restrict buf, std::size_t n,
+              numeric::SgdCoefficients<T> c) {
+  c.decay = Decay, c.momentum = Momentum, c.nesterov = Nesterov, c.first_step = First;
+  for (std::size_t i = 0; i < n; ++i) {
+    T pi = p[i], bi = T(0);
+    if constexpr (Momentum && !First) bi = buf[i];
+    numeric::sgd_update(pi, g[i], Momentum ? &bi : nullptr, c);
+    p[i] = pi;
+    if constexpr (Momentum) buf[i] = bi;
+  }
+}
+
 template <class T>
-void sgd(T* __restrict p, const T* __restrict g, T* __restrict buf, std::size_t n,
-         const SgdArgs& a) {
+void sgd(T* p, const T* g, T* buf, std::size_t n, const SgdArgs& a) {
   const numeric::SgdCoefficients<T> c = numeric::sgd_coefficients<T>(a);
-  T unused = T(0);
-  for (std::size_t i = 0; i < n; ++i) numeric::sgd_update(p[i], g[i], buf ? &buf[i] : &unused, c);
+  with_flag(c.decay, [&](auto decay) {
+    if (!c.momentum)
+      return sgd_loop<T, decltype(decay)::value, false, false, false>(p, g, buf, n, c);
+    with_flag(c.nesterov, [&](auto nesterov) {
+      with_flag(c.first_step, [&](auto first) {
+        sgd_loop<T, decltype(decay)::value, true, decltype(nesterov)::value,
+                 decltype(first)::value>(p, g, buf, n, c);
+      });
+    });
+  });
 }
 
 template <class T>
 void adamw(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, std::size_t n,
            const AdamWArgs& a) {
   const numeric::AdamWCoefficients<T> c = numeric::adamw_coefficients<T>(a);
-  for (std::size_t i = 0; i < n; ++i) numeric::adamw_update(p[i], g[i], m[i], v[i], c);
+  for (std::size_t i = 0; i < n; ++i) {
+    T pi = p[i], mi = m[i], vi = v[i];
+    numeric::adamw_update(pi, g[i], mi, vi, c);
+    p[i] = pi, m[i] = mi, v[i] = vi;
+  }
 }
 
+// The unsigned integer of T's width, and x's bits as one.
 template <class T>
-double partial_norm(const T* x, std::size_t n, double p) {
+using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+template <class T>
+Bits<T> bits_of(const T& x) {
+  Bits<T> b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+template <class T>
+constexpr Bits<T> exponent_mask() {
+  return sizeof(T) == 4 ? Bits<T>(0x7f800000u) : Bits<T>(0x7ff0000000000000ull);
+}
+
+// max |x| as the largest of the bit patterns with the sign cleared: they order as the values do,
+// with every NaN above infinity, so the maximum is exact in any order and a NaN wins (the one of
+// the largest payload).
+template <class T>
+double max_abs(const T* __restrict x, std::size_t n) {
+  const Bits<T> magnitude = ~Bits<T>(0) >> 1;
+  Bits<T> best = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Bits<T> b = bits_of(x[i]) & magnitude;
+    best = b > best ? b : best;
+  }
+  T r;
+  std::memcpy(&r, &best, sizeof r);
+  return static_cast<double>(r);
+}
+
+// The sums add in element order, one after the other, as they always have: an addition waits for
+// the previous one, so these loops are bound by its latency, not by memory (bench/bench_kernels).
+template <class T>
+double partial_norm(const T* __restrict x, std::size_t n, double p) {
+  if (std::isinf(p)) return max_abs(x, n);
   double acc = 0.0;
-  if (std::isinf(p)) {
-    for (std::size_t i = 0; i < n; ++i) {
-      const double a = std::fabs(static_cast<double>(x[i]));
-      if (!(a <= acc)) acc = a;  // keeps NaN
-    }
-  } else if (p == 2.0) {
+  if (p == 2.0) {
     for (std::size_t i = 0; i < n; ++i) acc += static_cast<double>(x[i]) * x[i];
+  } else if (p == 1.0) {  // |x|^1 is |x| exactly (std::pow says so)
+    for (std::size_t i = 0; i < n; ++i) acc += std::fabs(static_cast<double>(x[i]));
   } else {
     for (std::size_t i = 0; i < n; ++i) acc += std::pow(std::fabs(static_cast<double>(x[i])), p);
   }
   return acc;
 }
 
-}  // namespace
+template <class T>
+void scale_by(T* __restrict x, std::size_t n, double factor) {
+  const T f = static_cast<T>(factor);
+  for (std::size_t i = 0; i < n; ++i) x[i] = x[i] * f;
+}
 
-void sgd_step(void* param, const void* grad, void* momentum, std::size_t n, DType t,
-              const SgdArgs& args) {
+// No early exit: or-ing a flag per element keeps the loop straight-line.
+template <class T>
+bool finite(const T* __restrict x, std::size_t n) {
+  Bits<T> bad = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    bad |= (bits_of(x[i]) & exponent_mask<T>()) == exponent_mask<T>();
+  return bad == 0;
+}
+
+// The entry points' bodies, compiled once per instruction set below.
+inline void sgd_body(void* param, const void* grad, void* momentum, std::size_t n, DType t,
+                     const SgdArgs& args) {
   with_storage_type(t, "host optimizer kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     sgd(static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(momentum), n, args);
   });
 }
 
-void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq, std::size_t n,
-                DType t, const AdamWArgs& args) {
+inline void adamw_body(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
+                       std::size_t n, DType t, const AdamWArgs& args) {
   with_storage_type(t, "host optimizer kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     adamw(static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
@@ -60,7 +144,7 @@ void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq, 
   });
 }
 
-double norm_partial(const void* x, std::size_t n, DType t, double p) {
+inline double norm_body(const void* x, std::size_t n, DType t, double p) {
   double r = 0.0;
   with_storage_type(t, "host optimizer kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
@@ -69,23 +153,91 @@ double norm_partial(const void* x, std::size_t n, DType t, double p) {
   return r;
 }
 
-void scale(void* x, std::size_t n, DType t, double factor) {
+inline void scale_body(void* x, std::size_t n, DType t, double factor) {
   with_storage_type(t, "host optimizer kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    T* a = static_cast<T*>(x);
-    const T f = static_cast<T>(factor);
-    for (std::size_t i = 0; i < n; ++i) a[i] = a[i] * f;
+    scale_by(static_cast<T*>(x), n, factor);
   });
 }
 
-bool all_finite(const void* x, std::size_t n, DType t) {
+inline bool finite_body(const void* x, std::size_t n, DType t) {
   bool ok = true;
   with_storage_type(t, "host optimizer kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    const T* a = static_cast<const T*>(x);
-    for (std::size_t i = 0; i < n; ++i) ok &= std::isfinite(a[i]);
+    ok = finite(static_cast<const T*>(x), n);
   });
   return ok;
+}
+
+#define FSDP_OPTIMIZER_KERNEL_SET(ATTRIBUTES, NAME)                                             \
+  ATTRIBUTES void NAME##_sgd_step(void* param, const void* grad, void* momentum, std::size_t n, \
+                                  DType t, const SgdArgs& args) {                               \
+    sgd_body(param, grad, momentum, n, t, args);                                                \
+  }                                                                                             \
+  ATTRIBUTES void NAME##_adamw_step(void* param, const void* grad, void* exp_avg,               \
+                                    void* exp_avg_sq, std::size_t n, DType t,                   \
+                                    const AdamWArgs& args) {                                    \
+    adamw_body(param, grad, exp_avg, exp_avg_sq, n, t, args);                                   \
+  }                                                                                             \
+  ATTRIBUTES double NAME##_norm_partial(const void* x, std::size_t n, DType t, double p) {      \
+    return norm_body(x, n, t, p);                                                               \
+  }                                                                                             \
+  ATTRIBUTES void NAME##_scale(void* x, std::size_t n, DType t, double factor) {                \
+    scale_body(x, n, t, factor);                                                                \
+  }                                                                                             \
+  ATTRIBUTES bool NAME##_all_finite(const void* x, std::size_t n, DType t) {                    \
+    return finite_body(x, n, t);                                                                \
+  }                                                                                             \
+  const OptimizerKernelSet NAME##_set = {                                                       \
+      #NAME,        NAME##_sgd_step,  NAME##_adamw_step, NAME##_norm_partial,                   \
+      NAME##_scale, NAME##_all_finite};
+
+FSDP_OPTIMIZER_KERNEL_SET(FSDP_BASELINE_KERNEL, baseline)
+#if FSDP_HOST_KERNELS_AVX2
+FSDP_OPTIMIZER_KERNEL_SET(FSDP_AVX2_KERNEL, avx2)
+#endif
+#undef FSDP_OPTIMIZER_KERNEL_SET
+
+}  // namespace
+
+const OptimizerKernelSet& baseline_optimizer_kernels() {
+  return baseline_set;
+}
+
+const OptimizerKernelSet* avx2_optimizer_kernels() {
+#if FSDP_HOST_KERNELS_AVX2
+  return avx2_usable() ? &avx2_set : nullptr;
+#else
+  return nullptr;
+#endif
+}
+
+const OptimizerKernelSet& active_optimizer_kernels() {
+  static const OptimizerKernelSet& set =
+      avx2_optimizer_kernels() ? *avx2_optimizer_kernels() : baseline_set;
+  return set;
+}
+
+void sgd_step(void* param, const void* grad, void* momentum, std::size_t n, DType t,
+              const SgdArgs& args) {
+  active_optimizer_kernels().sgd_step(param, grad, momentum, n, t, args);
+}
+
+void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq, std::size_t n,
+                DType t, const AdamWArgs& args) {
+  active_optimizer_kernels().adamw_step(param, grad, exp_avg, exp_avg_sq, n, t, args);
+}
+
+double norm_partial(const void* x, std::size_t n, DType t, double p) {
+  return active_optimizer_kernels().norm_partial(x, n, t, p);
+}
+
+void scale(void* x, std::size_t n, DType t, double factor) {
+  active_optimizer_kernels().scale(x, n, t, factor);
+}
+
+bool all_finite(const void* x, std::size_t n, DType t) {
+  return active_optimizer_kernels().all_finite(x, n, t);
 }
 
 }  // namespace fsdp::host

@@ -18,10 +18,30 @@ void sgd_step(void* param, const void* grad, void* momentum, std::size_t n, DTyp
               const SgdArgs& args);
 void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq, std::size_t n,
                 DType t, const AdamWArgs& args);
-// sum |x|^p in double, or max |x| when p is infinite. NaN propagates.
+// sum |x|^p in double, added in element order (a serial sum: reordering it would change the
+// rounding), or max |x| when p is infinite (any order: a maximum is exact). A NaN element makes
+// either result NaN.
 double norm_partial(const void* x, std::size_t n, DType t, double p);
 void scale(void* x, std::size_t n, DType t, double factor);
 bool all_finite(const void* x, std::size_t n, DType t);
+
+// The functions above exist once per instruction set, as host_kernels.hpp's do, with the same
+// guarantee: each element goes through the same IEEE operations in the same order in every build
+// (sqrt is the correctly rounded instruction, no fused multiply-add), so the results are the same
+// bits, but for which NaN an operation on two NaNs returns. The loops are vectorized (the
+// updates' flags are hoisted out of them), the serial sums of norm_partial excepted.
+// tests/internal/test_optimizer_kernels.cpp checks each set against a scalar reference.
+struct OptimizerKernelSet {
+  const char* name;
+  void (*sgd_step)(void*, const void*, void*, std::size_t, DType, const SgdArgs&);
+  void (*adamw_step)(void*, const void*, void*, void*, std::size_t, DType, const AdamWArgs&);
+  double (*norm_partial)(const void*, std::size_t, DType, double);
+  void (*scale)(void*, std::size_t, DType, double);
+  bool (*all_finite)(const void*, std::size_t, DType);
+};
+const OptimizerKernelSet& baseline_optimizer_kernels();
+const OptimizerKernelSet* avx2_optimizer_kernels();    // nullptr: not built in, or no AVX2
+const OptimizerKernelSet& active_optimizer_kernels();  // the one the functions above use
 
 }  // namespace host
 }  // namespace fsdp

@@ -1,0 +1,403 @@
+/* Prefetch is a hint the caller never sees (doc/training.md, "Prefetch").
+ *
+ * The loops real programs run, each with prefetch off (the reference) and on (also with a larger
+ * max_unsharded, and with debug mode verifying every collective across ranks):
+ *   - an evaluation pass (forward without backward) before the training step, without and with
+ *     its own fsdp_begin_forward (the port of a C GPT-2 trainer that found the defect);
+ *   - a chunked loss: the last unit used again on its own after the full forward;
+ *   - a state dict between backward and the optimizer step (every unit unsharded and read);
+ *   - long random sequences of legal calls: unshard/reshard/reduce in varying orders, synchronous
+ *     and asynchronous, evaluation passes, begin_* calls, optimizer steps, zeroing, accumulation.
+ * Every call must succeed; what the caller reads and the final shards must be bitwise identical to
+ * the prefetch-off run; after every fsdp_begin_forward/fsdp_begin_backward and optimizer step where
+ * the caller holds no unit, the library holds no unsharded parameters; and at the end every
+ * prefetch started was either used or released (fsdp_memory_stats). */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp, setenv */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+enum { NU = 5, NP = 2 };
+
+typedef struct {
+  fsdp_context_t ctx;
+  fsdp_unit_t u[NU];
+  fsdp_optimizer_t opt;
+  double acc; /* everything the caller read, folded in a fixed order */
+  int held[NU], written[NU];
+  fsdp_request_t unshard_req[NU], reduce_req[NU];
+} model_t;
+
+static int64_t numel_of(int k, int i) {
+  return i == 0 ? 37 + 11 * k : 64;
+}
+
+static void build(model_t* m, int prefetch, int max_unsharded, int debug) {
+  memset(m, 0, sizeof *m);
+  fsdp_config_t cfg = FSDP_CONFIG_INIT;
+  if (max_unsharded) cfg.max_unsharded = max_unsharded;
+  cfg.debug_collectives = debug;
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &m->ctx));
+  for (int k = 0; k < NU; ++k) {
+    int64_t n[NP];
+    fsdp_param_desc_t d[NP];
+    float* v[NP];
+    char names[NP][16];
+    for (int i = 0; i < NP; ++i) {
+      n[i] = numel_of(k, i);
+      snprintf(names[i], sizeof names[i], "u%d.p%d", k, i);
+      d[i].name = names[i];
+      d[i].ndim = 1;
+      d[i].shape = &n[i];
+      d[i].dtype = FSDP_FLOAT32;
+      d[i].requires_grad = 1;
+      v[i] = malloc((size_t)n[i] * sizeof(float));
+      uint64_t s = (uint64_t)(k * NP + i) * 7919u + 17u;
+      for (int64_t e = 0; e < n[i]; ++e) v[i][e] = (float)(th_uniform(&s) - 0.5);
+    }
+    CHECK_OK(fsdp_unit_create(m->ctx, NP, d, (const void* const*)v, &m->u[k]));
+    for (int i = 0; i < NP; ++i) free(v[i]);
+  }
+  fsdp_hyperparams_t hp = FSDP_SGD_DEFAULTS;
+  hp.lr = 0.05;
+  hp.momentum = 0.9;
+  CHECK_OK(fsdp_optimizer_create(m->ctx, FSDP_OPTIMIZER_SGD, &hp, NU, m->u, &m->opt));
+  CHECK_OK(fsdp_set_prefetch(m->ctx, prefetch, prefetch));
+}
+
+/* ---- The caller's operations (each legal in the state the model tracks) ---- */
+
+static void unshard(model_t* m, int k, int async) {
+  if (async)
+    CHECK_OK(fsdp_unshard_async(m->u[k], &m->unshard_req[k]));
+  else
+    CHECK_OK(fsdp_unshard(m->u[k]));
+  m->held[k] = 1;
+}
+
+static void read_params(model_t* m, int k) {
+  for (int i = 0; i < NP; ++i) {
+    float* p = NULL;
+    CHECK_OK(fsdp_param_data(m->u[k], i, (void**)&p));
+    if (!p) return;
+    double s = 0.0;
+    for (int64_t e = 0; e < numel_of(k, i); ++e) s += p[e] * (double)(e % 5 + 1);
+    m->acc = m->acc * 0.5 + s;
+  }
+}
+
+static void reshard(model_t* m, int k) {
+  if (m->unshard_req[k]) CHECK_OK(fsdp_wait(&m->unshard_req[k]));
+  CHECK_OK(fsdp_reshard(m->u[k]));
+  m->held[k] = 0;
+}
+
+/* A gradient that depends on what was read: adds into the full gradient, rank-dependent. */
+static void write_grads(model_t* m, int k) {
+  const double f = m->acc - floor(m->acc);
+  for (int i = 0; i < NP; ++i) {
+    float* g = NULL;
+    CHECK_OK(fsdp_grad_data(m->u[k], i, (void**)&g));
+    if (!g) return;
+    for (int64_t e = 0; e < numel_of(k, i); ++e)
+      g[e] += (float)(0.01 * (double)(e % 7) - 0.02 + 0.1 * f + 0.003 * th_rank());
+  }
+  m->written[k] = 1;
+}
+
+static void reduce(model_t* m, int k, int async) {
+  if (m->reduce_req[k]) CHECK_OK(fsdp_wait(&m->reduce_req[k]));
+  if (async)
+    CHECK_OK(fsdp_reduce_grads_async(m->u[k], &m->reduce_req[k]));
+  else
+    CHECK_OK(fsdp_reduce_grads(m->u[k]));
+  m->written[k] = 0;
+}
+
+/* Where the caller holds no unit, the library holds no unsharded parameters either. (Where it
+ * holds some, a pooled buffer may be larger than the unit it serves: not compared.) */
+static void check_nothing_stranded(model_t* m, const char* where) {
+  for (int k = 0; k < NU; ++k)
+    if (m->held[k]) return;
+  fsdp_memory_stats_t s;
+  s.size = sizeof s;
+  CHECK_OK(fsdp_memory_stats(m->ctx, &s));
+  char msg[160];
+  snprintf(msg, sizeof msg, "%s: %zu unsharded bytes held where the caller holds no unit", where,
+           s.unsharded_bytes);
+  CHECK_MSG(s.unsharded_bytes == 0, msg);
+}
+
+static void begin_forward(model_t* m) {
+  CHECK_OK(fsdp_begin_forward(m->ctx));
+  check_nothing_stranded(m, "after fsdp_begin_forward");
+}
+
+static void begin_backward(model_t* m) {
+  CHECK_OK(fsdp_begin_backward(m->ctx));
+  check_nothing_stranded(m, "after fsdp_begin_backward");
+}
+
+static void step(model_t* m) {
+  for (int k = 0; k < NU; ++k) {
+    if (m->held[k]) reshard(m, k);
+    if (m->written[k]) reduce(m, k, 0);
+    if (m->reduce_req[k]) CHECK_OK(fsdp_wait(&m->reduce_req[k]));
+  }
+  /* Zero-copy storage: shards are written in place in the node's copy, so no rank of the node may
+   * still read a unit (doc/shared-memory.md); the reads here may follow the last reductions. */
+  if (th_zero_copy(m->ctx)) MPI_Barrier(MPI_COMM_WORLD);
+  CHECK_OK(fsdp_optimizer_step(m->opt));
+  check_nothing_stranded(m, "after fsdp_optimizer_step");
+  CHECK_OK(fsdp_optimizer_zero_grad(m->opt));
+}
+
+static void forward(model_t* m) {
+  for (int k = 0; k < NU; ++k) {
+    unshard(m, k, 0);
+    read_params(m, k);
+    reshard(m, k);
+  }
+}
+
+static void backward(model_t* m) {
+  for (int k = NU - 1; k >= 0; --k) {
+    unshard(m, k, 0);
+    read_params(m, k);
+    write_grads(m, k);
+    reshard(m, k);
+    reduce(m, k, 1);
+  }
+}
+
+/* ---- The loops ---- */
+
+enum { EVAL_UNMARKED, EVAL_MARKED, CHUNKED_LOSS, STATE_DICT, RANDOM, LOOPS };
+static const char* loop_names[LOOPS] = {"evaluation pass", "evaluation pass after begin_forward",
+                                        "chunked loss", "state dict between backward and step",
+                                        "random calls"};
+
+static void run_structured(model_t* m, int loop) {
+  for (int it = 0; it < 6; ++it) {
+    if (it % 2 == 0 && (loop == EVAL_UNMARKED || loop == EVAL_MARKED)) {
+      if (loop == EVAL_MARKED) begin_forward(m);
+      forward(m); /* no backward */
+    }
+    begin_forward(m);
+    forward(m);
+    if (loop == CHUNKED_LOSS) { /* the last unit (a norm, a head) again, on its own */
+      unshard(m, NU - 1, 0);
+      read_params(m, NU - 1);
+      reshard(m, NU - 1);
+    }
+    begin_backward(m);
+    backward(m);
+    if (loop == STATE_DICT) {
+      for (int k = 0; k < NU; ++k) { /* full state dict: every unit, in order */
+        unshard(m, k, 0);
+        read_params(m, k);
+        reshard(m, k);
+      }
+    }
+    step(m);
+  }
+}
+
+static uint64_t next_random(uint64_t* s) {
+  *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+  return *s;
+}
+
+/* The same seed on every rank: every rank makes the same calls. */
+static void run_random(model_t* m, uint64_t seed) {
+  uint64_t s = seed;
+  for (int op = 0; op < 400; ++op) {
+    const int k = (int)(next_random(&s) % NU), async = (int)(next_random(&s) % 2);
+    switch (next_random(&s) % 12) {
+      case 0: begin_forward(m); break;
+      case 1: begin_backward(m); break;
+      case 2:
+      case 3:
+      case 4: /* mostly the forward order, so that prefetch has an order to follow */
+        if (!m->held[k]) unshard(m, k, async);
+        read_params(m, k);
+        break;
+      case 5:
+        if (!m->held[k]) unshard(m, k, async);
+        break;
+      case 6:
+      case 7:
+        if (m->held[k]) reshard(m, k);
+        break;
+      case 8: write_grads(m, k); break;
+      case 9:
+        if (m->written[k]) reduce(m, k, async);
+        break;
+      case 10:
+        if (next_random(&s) % 3 == 0) step(m);
+        break;
+      default: /* a whole pass, forward or backward order */
+        for (int j = 0; j < NU; ++j)
+          if (m->held[j]) reshard(m, j);
+        if (next_random(&s) % 2) {
+          forward(m);
+        } else {
+          backward(m);
+        }
+        break;
+    }
+  }
+  step(m);
+}
+
+typedef struct {
+  double acc;
+  float* shards[NU];
+  size_t n[NU];
+} result_t;
+
+static void collect(model_t* m, result_t* r) {
+  r->acc = m->acc;
+  for (int k = 0; k < NU; ++k) {
+    float* sh = NULL;
+    CHECK_OK(fsdp_shard_data(m->u[k], (void**)&sh, &r->n[k]));
+    r->shards[k] = malloc(r->n[k] * sizeof(float) + 1);
+    if (sh) memcpy(r->shards[k], sh, r->n[k] * sizeof(float));
+  }
+}
+
+static void release(result_t* r) {
+  for (int k = 0; k < NU; ++k) free(r->shards[k]);
+}
+
+static void finish(model_t* m, int prefetch, int loop, const char* label) {
+  fsdp_memory_stats_t s;
+  s.size = sizeof s;
+  CHECK_OK(fsdp_memory_stats(m->ctx, &s));
+  char msg[200];
+  snprintf(msg, sizeof msg, "%s: prefetches started %zu == used %zu + unused %zu", label,
+           s.prefetches_started, s.prefetches_used, s.prefetches_unused);
+  CHECK_MSG(s.prefetches_started == s.prefetches_used + s.prefetches_unused, msg);
+  if (!prefetch) {
+    CHECK(s.prefetches_started == 0 && s.prefetches_skipped_limit == 0);
+  } else if (loop != RANDOM) { /* a random sequence may never follow its last order */
+    snprintf(msg, sizeof msg, "%s: prefetch ran (started %zu, used %zu)", label,
+             s.prefetches_started, s.prefetches_used);
+    CHECK_MSG(s.prefetches_started > 0 && s.prefetches_used > 0, msg);
+  }
+  CHECK_OK(fsdp_optimizer_destroy(&m->opt));
+  for (int k = 0; k < NU; ++k) CHECK_OK(fsdp_unit_destroy(&m->u[k]));
+  CHECK_OK(fsdp_finalize(&m->ctx));
+}
+
+static void run(int loop, uint64_t seed, int prefetch, int max_unsharded, int debug, result_t* r) {
+  model_t m;
+  build(&m, prefetch, max_unsharded, debug);
+  if (loop == RANDOM)
+    run_random(&m, seed);
+  else
+    run_structured(&m, loop);
+  collect(&m, r);
+  char label[120];
+  snprintf(label, sizeof label, "%s (seed %llu), prefetch %d, max_unsharded %d, debug %d",
+           loop_names[loop], (unsigned long long)seed, prefetch, max_unsharded, debug);
+  finish(&m, prefetch, loop, label);
+}
+
+static void compare(const result_t* want, const result_t* got, const char* label) {
+  int bad = memcmp(&want->acc, &got->acc, sizeof want->acc) != 0;
+  for (int k = 0; k < NU; ++k)
+    bad += want->n[k] != got->n[k] ||
+           memcmp(want->shards[k], got->shards[k], want->n[k] * sizeof(float)) != 0;
+  char msg[260];
+  snprintf(msg, sizeof msg, "%s: reads (%.17g, %.17g) and shards bitwise equal to prefetch off",
+           label, want->acc, got->acc);
+  CHECK_MSG(bad == 0, msg);
+}
+
+/* The counters and the trace, on a sequence whose decisions are known: the first iteration
+ * records the order 0..NU-1; the second unshards unit 0 (predicting unit 1), then stops. With
+ * max_unsharded 1 the caller's own unit fills the limit: the prediction is skipped. With 2, unit 1
+ * is prefetched, never claimed, and released at fsdp_begin_backward. */
+static int file_contains(const char* path, const char* needle) {
+  FILE* f = fopen(path, "rb");
+  if (!f) return 0;
+  static char buf[1 << 20];
+  const size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  return strstr(buf, needle) != NULL;
+}
+
+static void check_counts_and_trace(void) {
+  char dir[64] = "/tmp/fsdp-prefetch-XXXXXX";
+  if (th_rank() == 0 && !mkdtemp(dir)) dir[0] = 0;
+  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  CHECK_MSG(dir[0] != 0, "a directory for the trace");
+  setenv("FSDP_TRACE", dir, 1);
+  for (int limit = 1; limit <= 2; ++limit) {
+    model_t m;
+    build(&m, 1, limit, 0);
+    begin_forward(&m);
+    forward(&m);
+    begin_forward(&m);
+    unshard(&m, 0, 0);
+    read_params(&m, 0);
+    reshard(&m, 0);
+    begin_backward(&m);
+    fsdp_memory_stats_t s;
+    s.size = sizeof s;
+    CHECK_OK(fsdp_memory_stats(m.ctx, &s));
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "max_unsharded %d: started %zu, used %zu, unused %zu, skipped by the limit %zu", limit,
+             s.prefetches_started, s.prefetches_used, s.prefetches_unused,
+             s.prefetches_skipped_limit);
+    if (limit == 1)
+      CHECK_MSG(s.prefetches_started == 0 && s.prefetches_skipped_limit == 1, msg);
+    else
+      CHECK_MSG(s.prefetches_started == 1 && s.prefetches_used == 0 && s.prefetches_unused == 1 &&
+                    s.prefetches_skipped_limit == 0,
+                msg);
+    CHECK(s.unsharded_bytes == 0);
+    finish(&m, 1, RANDOM, "counts and trace"); /* fsdp_finalize writes the trace */
+    char path[128];
+    snprintf(path, sizeof path, "%s/fsdp-trace-rank%d.json", dir, th_rank());
+    CHECK_MSG(
+        file_contains(path, limit == 1 ? "\"prefetch_skipped_limit\"" : "\"prefetch_unused\""),
+        "the trace shows the decision");
+    remove(path);
+  }
+  unsetenv("FSDP_TRACE");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (th_rank() == 0) rmdir(dir);
+}
+
+int main(int argc, char** argv) {
+  th_init(&argc, &argv, "test_prefetch");
+  check_counts_and_trace();
+  static const struct { int max_unsharded, debug; } variants[] = {{0, 0}, {3, 0}, {0, 1}};
+  for (int loop = 0; loop < LOOPS; ++loop) {
+    const int seeds = loop == RANDOM ? 4 : 1;
+    for (int sd = 0; sd < seeds; ++sd) {
+      const uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(sd + 1);
+      result_t off;
+      run(loop, seed, 0, 0, 0, &off);
+      for (size_t v = 0; v < sizeof variants / sizeof variants[0]; ++v) {
+        result_t on;
+        run(loop, seed, 1, variants[v].max_unsharded, variants[v].debug, &on);
+        char label[160];
+        snprintf(label, sizeof label, "%s (seed %d), max_unsharded %d, debug %d", loop_names[loop],
+                 sd, variants[v].max_unsharded, variants[v].debug);
+        compare(&off, &on, label);
+        release(&on);
+      }
+      release(&off);
+    }
+  }
+  return th_finish();
+}
