@@ -289,7 +289,8 @@ typedef struct fsdp_memory_stats {
   size_t grad_shard_bytes;      /**< gradient shards of all units */
   size_t unsharded_bytes;       /**< unsharded parameter buffers in use now (0.1: and full grads) */
   size_t pool_cached_bytes;     /**< released buffers the pool keeps for reuse */
-  size_t peak_bytes;            /**< high-water mark of the total of every category */
+  size_t peak_bytes;            /**< high-water mark of the total of every category (0.9: but
+                                     initialization's, peak_init_bytes) */
   size_t unsharded_model_bytes; /**< parameter bytes of all units without sharding (one replica) */
   size_t scratch_bytes;         /**< communication scratch, kept for reuse */
   /** Since 0.2. */
@@ -315,8 +316,8 @@ typedef struct fsdp_memory_stats {
   /** of those, claimed by the caller's fsdp_unshard or fsdp_unshard_async: */
   size_t prefetches_used;
   /** of those, released unused: the caller's order changed, or nothing claimed the unit before
-   *  the next fsdp_begin_forward/fsdp_begin_backward, optimizer step, norm, checkpoint,
-   *  fsdp_shard_data, fsdp_unit_destroy or fsdp_trim_pool. */
+   *  the next fsdp_begin_forward/fsdp_begin_backward, optimizer step, norm, checkpoint or
+   *  fsdp_unit_destroy. */
   size_t prefetches_unused;
   /** Predicted prefetches not started because max_unsharded units were already unsharded,
    *  gathering or reducing (fsdp_config_t.max_unsharded; doc/training.md says how to size it). */
@@ -799,8 +800,8 @@ typedef struct fsdp_request_s* fsdp_request_t;
  *  prefetched is claimed instead: the request waits for its all-gather.
  *  @param[in] unit the unit
  *  @param[out] req may be NULL; the request
- *  @return FSDP_SUCCESS; STATE (already unsharded or gathering by the caller's call), MPI; FSDP_ERR_INVALID_HANDLE,
- * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+ *  @return FSDP_SUCCESS; STATE (already unsharded or gathering by the caller's call), MPI;
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* req);
 
 /** Starts the unit's gradient reduction and returns at once; the full gradient buffer must not be
@@ -838,9 +839,12 @@ FSDP_EXPORT fsdp_status_t fsdp_context_async(fsdp_context_t ctx, int* progress_t
  *  fsdp_unshard_async the caller makes also starts the all-gather of the unit that followed it in
  *  the previous iteration's forward (backward), when the rate limiter allows. Prefetch is a hint
  *  the caller never sees: the caller's next unshard of that unit claims it; one nobody claims is
- *  resharded at the next fsdp_begin_forward/fsdp_begin_backward, before an optimizer step, norm,
- *  checkpoint, fsdp_shard_data, fsdp_unit_destroy or fsdp_trim_pool, on every rank alike. A
- *  prefetched unit counts as sharded for every call. fsdp_memory_stats counts prefetches
+ *  resharded at the next fsdp_begin_forward/fsdp_begin_backward, before an optimizer step, norm
+ *  or checkpoint, and at fsdp_unit_destroy, on every rank alike (calls every rank makes). A
+ *  prefetched unit counts as sharded for every call; a shard written through fsdp_shard_data
+ *  during a phase may miss a prefetch already gathered (write shards between phases, or turn
+ *  prefetch off). Debug mode checks that every rank claims the same prefetches. fsdp_memory_stats
+ *  counts prefetches
  *  started, used, released unused and skipped by the rate limiter (doc/training.md). Local.
  *  @param[in] ctx the context
  *  @param[in] forward 1: prefetch during forward

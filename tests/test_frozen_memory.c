@@ -145,7 +145,10 @@ static size_t dsize(fsdp_dtype_t t) {
   return t == FSDP_FLOAT32 ? 4 : 2;
 }
 
-static formula_t make_units(fsdp_context_t ctx, fsdp_dtype_t param, fsdp_dtype_t reduce) {
+/* With `frozen`, each unit also holds a frozen parameter half its trainable one's size: the
+ * unsharded buffer covers both sections, the full gradient the trainable one only. */
+static formula_t make_units(fsdp_context_t ctx, fsdp_dtype_t param, fsdp_dtype_t reduce,
+                            int frozen) {
   static const int64_t psi[UNITS] = {1000, 70001, 4099};
   int F = 0;
   CHECK_OK(fsdp_context_config(ctx, &F, NULL, NULL));
@@ -154,15 +157,19 @@ static formula_t make_units(fsdp_context_t ctx, fsdp_dtype_t param, fsdp_dtype_t
   o.reduce_dtype = reduce;
   formula_t f = {{NULL}, 0, 0, 0};
   for (int i = 0; i < UNITS; ++i) {
-    fsdp_param_desc_t d = {"w", 1, &psi[i], FSDP_FLOAT32, 1};
-    CHECK_OK(fsdp_unit_create_ex(ctx, 1, &d, NULL, &o, &f.u[i]));
-    const size_t shard = align8(ceil_div((size_t)psi[i], (size_t)F)), padded = shard * (size_t)F;
+    const int64_t half = psi[i] / 2;
+    fsdp_param_desc_t d[2] = {{"w", 1, &psi[i], FSDP_FLOAT32, 1}, {"f", 1, &half, FSDP_FLOAT32, 0}};
+    CHECK_OK(fsdp_unit_create_ex(ctx, frozen ? 2 : 1, d, NULL, &o, &f.u[i]));
+    const size_t trainable = align8(ceil_div((size_t)psi[i], (size_t)F));
+    const size_t shard = trainable + (frozen ? align8(ceil_div((size_t)half, (size_t)F)) : 0);
+    const size_t padded = shard * (size_t)F, grad_padded = trainable * (size_t)F;
     f.k_full_sum += 4 * shard;
-    const size_t unsharded = param == FSDP_FLOAT32 && th_zero_copy(ctx)
-                                 ? 0
-                                 : dsize(param) * padded / th_unsharded_sharers(ctx);
+    int zero_copy = 0; /* the shards in place (one section, no conversion): nothing to charge */
+    CHECK_OK(fsdp_unit_zero_copy(f.u[i], &zero_copy));
+    const size_t unsharded = zero_copy ? 0 : dsize(param) * padded / th_unsharded_sharers(ctx);
     if (unsharded > f.k_low_max) f.k_low_max = unsharded;
-    const size_t grads = dsize(param) * padded + (reduce != param ? dsize(reduce) * padded : 0);
+    const size_t grads =
+        dsize(param) * grad_padded + (reduce != param ? dsize(reduce) * grad_padded : 0);
     if (grads > f.grads_max) f.grads_max = grads;
   }
   CHECK_OK(fsdp_trim_pool(ctx));
@@ -183,7 +190,7 @@ static void peak_check(fsdp_context_t ctx, const formula_t* f, const char* label
 /* The formula, for units unsharded one at a time in `order`. */
 static void check_formula(fsdp_context_t ctx, fsdp_dtype_t param, const int* order,
                           const char* label) {
-  formula_t f = make_units(ctx, param, param);
+  formula_t f = make_units(ctx, param, param, 0);
   for (int pass = 0; pass < 2; ++pass) /* the second pass reuses pooled buffers */
     for (int k = 0; k < UNITS; ++k) {
       CHECK_OK(fsdp_unshard(f.u[order[k]]));
@@ -204,10 +211,12 @@ static void check_formula(fsdp_context_t ctx, fsdp_dtype_t param, const int* ord
  * exactly, and the full gradients' peak is one unit's gradient in param_dtype plus, when
  * reduce_dtype differs, its reduce_dtype copy (both live while it is converted). Every buffer is
  * charged what the pool handed out, so a buffer served larger than the formula's shows here. */
-static void check_cycle(fsdp_context_t ctx, fsdp_dtype_t param, fsdp_dtype_t reduce) {
-  formula_t f = make_units(ctx, param, reduce);
-  static const int order[2][UNITS] = {{1, 0, 2}, {2, 0, 1}};
-  for (int pass = 0; pass < 2; ++pass) /* the second pass reuses pooled buffers */
+static void check_cycle(fsdp_context_t ctx, fsdp_dtype_t param, fsdp_dtype_t reduce, int frozen) {
+  formula_t f = make_units(ctx, param, reduce, frozen);
+  static const int order[3][UNITS] = {{1, 0, 2}, {2, 0, 1}, {2, 0, 1}};
+  uint64_t steady = 0;
+  for (int pass = 0; pass < 3; ++pass) { /* later passes reuse pooled buffers */
+    if (pass == 2) steady = th_allocation_calls(ctx);
     for (int k = 0; k < UNITS; ++k) {
       fsdp_unit_t v = f.u[order[pass][k]];
       void* g = NULL;
@@ -216,14 +225,19 @@ static void check_cycle(fsdp_context_t ctx, fsdp_dtype_t param, fsdp_dtype_t red
       CHECK_OK(fsdp_reshard(v));
       CHECK_OK(fsdp_reduce_grads(v));
     }
+  }
   char label[64];
-  snprintf(label, sizeof label, "param %d, reduce %d", (int)param, (int)reduce);
+  snprintf(label, sizeof label, "param %d, reduce %d%s", (int)param, (int)reduce,
+           frozen ? ", frozen sections" : "");
   fsdp_memory_stats_t m;
   peak_check(ctx, &f, label, &m);
   char msg[200];
   snprintf(msg, sizeof msg, "%s: peak full-gradient bytes %zu == %zu", label,
            m.peak_full_grad_bytes, f.grads_max);
   CHECK_MSG(m.peak_full_grad_bytes == f.grads_max, msg);
+  snprintf(msg, sizeof msg, "%s: a repeated pass allocates nothing (%llu allocations)", label,
+           (unsigned long long)(th_allocation_calls(ctx) - steady));
+  CHECK_MSG(th_allocation_calls(ctx) == steady, msg);
   for (int i = 0; i < UNITS; ++i) CHECK_OK(fsdp_unit_destroy(&f.u[i]));
 }
 
@@ -238,7 +252,8 @@ int main(int argc, char** argv) {
   check_formula(ctx, FSDP_BFLOAT16, mixed, "bfloat16 compute copy");
   static const fsdp_dtype_t dtypes[3] = {FSDP_FLOAT32, FSDP_BFLOAT16, FSDP_FLOAT16};
   for (int p = 0; p < 3; ++p)
-    for (int r = 0; r < 3; ++r) check_cycle(ctx, dtypes[p], dtypes[r]);
+    for (int r = 0; r < 3; ++r)
+      for (int frozen = 0; frozen < 2; ++frozen) check_cycle(ctx, dtypes[p], dtypes[r], frozen);
   CHECK_OK(fsdp_finalize(&ctx));
   return th_finish();
 }

@@ -21,8 +21,14 @@ inline CallInfo unit_call(const char* call, const Unit& u, std::size_t bytes, DT
   return c;
 }
 
+// Debug mode also compares whether the unshard claims a prefetch: ranks that released
+// prefetches at different points (a local call made on some ranks only) would otherwise start
+// the all-gather on some ranks and not on others.
 inline CallInfo unshard_call(const char* call, const Unit& u) {
-  return unit_call(call, u, u.unsharded_bytes(), u.precision().param);
+  CallInfo c = unit_call(call, u, u.unsharded_bytes(), u.precision().param);
+  c.fingerprint = u.prefetched() ? 1 : 0;
+  if (u.prefetched()) c.unit += " (prefetched: claimed)";
+  return c;
 }
 
 inline CallInfo reduce_call(const char* call, const Unit& u) {

@@ -219,8 +219,6 @@ fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
     if (data) {
-      // The caller may write the shard: a prefetched copy of it would go stale.
-      u.context().scheduler().release_unclaimed("at fsdp_shard_data", &u);
       *data = u.shard_data();
       u.context().before_cpu_touches_shards();  // offloaded: the CPU may read it now
       u.context().shard_memory().handover_to_caller();

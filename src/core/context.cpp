@@ -222,7 +222,6 @@ Unit* Context::find_unit(uint64_t id) const {
 }
 
 void Context::trim() {
-  scheduler_->release_unclaimed("at fsdp_trim_pool");
   scheduler_->quiesce();
   backend_->trim();
   partial_sums_->release();

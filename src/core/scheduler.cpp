@@ -68,9 +68,13 @@ void Scheduler::make_room() {
 void Scheduler::begin_phase(Phase p) {
   // What the last phase prefetched and never used would otherwise stay unsharded across the
   // phase: released on every rank alike (the same calls made the same prefetches).
-  release_unclaimed(p == Phase::Forward ? "at fsdp_begin_forward" : "at fsdp_begin_backward");
-  if (p == Phase::Forward) {
-    quiesce();
+  if (p == Phase::Backward) {
+    release_unclaimed("at fsdp_begin_backward");
+  } else {
+    // A release that fails on some ranks (a prefetch's all-gather failed there) joins the
+    // agreement below, so that every rank fails instead of some waiting in it.
+    std::optional<Error> failed = attempt([&] { release_unclaimed("at fsdp_begin_forward"); });
+    if (!failed) failed = attempt([&] { quiesce(); });
     Fingerprint f;
     for (int k = 1; k <= 2; ++k) {
       previous_[k] = std::move(recorded_[k]);
@@ -79,7 +83,7 @@ void Scheduler::begin_phase(Phase p) {
       for (uint64_t id : previous_[k]) f.add(id);
     }
     agree(ctx_.groups().world(), "unshard orders of the previous iteration (prefetch)", f.value(),
-          std::nullopt);
+          failed);
   }
   phase_ = p;
 }
@@ -100,8 +104,14 @@ std::shared_ptr<CommWorker::Task> Scheduler::caller_unshard(Unit& u, bool async)
 }
 
 void Scheduler::release_unclaimed(const char* when, Unit* only) {
+  if (only) {
+    if (!only->prefetched()) return;
+    ++stats_.unused;
+    only->release_prefetch(when);
+    return;
+  }
   for (const auto& [id, u] : units_) {
-    if (!u->prefetched() || (only && u.get() != only)) continue;
+    if (!u->prefetched()) continue;
     ++stats_.unused;
     u->release_prefetch(when);
   }
@@ -124,9 +134,11 @@ void Scheduler::prefetch_after(Unit& u) {
     TraceSpan span(ctx_.trace(), "prefetch_skipped_limit", next->trace_name(), 0);
     return;
   }
+  next->complete_pending();  // a reduce in flight: its errors are its own
   try {
     next->unshard_async();
   } catch (const Error& e) {  // not the caller's unshard: say whose it was
+    if (next->is_unsharded()) next->mark_prefetched();  // held: released like any prefetch
     throw Error(e.code(), "the prefetch of " + next->label() + " that libfsdp started after " +
                               u.label() + " (fsdp_set_prefetch) failed: " + e.what());
   }

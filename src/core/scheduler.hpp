@@ -21,7 +21,8 @@ struct Request {
   Context* context = nullptr;
   uint64_t id = 0;
   uint64_t unit_id = kNoUnit;
-  std::shared_ptr<CommWorker::Task> task;  // nullptr: nothing was started (no_sync)
+  // nullptr: nothing to wait for (no_sync, or a claimed prefetch whose all-gather was done)
+  std::shared_ptr<CommWorker::Task> task;
 };
 
 enum class Phase : int { None = 0, Forward = 1, Backward = 2 };
@@ -66,16 +67,16 @@ class Scheduler {
   // Forward starts a new iteration: collective over the world group, which checks that every
   // rank recorded the same unshard order (prefetch would otherwise mismatch collectives).
   void begin_phase(Phase p);
-  // An unshard the caller asked for (fsdp_unshard, fsdp_unshard_async): starts the all-gather
-  // (on the caller's thread when synchronous; a synchronous call on a unit being prefetched just
-  // takes over that all-gather), records it for the next iteration's prefetch and starts this
-  // iteration's next prefetch. Returns the all-gather's task.
+  // An unshard the caller asked for (fsdp_unshard, fsdp_unshard_async): claims the unit's
+  // prefetch if it has one (its all-gather, in flight or done), else starts the all-gather (on the
+  // caller's thread when synchronous); records it for the next iteration's prefetch and starts
+  // this iteration's next prefetch. Returns the all-gather's task (nullptr: nothing to wait for).
   std::shared_ptr<CommWorker::Task> caller_unshard(Unit& u, bool async);
   // Prefetch is a hint: every unit the library unsharded on its own and the caller did not claim
-  // (or only `only`) is resharded and its buffer returned. Local, and the same on every rank (the
-  // same calls made the same prefetches). Called at each phase's start and before anything that
-  // needs sharded units or reads or writes shards (Context::before_shard_update, a unit's
-  // fsdp_shard_data, its destruction, fsdp_trim_pool); `when` names that point for messages.
+  // (or only `only`) is resharded and its buffer returned. Local; the same on every rank as long
+  // as it is called only from calls every rank makes (the same calls made the same prefetches):
+  // each phase's start, Context::before_shard_update (optimizer steps, norms, checkpoints) and a
+  // unit's destruction. `when` names that point for messages.
   void release_unclaimed(const char* when, Unit* only = nullptr);
   const PrefetchStats& prefetch_stats() const { return stats_; }
 

@@ -109,26 +109,28 @@ void Unit::complete_pending() {
   const Pending kind = pending_;
   std::shared_ptr<CommWorker::Task> task = std::move(pending_task_);
   pending_ = Pending::None;
-  const bool prefetch = prefetched_;
+  const bool by_prefetch = kind == Pending::Unshard && gathered_by_prefetch_;
+  gathered_by_prefetch_ = false;
+  auto failed = [&] {
+    if (kind == Pending::Unshard) {  // a failed all-gather leaves it sharded, claimed or not
+      release_unsharded();
+      prefetched_ = false;
+    } else {  // the gradient did not reach the shard
+      grad_written_ = true;
+    }
+    reduce_copy_.reset();
+  };
   try {
     TraceSpan span(ctx_.trace(), "wait", trace_name(), 0);
     task->wait();
   } catch (const Error& e) {
-    if (kind == Pending::Unshard) {  // a failed all-gather leaves it sharded
-      release_unsharded();
-      prefetched_ = false;
-    }
-    reduce_copy_.reset();
-    if (!prefetch) throw;
-    // Not the caller's operation: say so, whichever call waited for it.
+    failed();
+    if (!by_prefetch) throw;
+    // Not the caller's operation (even once claimed): say so, whichever call waited for it.
     throw Error(e.code(), "the prefetch libfsdp started on its own for " + label() +
                               " (fsdp_set_prefetch) failed; the unit stays sharded: " + e.what());
   } catch (...) {
-    if (kind == Pending::Unshard) {
-      release_unsharded();
-      prefetched_ = false;
-    }
-    reduce_copy_.reset();
+    failed();
     throw;
   }
   if (kind == Pending::Reduce) {
@@ -322,13 +324,14 @@ void* Unit::shard_grad() {
 }
 
 std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
-  if (pending_ == Pending::Reduce) complete_pending();
+  // An all-gather in flight (a prefetch, or the caller's asynchronous unshard) completes first:
+  // the unit tracks one operation at a time. A local wait: no collective decision changes.
+  if (pending_ != Pending::None) complete_pending();
   if (std::optional<Error> refusal = reduce_refusal()) throw *refusal;
   if (!ctx_.grad_sync()) return nullptr;  // no_sync: the next micro-batch adds to it
-  grad_written_ = false;                  // taken by this reduction
   // Once every node rank has entered this reduce, the rule lets them write their shards (zero-copy
   // storage) while this rank still holds the unit: debug mode checks the node copy before that.
-  if (is_unsharded() && pending_ == Pending::None) check_node_copy_once();
+  if (held_by_caller()) check_node_copy_once();
   TraceSpan span(ctx_.trace(), "reduce", trace_name(), full_grad_bytes());
   ctx_.memory().take_from_caller();  // the gradient the caller computed on its stream
   void* out = grad_shard_storage();
@@ -349,7 +352,9 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
     reduce_into(full, r, out, store);
   };
   CommWorker& w = ctx_.worker();
-  return track(Pending::Reduce, now ? w.run_inline(body) : w.submit(body));
+  auto task = track(Pending::Reduce, now ? w.run_inline(body) : w.submit(body));
+  grad_written_ = false;  // taken by this reduction (given back if it fails)
+  return task;
 }
 
 void Unit::reduce_grads() {

@@ -62,7 +62,9 @@ class Unit {
   // The caller unsharded the unit (and has not resharded it): what every rule about an unsharded
   // unit means.
   bool held_by_caller() const { return is_unsharded() && !prefetched_; }
-  void mark_prefetched() { prefetched_ = true; }
+  // After unshard_async for a prefetch: the unit is the library's, and its all-gather's errors are
+  // reported as the prefetch's, even after a claim.
+  void mark_prefetched() { prefetched_ = gathered_by_prefetch_ = true; }
   void claim_prefetch() { prefetched_ = false; }
   // Waits for the unclaimed prefetch's all-gather and returns its buffer (local). An error of
   // that all-gather is reported as the prefetch's, naming `when`.
@@ -180,8 +182,9 @@ class Unit {
   // PyTorch's set_to_none): the next reduce assigns instead of reading and adding, which saves
   // two passes over the shard per step (the zeroing and the read).
   bool grad_shard_is_zero_ = true;
-  bool prefetched_ = false;    // see prefetched()
-  bool grad_written_ = false;  // see grad_unreduced()
+  bool prefetched_ = false;            // see prefetched()
+  bool gathered_by_prefetch_ = false;  // the pending all-gather was a prefetch's
+  bool grad_written_ = false;          // see grad_unreduced()
   int users_ = 0;
   std::vector<Tie> ties_;
   std::vector<uint64_t> tied_users_;

@@ -6,12 +6,16 @@
 // larger than the largest request ever made for the same use, so a buffer is never charged more
 // than FSDP's formula charges that use (K_low * max(psi_i) for unsharded parameters): with
 // bfloat16 parameters and float32 reduction, the float32 copies never serve the bfloat16
-// parameters. When no cached buffer serves, the cached ones smaller than the request are of no
-// use to it and freed first, then the request is allocated exactly, so the memory held never
-// exceeds what is on loan plus what other uses keep cached. A released buffer is cached, and then
-// the smallest cached buffers are freed while the cache holds more than twice the largest buffer
-// ever requested (a unit's parameters and its gradient). The pool thus converges to buffers of
-// the largest unit for each use, and a steady training loop allocates nothing.
+// parameters. Buffers of one size serve every use whose requests they fit (float32 parameters
+// and gradients share them).
+//
+// A released buffer is cached under the use it served. Each use keeps at most twice its largest
+// request cached (a unit's buffer and the next one's), its smallest buffers freed first. When no
+// cached buffer serves a request, the cached buffers of its use smaller than the request are of
+// no use to it and freed first, then the request is allocated exactly: so for one use at a time
+// (unshard and reshard) the memory held never exceeds what is on loan plus one buffer, and the
+// peak meets FSDP's formula. The pool thus converges to buffers of the largest unit for each use,
+// and a steady training loop allocates nothing, whatever the dtypes and frozen sections.
 #pragma once
 
 #include <cstddef>
@@ -40,7 +44,7 @@ class BufferPool {
    private:
     friend class BufferPool;
     BufferPool* pool_ = nullptr;
-    MemoryKind kind_ = MemoryKind::Unsharded;
+    int use_ = 0;
     void* data_ = nullptr;
     std::size_t bytes_ = 0;
     std::size_t capacity_ = 0;
@@ -60,14 +64,20 @@ class BufferPool {
   void trim();
 
  private:
-  void give_back(void* data, std::size_t capacity, MemoryKind kind);
+  static constexpr int kUses = static_cast<int>(Use::Count);
+  struct Cached {
+    void* data;
+    int use;  // the use it last served
+  };
+  using FreeList = std::multimap<std::size_t, Cached>;  // by capacity
+  void give_back(void* data, std::size_t capacity, int use);
+  void free_cached(FreeList::iterator it);
 
   MemorySpace& memory_;
   MemoryAccounting& accounting_;
-  std::multimap<std::size_t, void*> free_;  // by capacity
-  std::size_t cached_bytes_ = 0;
-  std::size_t largest_request_ = 0;
-  std::size_t largest_[static_cast<int>(Use::Count)] = {};  // per use
+  FreeList free_;
+  std::size_t cached_[kUses] = {};   // bytes cached per use
+  std::size_t largest_[kUses] = {};  // the largest request per use
 };
 
 }  // namespace fsdp
