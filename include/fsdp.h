@@ -639,7 +639,9 @@ FSDP_EXPORT fsdp_status_t fsdp_param_data(fsdp_unit_t unit, int index, void** da
 /** Where the caller adds the full gradient of parameter `index` (row-major, in param_dtype). The
  *  first call after a communicating reduce acquires a zeroed full-size gradient buffer (trainable
  *  parameters only), so writing and adding are the same for one micro-batch; under
- *  fsdp_set_grad_sync(ctx, 0) it keeps the earlier micro-batches' sum, to be added to. Valid until
+ *  fsdp_set_grad_sync(ctx, 0) it keeps the earlier micro-batches' sum, to be added to (where
+ *  reduce_dtype is wider than param_dtype the sum is kept apart in reduce_dtype and this buffer
+ *  starts from zero each micro-batch: add into it, never read it as the sum). Valid until
  *  fsdp_reduce_grads. Local. FSDP_ERR_INVALID_ARGUMENT for a parameter with requires_grad == 0.
  *  The unit need not be unsharded: the full gradient is separate from the parameters, so it may
  *  be written after fsdp_reshard (a tied embedding's gradient added once the output head ran).

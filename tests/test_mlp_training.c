@@ -132,7 +132,9 @@ static void reference(double losses[STEPS]) {
         for (int e = 0; e < numel(k, p); ++e) wv[k][p][e] = from_bf16(to_bf16(mv[k][p][e]));
     double loss = 0.0;
     for (int r = 0; r < W; ++r) {
-      memset(&acc[r], 0, sizeof acc[r]); /* bfloat16 accumulation, as the caller does below */
+      /* Each micro-batch's gradient rounded to bfloat16 (the caller adds it into a zeroed
+       * bfloat16 buffer), the micro-batches summed in float32 (reduce_dtype, under no_sync). */
+      memset(&acc[r], 0, sizeof acc[r]);
       for (int micro = 0; micro < MICRO; ++micro) {
         float x[BATCH][MAXW], y[BATCH][4];
         batch(r, step, micro, x, y);
@@ -140,7 +142,7 @@ static void reference(double losses[STEPS]) {
         for (int k = 0; k < LAYERS; ++k)
           for (int p = 0; p < 2; ++p)
             for (int e = 0; e < numel(k, p); ++e)
-              acc[r].data[k][p][e] = from_bf16(to_bf16(acc[r].data[k][p][e] + gv[k][p][e]));
+              acc[r].data[k][p][e] += from_bf16(to_bf16(gv[k][p][e]));
       }
     }
     losses[step] = loss / W;

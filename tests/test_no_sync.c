@@ -3,6 +3,7 @@
  * the full gradient is kept and added to, and only the last micro-batch communicates). Integer
  * gradients make every sum exact, so both must equal the reference bit for bit. While sync is
  * off, reduce_grads keeps the full gradient (it is local). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -52,6 +53,73 @@ static int mismatches(fsdp_context_t ctx, fsdp_unit_t u, int per_micro_division)
   return bad;
 }
 
+/* bfloat16 compute, float32 reduction, gradient sync off for all but the last of 16 micro-batches:
+ * the micro-batches accumulate in float32 (reduce_dtype), as FSDP2's do, not in bfloat16. The
+ * caller adds each micro-batch into the bfloat16 buffer fsdp_grad_data gives (as autograd adds
+ * into p.grad). Every value is a bfloat16 near 1 and every sum fits float32 exactly, so the
+ * reference is exact; accumulating in bfloat16 would be off by up to its rounding at 16 (0.4%). */
+#define LOW_MICRO 16
+static float low_grad(int rank, size_t e, int micro) {
+  return 1.0f + (float)((e * 7 + (size_t)micro * 3 + (size_t)rank) % 13) / 64.0f;
+}
+
+static void check_wide_accumulation(void) {
+  fsdp_config_t cfg = FSDP_CONFIG_INIT;
+  cfg.param_dtype = FSDP_BFLOAT16;
+  cfg.reduce_dtype = FSDP_FLOAT32;
+  fsdp_context_t ctx = NULL;
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx));
+  fsdp_unit_t u = make_unit(ctx);
+  float add[N], have[N];
+  CHECK_OK(fsdp_set_grad_sync(ctx, 0));
+  for (int k = 0; k < LOW_MICRO; ++k) {
+    if (k == LOW_MICRO - 1) CHECK_OK(fsdp_set_grad_sync(ctx, 1));
+    void* g = NULL;
+    CHECK_OK(fsdp_grad_data(u, 0, &g));
+    CHECK_OK(fsdp_convert(have, FSDP_FLOAT32, g, FSDP_BFLOAT16, N));
+    for (size_t e = 0; e < N; ++e) add[e] = have[e] + low_grad(th_rank(), e, k);
+    CHECK_OK(fsdp_convert(g, FSDP_BFLOAT16, add, FSDP_FLOAT32, N));
+    CHECK_OK(fsdp_reduce_grads(u));
+  }
+  int srank = 0, bad = 0;
+  size_t shard_n = 0;
+  float* gs = NULL;
+  double worst = 0.0;
+  CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_SHARD, &srank, NULL));
+  CHECK_OK(fsdp_shard_grad(u, (void**)&gs, &shard_n));
+  for (size_t j = 0; j < shard_n; ++j) {
+    const size_t e = (size_t)srank * shard_n + j;
+    double want = 0.0;
+    for (int r = 0; r < th_size() && e < N; ++r)
+      for (int k = 0; k < LOW_MICRO; ++k) want += low_grad(r, e, k);
+    want /= th_size();
+    const double err = want ? fabs(gs[j] - want) / want : fabs(gs[j]);
+    if (err > worst) worst = err;
+    bad += err > 1e-6;
+  }
+  char msg[160];
+  snprintf(msg, sizeof msg,
+           "no_sync, bfloat16 compute, float32 reduction: micro-batches accumulate "
+           "in float32 (largest relative error %.2e)",
+           worst);
+  CHECK_MSG(bad == 0, msg);
+  /* Zeroing discards the accumulated sum too. */
+  CHECK_OK(fsdp_set_grad_sync(ctx, 0));
+  void* g = NULL;
+  CHECK_OK(fsdp_grad_data(u, 0, &g));
+  CHECK_OK(fsdp_convert(g, FSDP_BFLOAT16, add, FSDP_FLOAT32, N));
+  CHECK_OK(fsdp_reduce_grads(u));
+  CHECK_OK(fsdp_zero_grads(u));
+  CHECK_OK(fsdp_set_grad_sync(ctx, 1));
+  CHECK_FAILS(fsdp_reduce_grads(u), FSDP_ERR_STATE, "no gradient");
+  fsdp_memory_stats_t m;
+  m.size = sizeof m;
+  CHECK_OK(fsdp_memory_stats(ctx, &m));
+  CHECK_MSG(m.full_grad_bytes == 0, "zeroing releases the accumulated sum");
+  CHECK_OK(fsdp_unit_destroy(&u));
+  CHECK_OK(fsdp_finalize(&ctx));
+}
+
 int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_no_sync");
   fsdp_context_t ctx = NULL;
@@ -89,5 +157,6 @@ int main(int argc, char** argv) {
   CHECK_OK(fsdp_unit_destroy(&a));
   CHECK_OK(fsdp_unit_destroy(&b));
   CHECK_OK(fsdp_finalize(&ctx));
+  check_wide_accumulation();
   return th_finish();
 }

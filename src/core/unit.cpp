@@ -166,9 +166,27 @@ void Unit::release_prefetch(const char* when) {
   release_unsharded();
 }
 
+bool Unit::accumulates_wider() const {
+  return dtype_size(precision_.reduce) > dtype_size(precision_.param);
+}
+
+void Unit::fold_into_accumulated() {
+  if (!full_grad_) return;  // nothing written since the last fold
+  const std::size_t n = layout_.grad_padded_numel();
+  const DType r = precision_.reduce, p = precision_.param;
+  ctx_.memory().take_from_caller();  // the gradient the caller computed on its stream
+  if (!accumulated_) {
+    accumulated_ = ctx_.pool().acquire(n * dtype_size(r), BufferPool::Use::ReduceCopies);
+    ctx_.memory().convert(accumulated_.data(), r, full_grad_.data(), p, n);
+  } else {
+    ctx_.memory().scaled(accumulated_.data(), r, full_grad_.data(), p, n, 1.0, Store::Accumulate);
+  }
+  full_grad_.reset();  // the next micro-batch writes into a fresh, zeroed one
+}
+
 std::optional<Error> Unit::reduce_refusal() const {
   // A reduce in flight takes the gradient written so far with it.
-  if (pending_ == Pending::Reduce || !full_grad_)
+  if (pending_ == Pending::Reduce || (!full_grad_ && !accumulated_))
     return Error(Errc::State,
                  label() + " has no gradient to reduce: write it through fsdp_grad_data first");
   try {
@@ -328,7 +346,10 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   // the unit tracks one operation at a time. A local wait: no collective decision changes.
   if (pending_ != Pending::None) complete_pending();
   if (std::optional<Error> refusal = reduce_refusal()) throw *refusal;
-  if (!ctx_.grad_sync()) return nullptr;  // no_sync: the next micro-batch adds to it
+  if (!ctx_.grad_sync()) {  // no_sync: kept for the next micro-batch to add to
+    if (accumulates_wider()) fold_into_accumulated();
+    return nullptr;
+  }
   // Once every node rank has entered this reduce, the rule lets them write their shards (zero-copy
   // storage) while this rank still holds the unit: debug mode checks the node copy before that.
   if (held_by_caller()) check_node_copy_once();
@@ -338,7 +359,11 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   const Store store = grad_shard_is_zero_ ? Store::Assign : Store::Accumulate;
   const DType r = precision_.reduce;
   void* full = full_grad_.data();
-  if (r != precision_.param) {  // converted here, so the progress thread only communicates
+  if (accumulated_) {  // earlier micro-batches' sum in reduce_dtype: this one adds to it
+    fold_into_accumulated();
+    reduce_copy_ = std::move(accumulated_);
+    full = reduce_copy_.data();
+  } else if (r != precision_.param) {  // converted here: the progress thread only communicates
     reduce_copy_ = ctx_.pool().acquire(layout_.grad_padded_numel() * dtype_size(r),
                                        BufferPool::Use::ReduceCopies);
     ctx_.memory().convert(reduce_copy_.data(), r, full, precision_.param,
@@ -386,6 +411,7 @@ void Unit::zero_grads() {
   ctx_.memory().take_from_caller();
   grad_shard_is_zero_ = true;
   grad_written_ = false;
+  accumulated_.reset();
   if (full_grad_) {
     ctx_.memory().zero(full_grad_.data(), full_grad_bytes());
     // The caller's next gradient writes wait for this memset, not for the buffer's first one.

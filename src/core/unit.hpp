@@ -167,6 +167,8 @@ class Unit {
   // or a copy out of offloaded host memory) so the all-gather runs in place.
   bool own_block_copied() const;
   void reduce_into(void* full, DType t, void* out, Store store);
+  bool accumulates_wider() const;
+  void fold_into_accumulated();  // full_grad_ added into accumulated_ (in reduce_dtype)
   std::shared_ptr<CommWorker::Task> track(Pending kind, std::shared_ptr<CommWorker::Task> t);
 
   Context& ctx_;
@@ -196,6 +198,11 @@ class Unit {
   std::optional<bool> copy_intact_;
   BufferPool::Lease full_grad_;    // the caller's full gradient while one is being written
   BufferPool::Lease reduce_copy_;  // the full gradient in reduce_dtype while it is reduced
+  // Gradient sync off (no_sync) with a reduce_dtype wider than param_dtype (bfloat16 compute,
+  // float32 reduction): each micro-batch's full gradient is added here, in reduce_dtype, at its
+  // reduce, so micro-batches accumulate in float32 as FSDP2's do; the synchronizing reduce adds
+  // the last one and communicates the sum.
+  BufferPool::Lease accumulated_;
   // Device memory: recorded after the all-gather and after a fresh gradient buffer is zeroed, so
   // the caller's stream waits for this unit's work only, not for a prefetch queued behind it.
   std::unique_ptr<StreamMark> gathered_, grad_ready_;
