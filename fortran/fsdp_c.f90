@@ -172,6 +172,24 @@ module fsdp_c
       type(fsdp_context_t), intent(inout) :: ctx
       integer(c_int) :: st
     end function
+    ! Since 0.9. values(i) for parameter i-1 (C_NULL_PTR: skipped): room for its numel elements
+    ! of the unit's dtype (c_loc of an array of the parameter's Fortran shape).
+    function fsdp_gather_params(unit, values) result(st) bind(C, name='fsdp_gather_params')
+      import :: c_int, c_ptr, fsdp_unit_t
+      type(fsdp_unit_t), value :: unit
+      type(c_ptr), intent(in) :: values(*)
+      integer(c_int) :: st
+    end function
+    ! Since 0.9: `bytes` bytes at `data` (c_loc of a variable) from `root` of `group` to its ranks.
+    function fsdp_broadcast(ctx, group, root, data, bytes) result(st) &
+        bind(C, name='fsdp_broadcast')
+      import :: c_int, c_ptr, c_size_t, fsdp_context_t
+      type(fsdp_context_t), value :: ctx
+      integer(c_int), value :: group, root
+      type(c_ptr), value :: data
+      integer(c_size_t), value :: bytes
+      integer(c_int) :: st
+    end function
     function fsdp_group_info(ctx, group, rank, size) result(st) bind(C, name='fsdp_group_info')
       import :: c_int, fsdp_context_t
       type(fsdp_context_t), value :: ctx

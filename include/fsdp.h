@@ -512,6 +512,21 @@ FSDP_EXPORT fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stat
  * for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_trim_pool(fsdp_context_t ctx);
 
+/** Since 0.9: broadcasts `bytes` bytes at `data` (host memory) from rank `root` of `group` to
+ *  every rank of it: a value every rank must agree on (a flag, a step count, a seed), without
+ *  a unit. Collective over the group; every rank of the context calls it with the same group,
+ *  root and bytes (checked: a refused argument on any rank fails every rank).
+ *  @param[in] ctx the context
+ *  @param[in] group FSDP_GROUP_WORLD, FSDP_GROUP_SHARD or FSDP_GROUP_REPLICATE
+ *  @param[in] root the sending rank, in the group's numbering
+ *  @param[in,out] data the root's value; the others receive it here (NULL only when bytes is 0)
+ *  @param[in] bytes its size
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (group, root out of range, data NULL), MISMATCH
+ * (another rank's arguments differ or were refused), MPI; FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_broadcast(fsdp_context_t ctx, fsdp_group_t group, int root,
+                                         void* data, size_t bytes);
+
 /** Restarts every peak of fsdp_memory_stats from the current values. Local.
  *  @param[in] ctx the context
  *  @return FSDP_SUCCESS; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED
@@ -759,6 +774,19 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_precision(fsdp_unit_t unit, fsdp_dtype_t* st
  *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL output); FSDP_ERR_INVALID_HANDLE,
  * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_zero_copy(fsdp_unit_t unit, int* zero_copy);
+
+/** Since 0.9: every original parameter's full master values (the storage dtype: the float32 or
+ *  float64 master the optimizer updates, not the param_dtype copy fsdp_unshard gives), row-major,
+ *  into values[i]; values[i] may be NULL to skip parameter i (tied aliases are not included:
+ *  gather their owner). One all-gather of the shards; the unit may be sharded or unsharded.
+ *  Collective over the shard group (every rank of it passes the same unit).
+ *  @param[in] unit the unit
+ *  @param[in] values its parameter count of pointers, each NULL or room for that parameter's
+ * numel elements of the unit's dtype (host memory; device memory too in a CUDA context)
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (values NULL), MISMATCH (another rank's argument was
+ * refused), OUT_OF_MEMORY, MPI; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or
+ * FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_gather_params(fsdp_unit_t unit, void* const* values);
 
 /** Element count of original parameter `index`. Local.
  *  @param[in] unit the unit

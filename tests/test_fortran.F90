@@ -30,6 +30,7 @@ program test_fortran
   call values_gradients_and_sgd()
   call values_from_temporaries()
   call optional_outputs()
+  call gather_and_broadcast()
   call errors_name_the_call()
   call checkpoint_round_trip()
   call bad_input()
@@ -326,6 +327,31 @@ contains
   end subroutine
 
   ! Outputs that C lets be NULL are optional arguments: each asked for alone.
+  ! fsdp_gather_params: the unit's masters whole, into Fortran arrays of the parameters' shapes;
+  ! fsdp_broadcast: rank 0's value on every rank.
+  subroutine gather_and_broadcast()
+    type(fsdp_context_t) :: ctx
+    type(fsdp_unit_t) :: unit
+    real(c_float), target :: w(3, 4), b(5), gw(3, 4), gb(5)
+    real(c_double) :: s
+    integer(c_int), target :: token(2)
+    call model(w, b, s)
+    call must(fsdp_init(MPI_COMM_WORLD, ctx), 'fsdp_init')
+    call must(fsdp_unit_create(ctx, [fsdp_param('w', w), fsdp_param('b', b)], unit), 'unit')
+    gw = 0
+    gb = 0
+    call ok(fsdp_gather_params(unit, [c_loc(gw), c_loc(gb)]), 'fsdp_gather_params')
+    call check(all(gw == w) .and. all(gb == b), 'gathered masters equal the values given')
+    gb = 0
+    call ok(fsdp_gather_params(unit, [c_loc(gw), c_null_ptr]), 'fsdp_gather_params, b skipped')
+    call check(all(gb == 0), 'a null destination is skipped')
+    token = [41 + rank, 7]
+    call ok(fsdp_broadcast(ctx, FSDP_GROUP_WORLD, 0, c_loc(token), 8_c_size_t), 'fsdp_broadcast')
+    call check(all(token == [41, 7]), 'broadcast: rank 0''s value everywhere')
+    call ok(fsdp_unit_destroy(unit), 'destroy')
+    call ok(fsdp_finalize(ctx), 'finalize')
+  end subroutine
+
   subroutine optional_outputs()
     type(fsdp_context_t) :: ctx
     type(fsdp_unit_t) :: unit, user, half

@@ -47,6 +47,18 @@ flat = unit.unsharded()  # fc.bias starts at element 16 of the buffer, not 15
 check(np.array_equal(flat, np.concatenate([w0.ravel(), b0])), f"unsharded() of fc: {flat}")
 unit.reshard()
 
+# Unit.gather(): the float32 masters whole (not the bfloat16 copy of a bfloat16-compute unit), one
+# all-gather; Context.broadcast(): rank 0's value everywhere, in place.
+half = ctx.unit([("h.w", w0), ("h.b", b0)], name="half", param_dtype="bfloat16")
+got = half.gather()
+check(all(g.dtype == np.float32 for g in got) and np.array_equal(got[0], w0) and
+      np.array_equal(got[1], b0), "gather(): float32 masters of a bfloat16-compute unit")
+half.destroy()
+token = np.array([rank + 41, 7], np.int64)
+check(list(ctx.broadcast(token)) == [41, 7] and list(token) == [41, 7], "broadcast from rank 0")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "root", ctx.broadcast, token, root=world)
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "contiguous", ctx.broadcast, np.zeros((4, 4))[:, 1])
+
 # Unit.unsharded(): every parameter in order, padding excluded, whatever the layout: odd sizes
 # (each parameter starts at a multiple of 8 elements in the buffer) and a frozen parameter (the
 # frozen section comes after the trainable one). References built here, not read back.

@@ -1,6 +1,8 @@
 """libfsdp.Context: a context over an MPI communicator (fsdp_init ... fsdp_finalize)."""
 import ctypes
 
+import numpy as np
+
 from . import _capi
 from . import _check, _choice, _lib, _refuse
 from .optimizer import Optimizer
@@ -22,6 +24,16 @@ class Context:
         g = _choice("fsdp_group_info", "group", _capi.GROUPS, which)
         _check(_lib.fsdp_group_info(self._handle, g, ctypes.byref(rank), ctypes.byref(size)))
         return rank.value, size.value
+
+    def broadcast(self, values, root=0, group="world"):
+        """Sends numpy array `values` (contiguous; the same shape and dtype on every rank) from
+        rank `root` of `group` ("world", "shard" or "replicate") to every rank of it, in place
+        (fsdp_broadcast): a value every rank must agree on. Collective; returns `values`."""
+        g = _choice("fsdp_broadcast", "group", _capi.GROUPS, group)
+        if not isinstance(values, np.ndarray) or not values.flags.c_contiguous:
+            _refuse("fsdp_broadcast", "values: a C-contiguous numpy array is needed")
+        _check(_lib.fsdp_broadcast(self._handle, g, int(root), values.ctypes.data, values.nbytes))
+        return values
 
     @property
     def sharding_factor(self):

@@ -567,19 +567,7 @@ class FullyShard:
 
     def _full_values(self, state):
         """The unit's full master values (storage dtype), one numpy array per parameter."""
-        unit = state.unit
-        same = unit.param_dtype == unit.dtype
-        source = unit if same else self._twin(state)
-        try:
-            if not same:
-                source.shard()[...] = unit.shard()
-            source.unshard()
-            out = [source.param(i).copy() for i in range(len(state.params))]
-            source.reshard()
-        finally:
-            if not same:
-                source.destroy()
-        return out
+        return state.unit.gather()
 
     def _check_sharded(self, call):
         if self._in_backward or self._attached:
@@ -612,17 +600,8 @@ class FullyShard:
         return dict(sorted(out.items()))
 
     def _agree_with_rank0(self, error):
-        """Collective: every rank learns whether rank 0 found `error` (a libfsdp.Error or None),
-        through a one-element unit created from rank 0's value."""
-        flag = np.array([0.0 if error is None else 1.0], np.float32)
-        unit = self.ctx.unit([("rank0_refused", flag)], name="load_state_dict agreement",
-                             sync_from_rank0=True)
-        try:
-            unit.unshard()
-            refused = bool(unit.param(0)[0])
-            unit.reshard()
-        finally:
-            unit.destroy()
+        """Collective: every rank learns whether rank 0 found `error` (a libfsdp.Error or None)."""
+        refused = self.ctx.broadcast(np.array([0 if error is None else 1], np.int32))[0]
         if error is not None:
             raise error
         if refused:

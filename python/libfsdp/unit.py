@@ -150,6 +150,16 @@ class Unit:
         Each parameter is read where fsdp_param_data says it is. The unit must be unsharded."""
         return np.concatenate([self.param(i).reshape(-1) for i in range(len(self.shapes))])
 
+    def gather(self):
+        """Every parameter's full master values (the storage dtype: float32 or float64, not the
+        param_dtype copy unshard() gives) as new arrays of their shapes, through one all-gather
+        of the shards (fsdp_gather_params). Collective over the shard group; the unit may be
+        sharded or unsharded."""
+        out = [np.empty(shape, self.dtype) for shape in self.shapes]
+        ptrs = (ctypes.c_void_p * max(len(out), 1))(*[a.ctypes.data for a in out])
+        _check(_lib.fsdp_gather_params(self._handle, ptrs))
+        return out
+
     def grad(self, param):
         """The full gradient buffer of a parameter (shape, param_dtype) to write or add into;
         valid until reduce_grads()."""

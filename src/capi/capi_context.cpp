@@ -1,9 +1,12 @@
 // C entry points for contexts.
+#include <algorithm>
 #include <optional>
 #include <string>
 
 #include "base/agreement.hpp"
+#include "base/fingerprint.hpp"
 #include "base/mpi_check.hpp"
+#include "capi/calls.hpp"
 #include "capi/config.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
@@ -138,6 +141,45 @@ fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t* stats) 
     s.prefetches_unused = p.unused;
     s.prefetches_skipped_limit = p.skipped_limit;
     fsdp::capi::write_sized(stats, s, "stats");
+  });
+}
+
+fsdp_status_t fsdp_broadcast(fsdp_context_t ctx, fsdp_group_t group, int root, void* data,
+                             size_t bytes) {
+  return guard(__func__, [&] {
+    Context& c = context_from(ctx, "ctx");
+    fsdp::Fingerprint f;
+    f.add(static_cast<uint64_t>(enum_int(group)));
+    f.add(static_cast<uint64_t>(static_cast<int64_t>(root)));
+    f.add(static_cast<uint64_t>(bytes));
+    const fsdp::CallScope call =
+        c.begin_call(fsdp::capi::context_call("fsdp_broadcast", f.value()));
+    const fsdp::Group* g = nullptr;
+    const std::optional<Error> local = fsdp::attempt([&] {
+      switch (enum_int(group)) {
+        case FSDP_GROUP_WORLD: g = &c.groups().world(); break;
+        case FSDP_GROUP_SHARD: g = &c.groups().shard(); break;
+        case FSDP_GROUP_REPLICATE: g = &c.groups().replicate(); break;
+        default:
+          fail(Errc::InvalidArgument,
+               "group = " + std::to_string(enum_int(group)) + ": not an fsdp_group_t");
+      }
+      if (root < 0 || root >= g->size)
+        fail(Errc::InvalidArgument, "root = " + std::to_string(root) + ": the group has " +
+                                        std::to_string(g->size) + " ranks");
+      if (!data && bytes > 0)
+        fail(Errc::InvalidArgument, "data: NULL for " + std::to_string(bytes) + " bytes");
+    });
+    // Over the world group: every rank calls it, whichever group it names.
+    fsdp::agree(c.groups().world(), "fsdp_broadcast arguments (group, root, bytes)", f.value(),
+                local);
+    c.scheduler().quiesce();  // nothing of ours runs on the progress thread meanwhile
+    char* p = static_cast<char*>(data);
+    for (size_t done = 0; done < bytes;) {  // MPI counts are ints
+      const int n = static_cast<int>(std::min<size_t>(bytes - done, size_t{1} << 30));
+      fsdp::mpi_check(MPI_Bcast(p + done, n, MPI_BYTE, root, g->comm), "MPI_Bcast");
+      done += static_cast<size_t>(n);
+    }
   });
 }
 

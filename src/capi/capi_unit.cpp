@@ -10,6 +10,7 @@
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/sized_struct.hpp"
+#include "core/unit_gather.hpp"
 
 using fsdp::Errc;
 using fsdp::Error;
@@ -271,6 +272,20 @@ fsdp_status_t fsdp_param_shard_range(fsdp_unit_t unit, int index, size_t* shard_
     if (shard_offset) *shard_offset = s.shard_offset;
     if (param_offset) *param_offset = s.param_offset;
     if (length) *length = s.length;
+  });
+}
+
+fsdp_status_t fsdp_gather_params(fsdp_unit_t unit, void* const* values) {
+  return guard(__func__, [&] {
+    Unit& u = unit_from(unit, "unit");
+    const fsdp::FlatLayout& l = u.layout();
+    const fsdp::CallScope call = u.context().begin_call(fsdp::capi::unit_call(
+        "fsdp_gather_params", u, l.padded_numel() * l.element_size(), l.dtype()));
+    const std::optional<Error> local = fsdp::attempt([&] {
+      if (!values) fail(Errc::InvalidArgument, "values: NULL array of destinations");
+    });
+    fsdp::agree(u.context().groups().shard(), "fsdp_gather_params arguments", u.id(), local);
+    fsdp::gather_masters(u, values);
   });
 }
 

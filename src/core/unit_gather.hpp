@@ -1,0 +1,17 @@
+// A unit's full master values: every rank's shard (the storage dtype: the float32 or float64
+// master the optimizer updates, not the param_dtype copy an unshard gives) gathered over the shard
+// group, and each original parameter copied out whole. What state dicts and exports of a
+// mixed-precision unit need, without a temporary unit.
+#pragma once
+
+namespace fsdp {
+
+class Unit;
+
+// Collective over the unit's shard group. out[i] (host or, in a CUDA context, device memory; may
+// be nullptr: skipped) receives parameter i's values, row-major, in the storage dtype. Works
+// whether the unit is sharded or unsharded (the shards are the masters either way). Throws on
+// every rank of the shard group together when one rank fails (out of memory).
+void gather_masters(Unit& unit, void* const* out);
+
+}  // namespace fsdp
