@@ -120,9 +120,172 @@ def batch(seed, *shape, dtype=torch.float32):
     return torch.randn(*shape, generator=g, dtype=dtype)
 
 
-def assert_close(got, want, what, rtol=1.3e-6, atol=1e-5):
-    """torch.testing's default float32 tolerances (FSDP2's tests use them through assertEqual)."""
-    torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
+def agree(check, what="a check"):
+    """Runs check() on every rank and raises on every rank if it failed on any: a value that
+    differs on one rank only (a local loss, this rank's gradient shard) must not leave the other
+    rank waiting in a collective (a hang)."""
+    error = None
+    try:
+        check()
+    except Exception as e:  # noqa: BLE001 -- whatever failed, every rank learns it
+        error = e
+    flag = torch.tensor([0 if error is None else 1])
+    dist.all_reduce(flag)
+    if error is not None:
+        raise error
+    if flag.item():
+        raise AssertionError(f"{what}: failed on another rank")
+
+
+def assert_close(got, want, what, **tol):
+    """FSDP2's assertEqual: torch.testing's tolerances for the dtype (rtol 1.3e-6, atol 1e-5 for
+    float32) unless given, dtypes alike; agreed over the ranks."""
+    agree(lambda: torch.testing.assert_close(got, want, msg=lambda m: f"{what}: {m}", **tol), what)
+
+
+def assert_equal(got, want, what):
+    """got == want (any values), agreed over the ranks."""
+    def check():
+        assert got == want, f"{what}: {got!r}, expected {want!r}"
+    agree(check, what)
+
+
+class FsdpMLP(nn.Module):
+    """torch.testing._internal.common_fsdp.MLP, the model of many FSDP2 tests."""
+
+    def __init__(self, dim, dim_multiplier=4, with_buffer=False, bias=True):
+        super().__init__()
+        self.in_proj = nn.Linear(dim, dim_multiplier * dim, bias=bias)
+        self.out_proj = nn.Linear(dim_multiplier * dim, dim, bias=bias)
+        if with_buffer:
+            self.register_buffer("buffer", torch.randn((dim,)))
+        else:
+            self.buffer = None
+
+    def forward(self, x):
+        z = torch.nn.functional.relu(self.in_proj(x))
+        z = torch.nn.functional.relu(self.out_proj(z))
+        if self.buffer is not None:
+            z = z + self.buffer
+        return z
+
+    def reset_parameters(self):
+        if self.buffer is not None:
+            torch.nn.init.normal_(self.buffer)
+
+
+def full_grads(impl, model):
+    """{name: full float32 gradient} of every trainable parameter (FSDP2: the DTensor gradient's
+    full tensor; FullyShard: each rank's part of the gradient shard, summed over ranks)."""
+    if impl.is_fsdp2:
+        return {n: p.grad.full_tensor() for n, p in model.named_parameters()
+                if p.grad is not None}
+    names = {id(p): n for n, p in model.named_parameters()}
+    out = {}
+
+    def local_parts():  # every rank's part first, then the sums (all ranks in the same order)
+        for state in impl.handles[-1].states:
+            grad = state.unit.shard_grad()
+            for i, (_, p) in enumerate(state.params):
+                if not p.requires_grad:
+                    continue
+                shape = tuple(state.unit.shapes[i])
+                shard_off, param_off, length = state.unit.shard_range(i)
+                full = torch.zeros(shape, dtype=torch.float32).reshape(-1)
+                full[param_off:param_off + length] = torch.from_numpy(
+                    grad[shard_off:shard_off + length].copy()).float()
+                out[names[id(p)]] = full.view(shape)
+    agree(local_parts, "reading the gradient shards")
+    for v in out.values():
+        dist.all_reduce(v)
+    return out
+
+
+# ---- Optimizers: torch.optim over model.parameters(), as FSDP2's tests, or libfsdp's ----------
+LIB_OPTIM = "libfsdp optimizer: ctx.optimizer over handle.units for FullyShard"
+EMPTY_PARAMS = ("torch.optim over model.parameters() steps nothing: FullyShard's parameters are "
+                "empty views between uses and p.grad is None after backward (item 4 of issue 32)")
+
+
+def make_optim(impl, model, sharded, lib=False, lr=1e-2):
+    """FSDP2's torch.optim.Adam over model.parameters(); with lib, FullyShard gets what its user
+    writes instead: the library's AdamW without weight decay (Adam's update) over its units."""
+    if lib and not impl.is_fsdp2:
+        return impl.ctx.optimizer("adamw", sharded.units, lr=lr, weight_decay=0.0)
+    return torch.optim.Adam(model.parameters(), lr=lr)
+
+
+def both_optimizers(name, source, lib_known=None):
+    """Registers fn(impl, lib) twice: with torch.optim.Adam over model.parameters(), as FSDP2's test
+    does (a known difference of FullyShard's: EMPTY_PARAMS), and with what a FullyShard user
+    writes instead (LIB_OPTIM; `lib_known`: its own known difference, if any)."""
+    def register(fn):
+        behaviour(f"{name}, Adam over model.parameters()", source,
+                  known=EMPTY_PARAMS)(lambda impl: fn(impl, lib=False))
+        behaviour(f"{name}, {LIB_OPTIM}", source, known=lib_known)(lambda impl: fn(impl, lib=True))
+        return fn
+    return register
+
+
+def zero_grad(opt, set_to_none=True):
+    if isinstance(opt, torch.optim.Optimizer):
+        opt.zero_grad(set_to_none=set_to_none)
+    else:
+        opt.zero_grad()
+
+
+def parity_step(ref, ref_opt, model, opt, loss, set_to_none=True):
+    """One step of the reference (gradients averaged over ranks, as DDP) and of the model under
+    test: zero_grad, loss(module).backward(), step. Returns [reference loss, tested loss]."""
+    losses = []
+    for m, o in ((ref, ref_opt), (model, opt)):
+        zero_grad(o, set_to_none)
+        losses.append(loss(m))
+        losses[-1].backward()
+        if m is ref:
+            allreduce_grads(ref)
+        o.step()
+    return losses
+
+
+def destroy(opt):
+    """Frees a libfsdp optimizer (before its units go); nothing for a torch.optim one."""
+    if opt is not None and not isinstance(opt, torch.optim.Optimizer):
+        opt.destroy()
+
+
+def check_sharded_parity(impl, model, ref, what, grads=True):
+    """FSDP2's helper of that name: full parameters equal the reference's; with grads, this rank's
+    gradient shard equals the same slice of the reference's (averaged) gradient, and a parameter
+    the reference gives no gradient has none."""
+    got = impl.full_state_dict(model)
+    for name, want in ref.state_dict().items():
+        assert_close(got[name], want, f"{what}: parameter {name}")
+    if not grads:
+        return
+    ref_params = dict(ref.named_parameters())
+    if impl.is_fsdp2:
+        for name, p in model.named_parameters():
+            want = ref_params[name].grad
+            assert_equal(p.grad is None, want is None, f"{what}: {name} has a gradient")
+            if want is not None:
+                assert_close(p.grad.full_tensor(), want, f"{what}: gradient of {name}")
+        return
+    checked = 0
+    for unit in impl.handles[-1].units:
+        if not any(unit.requires_grad):  # a frozen unit has no gradient shard
+            continue
+        shard = torch.from_numpy(unit.shard_grad().copy())
+        for i, name in enumerate(unit.names):
+            want = ref_params[name].grad
+            if want is None or not unit.requires_grad[i]:
+                continue
+            so, po, n = unit.shard_range(i)
+            assert_close(shard[so:so + n], want.reshape(-1)[po:po + n],
+                         f"{what}: gradient shard of {name}")
+            checked += n
+    assert_equal(bool(checked) or all(p.grad is None for p in ref.parameters()), True,
+                 f"{what}: a gradient shard to compare")
 
 
 def _agree(ok):
@@ -167,8 +330,16 @@ def run():
     _first.finalize()
     if rank == 0:
         print(f"{len(_behaviours)} behaviours, {failures} failing", flush=True)
-    sys.exit(1 if failures else 0)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    libfsdp.finalize_mpi()
+    # Not the interpreter's shutdown: after several fully_shard and FullyShard trainings in one
+    # process, a libtorch thread-local destructor can crash there (SIGSEGV in __call_tls_dtors,
+    # PyThreadState_New after finalization), which would turn a result into a crash.
+    os._exit(1 if failures else 0)
 
 
-__all__ = ["behaviour", "run", "rank", "world", "mesh", "allreduce_grads", "batch",
-           "assert_close", "nn", "torch", "dist"]
+__all__ = ["behaviour", "run", "rank", "world", "mesh", "allreduce_grads", "batch", "agree",
+           "assert_close", "assert_equal", "make_optim", "both_optimizers", "zero_grad", "parity_step", "destroy",
+           "check_sharded_parity", "full_grads", "FsdpMLP", "LIB_OPTIM", "EMPTY_PARAMS", "nn",
+           "torch", "dist"]
