@@ -13,8 +13,11 @@ Usage: mpiexec -n 2 python test_<file>.py   (each test file imports this module,
 behaviours and calls run())."""
 import contextlib
 import os
+import socket
 import sys
 import traceback
+
+import numpy as np
 
 try:
     import torch
@@ -37,10 +40,16 @@ from libfsdp.pytorch import MixedPrecisionPolicy as LibPolicy  # noqa: E402
 torch.set_num_threads(1)
 _first = libfsdp.init()
 rank, world = _first.group()
-# gloo beside MPI: the ranks of one mpiexec share their launcher (the same parent process), which
-# gives them the same port without a message.
+# gloo beside MPI: rank 0 finds a free port and broadcasts it through the library.
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_port = _first.broadcast(np.array([_free_port() if rank == 0 else 0], np.int64))[0]
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-os.environ.setdefault("MASTER_PORT", str(20000 + os.getppid() % 30000))
+os.environ.setdefault("MASTER_PORT", str(int(_port)))
 dist.init_process_group("gloo", rank=rank, world_size=world)
 mesh = init_device_mesh("cpu", (world,))
 
