@@ -331,8 +331,9 @@ class FullyShard:
     def _take_storage(self, state):
         """Records the parameters' AccumulateGrad nodes (made at the compute dtype and real shape,
         so autograd hands over gradients in that dtype) and drops their storage."""
-        for _, p in state.params:
-            p.data = torch.empty(p.shape, dtype=state.dtype)  # uninitialized: no pages touched
+        for i, (_, p) in enumerate(state.params):
+            # The unit's shape: a parameter materialized from meta was emptied already.
+            p.data = torch.empty(state.unit.shapes[i], dtype=state.dtype)  # no pages touched
             if p.requires_grad:
                 acc = p.expand_as(p).grad_fn.next_functions[0][0]
                 acc.register_hook(self._grad_done_hook(state))

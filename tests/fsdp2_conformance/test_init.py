@@ -12,12 +12,6 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import distribute_tensor
 
 
-META_BACKWARD = "a model materialized from the meta device fails in backward (AddmmBackward0: " \
-                "invalid gradient, expected shape [0]): FullyShard empties a materialized " \
-                "parameter (pytorch.py:141) before _take_storage reads its shape (pytorch.py:335)"
-
-
-# ---- helpers (local to this file; conformance.py has none of these) ---------------------------
 
 
 def shard_meta(impl, model, modules, **kw):
@@ -94,8 +88,7 @@ def _meta_parity(impl, with_buffer, library):
 
 @behaviour("meta-device init, then training parity with DDP (libfsdp's AdamW for FullyShard)",
            "test_fully_shard_init.py::TestFullyShardMetaDeviceInit::test_meta_device_1d_init "
-           "(training continued against a reference)",
-           known=META_BACKWARD)
+           "(training continued against a reference)")
 def meta_parity(impl):
     _meta_parity(impl, with_buffer=False, library=True)
 
@@ -232,8 +225,7 @@ def shared_params_and_buffers(impl):
 
 @behaviour("meta-device model loaded from rank 0's full state dict: forward/backward parity",
            "test_fully_shard_init.py::TestFullyShardMetaDeviceInit::"
-           "test_rank0_broadcast_meta_device_init",
-           known=META_BACKWARD)
+           "test_rank0_broadcast_meta_device_init")
 def rank0_broadcast_meta_init(impl):
     if dist.get_rank() == 0:
         torch.manual_seed(42)

@@ -14,7 +14,7 @@ from torch.utils.checkpoint import checkpoint
 
 
 
-# ---- helpers (local to this file; conformance.py has none of these) ---------------------------
+# ---- helpers of this file's own ----------------------------------------------------------------
 
 
 def check_sharded_parity(impl, ref, model, what, **tol):

@@ -10,7 +10,7 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 
 
 
-# ---- helpers (local to this file; conformance.py has none of these) ---------------------------
+# ---- helpers of this file's own ----------------------------------------------------------------
 
 
 def load_full(impl, model, full, strict=True):
