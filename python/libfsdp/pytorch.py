@@ -580,7 +580,7 @@ class FullyShard:
         under each of theirs). full=True: full float32 (or float64) master values on every rank
         (collective); full=False: this rank's own part, {name: (values, param_offset)} where
         values are the parameter's flattened elements [param_offset, param_offset + len). Buffers
-        are included as they are."""
+        are included as they are. Keys in root.state_dict()'s order."""
         self._check_sharded("FullyShard.state_dict")
         names, buffers = self._names()
         out = {}
@@ -598,7 +598,9 @@ class FullyShard:
                     out[name] = tensor
         for name, b in buffers.items():
             out[name] = b.detach().clone()
-        return dict(sorted(out.items()))
+        # In root.state_dict()'s order, as nn.Module gives its keys (FSDP2 keeps it too).
+        order = {k: n for n, k in enumerate(self.root.state_dict(keep_vars=True))}
+        return dict(sorted(out.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
     def _agree_with_rank0(self, error):
         """Collective: every rank learns whether rank 0 found `error` (a libfsdp.Error or None)."""

@@ -97,9 +97,7 @@ def state_dict_after_forward(impl):
 
 @behaviour("full state dict on rank 0 equals the reference, keys in the same order",
            "test_fully_shard_state_dict.py::TestFullyShardStateDictMultiThread::"
-           "test_rank0_offload_full_state_dict",
-           known="state_dict() returns its keys sorted by name, not in model.state_dict()'s "
-                 "order")
+           "test_rank0_offload_full_state_dict")
 def rank0_full_state_dict(impl):
     torch.manual_seed(42)
     ref = nn.Sequential(*[FsdpMLP(8) for _ in range(3)])
