@@ -43,6 +43,18 @@ fsdp_status_t init(const char* call, MPI_Comm comm, const fsdp_config_t* cfg, fs
   });
 }
 
+// The context's group an fsdp_group_t names; InvalidArgument for any other value.
+const fsdp::Group& group_of(const Context& c, fsdp_group_t group) {
+  switch (enum_int(group)) {
+    case FSDP_GROUP_WORLD: return c.groups().world();
+    case FSDP_GROUP_SHARD: return c.groups().shard();
+    case FSDP_GROUP_REPLICATE: return c.groups().replicate();
+    default:
+      fail(Errc::InvalidArgument,
+           "group = " + std::to_string(enum_int(group)) + ": not an fsdp_group_t");
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -85,16 +97,7 @@ fsdp_status_t fsdp_finalize(fsdp_context_t* ctx) {
 
 fsdp_status_t fsdp_group_info(fsdp_context_t ctx, fsdp_group_t group, int* rank, int* size) {
   return guard(__func__, [&] {
-    const Context& c = context_from(ctx, "ctx");
-    const fsdp::Group* g = nullptr;
-    switch (enum_int(group)) {
-      case FSDP_GROUP_WORLD: g = &c.groups().world(); break;
-      case FSDP_GROUP_SHARD: g = &c.groups().shard(); break;
-      case FSDP_GROUP_REPLICATE: g = &c.groups().replicate(); break;
-      default:
-        fail(Errc::InvalidArgument,
-             "group = " + std::to_string(enum_int(group)) + ": not an fsdp_group_t");
-    }
+    const fsdp::Group* g = &group_of(context_from(ctx, "ctx"), group);
     if (rank) *rank = g->rank;
     if (size) *size = g->size;
   });
@@ -156,14 +159,7 @@ fsdp_status_t fsdp_broadcast(fsdp_context_t ctx, fsdp_group_t group, int root, v
         c.begin_call(fsdp::capi::context_call("fsdp_broadcast", f.value()));
     const fsdp::Group* g = nullptr;
     const std::optional<Error> local = fsdp::attempt([&] {
-      switch (enum_int(group)) {
-        case FSDP_GROUP_WORLD: g = &c.groups().world(); break;
-        case FSDP_GROUP_SHARD: g = &c.groups().shard(); break;
-        case FSDP_GROUP_REPLICATE: g = &c.groups().replicate(); break;
-        default:
-          fail(Errc::InvalidArgument,
-               "group = " + std::to_string(enum_int(group)) + ": not an fsdp_group_t");
-      }
+      g = &group_of(c, group);
       if (root < 0 || root >= g->size)
         fail(Errc::InvalidArgument, "root = " + std::to_string(root) + ": the group has " +
                                         std::to_string(g->size) + " ranks");

@@ -284,8 +284,7 @@ fsdp_status_t fsdp_gather_params(fsdp_unit_t unit, void* const* values) {
     const std::optional<Error> local = fsdp::attempt([&] {
       if (!values) fail(Errc::InvalidArgument, "values: NULL array of destinations");
     });
-    fsdp::agree(u.context().groups().shard(), "fsdp_gather_params arguments", u.id(), local);
-    fsdp::gather_masters(u, values);
+    fsdp::gather_masters(u, values, local);
   });
 }
 

@@ -104,17 +104,13 @@ std::shared_ptr<CommWorker::Task> Scheduler::caller_unshard(Unit& u, bool async)
 }
 
 void Scheduler::release_unclaimed(const char* when, Unit* only) {
-  if (only) {
-    if (!only->prefetched()) return;
+  auto release = [&](Unit& u) {
+    if (!u.prefetched()) return;
     ++stats_.unused;
-    only->release_prefetch(when);
-    return;
-  }
-  for (const auto& [id, u] : units_) {
-    if (!u->prefetched()) continue;
-    ++stats_.unused;
-    u->release_prefetch(when);
-  }
+    u.release_prefetch(when);
+  };
+  if (only) return release(*only);
+  for (const auto& [id, u] : units_) release(*u);
 }
 
 void Scheduler::prefetch_after(Unit& u) {

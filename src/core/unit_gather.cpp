@@ -8,7 +8,7 @@
 
 namespace fsdp {
 
-void gather_masters(Unit& unit, void* const* out) {
+void gather_masters(Unit& unit, void* const* out, const std::optional<Error>& local_error) {
   Context& ctx = unit.context();
   const FlatLayout& l = unit.layout();
   const std::size_t esize = l.element_size(), full_bytes = l.padded_numel() * esize;
@@ -18,12 +18,14 @@ void gather_masters(Unit& unit, void* const* out) {
   MemorySpace& host = ctx.host_memory();
   void* own = nullptr;
   void* full = nullptr;
-  const std::optional<Error> failed = attempt([&] {
-    own = host.allocate(unit.shard_bytes() ? unit.shard_bytes() : 1);
-    full = host.allocate(full_bytes ? full_bytes : 1);
-  });
+  std::optional<Error> failed = local_error;
+  if (!failed)
+    failed = attempt([&] {
+      own = host.allocate(unit.shard_bytes() ? unit.shard_bytes() : 1);
+      full = host.allocate(full_bytes ? full_bytes : 1);
+    });
   try {
-    agree(shard, "memory for gathering the unit's masters", 0, failed);
+    agree(shard, "fsdp_gather_params arguments and memory", unit.id(), failed);
     ctx.memory().copy(own, unit.shard_data(), unit.shard_bytes());  // host or device shard
     ctx.memory().synchronize();
     // Each section's blocks, rank after rank: the unsharded layout in the storage dtype.

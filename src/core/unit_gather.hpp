@@ -4,6 +4,10 @@
 // mixed-precision unit need, without a temporary unit.
 #pragma once
 
+#include <optional>
+
+#include "base/error.hpp"
+
 namespace fsdp {
 
 class Unit;
@@ -11,7 +15,8 @@ class Unit;
 // Collective over the unit's shard group. out[i] (host or, in a CUDA context, device memory; may
 // be nullptr: skipped) receives parameter i's values, row-major, in the storage dtype. Works
 // whether the unit is sharded or unsharded (the shards are the masters either way). Throws on
-// every rank of the shard group together when one rank fails (out of memory).
-void gather_masters(Unit& unit, void* const* out);
+// every rank of the shard group together when one rank fails: `local_error` (the caller's
+// arguments refused on this rank) or out of memory, in one agreement.
+void gather_masters(Unit& unit, void* const* out, const std::optional<Error>& local_error);
 
 }  // namespace fsdp

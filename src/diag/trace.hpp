@@ -1,8 +1,9 @@
 // The timeline: with FSDP_TRACE=<dir>, each rank writes <dir>/fsdp-trace-rank<R>.json at
 // fsdp_finalize, a Chrome trace (Perfetto, chrome://tracing) of the library's spans: unshard,
 // all_gather, wait, reshard, reduce, reduce_scatter, clip_grad_norm, optimizer_step, unscale,
-// prefetch_unused, prefetch_skipped_limit, each with its unit's name and bytes. Thread 0 is the caller, thread 1 the progress thread.
-// Recording costs one clock read and one append per span; nothing when FSDP_TRACE is unset.
+// prefetch_unused, prefetch_skipped_limit, each with its unit's name and bytes. Thread 0 is the
+// caller, thread 1 the progress thread. Recording costs one clock read and one append per span;
+// nothing when FSDP_TRACE is unset.
 #pragma once
 
 #include <chrono>

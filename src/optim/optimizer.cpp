@@ -160,9 +160,10 @@ void Optimizer::step_unit(UnitState& s, void* grad) {
 }
 
 void Optimizer::step() {
-  // What prefetch gathered and nobody claimed is no unshard of the caller's.
-  ctx_.scheduler().release_unclaimed("before the optimizer step");
-  for (const Unit* u : units_) {  // checked first: a refused step changes nothing
+  // First: what prefetch gathered and nobody claimed is released (no unshard of the caller's),
+  // and the caller's queued work is ordered before ours; neither changes anything it sees.
+  ctx_.before_shard_update();
+  for (const Unit* u : units_) {  // checked before any update: a refused step changes nothing
     if (u->is_unsharded())
       fail(Errc::State, label() + ": " + u->label() +
                             " is unsharded; reshard it before the step (the update would not "
@@ -174,7 +175,6 @@ void Optimizer::step() {
                "fsdp_reduce_grads (with gradient sync on) before the step, or fsdp_zero_grads "
                "to discard it (the step would not see it)");
   }
-  ctx_.before_shard_update();
   for (UnitState& s : states_) {
     bool zero = true;
     void* grad = s.unit->grad_shard_if_any(&zero);
