@@ -215,6 +215,10 @@ LIB_OPTIM = "libfsdp optimizer: ctx.optimizer over handle.units for FullyShard"
 EMPTY_PARAMS = ("torch.optim over model.parameters() steps nothing: FullyShard's parameters are "
                 "empty views between uses and p.grad is None after backward (item 4 of issue 32)")
 
+NO_GRAD_STEP = ("a parameter left without gradient (p.grad None after "
+                "zero_grad(set_to_none=True)) is skipped by torch.optim, but libfsdp's optimizer "
+                "reduces it as zero and steps it, so Adam's momentum keeps moving it")
+
 
 def make_optim(impl, model, sharded, lib=False, lr=1e-2):
     """FSDP2's torch.optim.Adam over model.parameters(); with lib, FullyShard gets what its user
@@ -349,6 +353,9 @@ def run():
 
 
 __all__ = ["behaviour", "run", "rank", "world", "mesh", "allreduce_grads", "batch", "agree",
-           "assert_close", "assert_equal", "make_optim", "both_optimizers", "zero_grad", "parity_step", "destroy",
-           "check_sharded_parity", "full_grads", "FsdpMLP", "LIB_OPTIM", "EMPTY_PARAMS", "nn",
+           "assert_close", "assert_equal", "make_optim", "both_optimizers", "zero_grad",
+           "parity_step",
+           "destroy",
+           "check_sharded_parity", "full_grads", "FsdpMLP", "LIB_OPTIM", "EMPTY_PARAMS",
+           "NO_GRAD_STEP", "nn",
            "torch", "dist"]

@@ -15,16 +15,31 @@ import collections
 import copy
 from conformance import (
     allreduce_grads, assert_close, batch, behaviour, both_optimizers, check_sharded_parity,
-    destroy, EMPTY_PARAMS, LIB_OPTIM, make_optim, nn, run, torch, zero_grad)
+    destroy, EMPTY_PARAMS, LIB_OPTIM, make_optim, nn, NO_GRAD_STEP, run, torch, zero_grad)
 
 
-
-NO_GRAD_STEP = ("a parameter left without gradient (p.grad None after "
-                "zero_grad(set_to_none=True)) is skipped by torch.optim, but libfsdp's optimizer "
-                "reduces it as zero and steps it, so Adam's momentum keeps moving it")
-
-
-# ---- helpers (this file's own; conformance.py has no optimizer or grad-shard parity) ----------
+def train_with_parity(impl, model, ref, sharded, lib, dim, iterations, label):
+    """FSDP2's loop of these tests: each iteration both models' losses and the sharded parity are
+    checked after backward (gradients included), then each steps and zeroes (alternating
+    set_to_none)."""
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
+    opt = make_optim(impl, model, sharded, lib)
+    try:
+        for it in range(iterations):
+            x = batch(it, 2, dim)
+            losses = []
+            for m in (ref, model):
+                losses.append(m(x).sum())
+                losses[-1].backward()
+            allreduce_grads(ref)
+            what = f"{label} iteration {it}"
+            assert_close(losses[1].detach(), losses[0].detach(), f"{what}: loss")
+            check_sharded_parity(impl, model, ref, what)
+            for o in (opt, ref_opt):
+                o.step()
+                zero_grad(o, bool(it % 2))
+    finally:
+        destroy(opt)
 
 
 class DoubleLinear(nn.Module):
@@ -79,7 +94,10 @@ def unused_forward_output(impl, lib):
 
 
 both_optimizers(
-    "unused forward output", "test_fully_shard_autograd.py::TestFullyShardAutograd::test_unused_forward_output", lib_known=NO_GRAD_STEP)(unused_forward_output)
+    "unused forward output",
+    "test_fully_shard_autograd.py::"
+    "TestFullyShardAutograd::test_unused_forward_output",
+    lib_known=NO_GRAD_STEP)(unused_forward_output)
 
 
 # ---- test_unused_forward_module ---------------------------------------------------------------
@@ -93,28 +111,14 @@ def unused_forward_module(impl, lib):
         ref = copy.deepcopy(model)
         sharded = impl.shard(model, [model.lin1, model.lin2],
                              reshard_after_forward=reshard_after_forward)
-        ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
-        opt = make_optim(impl, model, sharded, lib)
-        try:
-            for it in range(10):
-                x = batch(it, 2, dim)
-                losses = []
-                for m in (ref, model):
-                    losses.append(m(x).sum())
-                    losses[-1].backward()
-                allreduce_grads(ref)
-                what = f"reshard_after_forward={reshard_after_forward} iteration {it}"
-                assert_close(losses[1].detach(), losses[0].detach(), f"{what}: loss")
-                check_sharded_parity(impl, model, ref, what)
-                for o in (opt, ref_opt):
-                    o.step()
-                    zero_grad(o, bool(it % 2))
-        finally:
-            destroy(opt)
+        train_with_parity(impl, model, ref, sharded, lib, dim, 10,
+                          f"reshard_after_forward={reshard_after_forward}")
 
 
 both_optimizers(
-    "unused forward module", "test_fully_shard_autograd.py::TestFullyShardAutograd::test_unused_forward_module")(unused_forward_module)
+    "unused forward module",
+    "test_fully_shard_autograd.py::"
+    "TestFullyShardAutograd::test_unused_forward_module")(unused_forward_module)
 
 
 # ---- test_nontensor_activations ---------------------------------------------------------------
@@ -180,24 +184,7 @@ def nontensor_activations(impl, lib, kind):
                           FromContainer(kind))
     ref = copy.deepcopy(model)
     sharded = impl.shard(model, list(model))
-    ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
-    opt = make_optim(impl, model, sharded, lib)
-    try:
-        for it in range(6):
-            x = batch(it, 2, dim)
-            losses = []
-            for m in (ref, model):
-                losses.append(m(x).sum())
-                losses[-1].backward()
-            allreduce_grads(ref)
-            what = f"{kind} iteration {it}"
-            assert_close(losses[1].detach(), losses[0].detach(), f"{what}: loss")
-            check_sharded_parity(impl, model, ref, what)
-            for o in (opt, ref_opt):
-                o.step()
-                zero_grad(o, bool(it % 2))
-    finally:
-        destroy(opt)
+    train_with_parity(impl, model, ref, sharded, lib, dim, 6, kind)
 
 
 def _register_nontensor(kind):

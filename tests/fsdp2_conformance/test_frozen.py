@@ -20,9 +20,6 @@ from torch.distributed._composable import checkpoint  # after conformance: it sk
 F = torch.nn.functional
 
 
-# ---- helpers (this file's own; conformance.py has no optimizer or grad-shard parity) ----------
-
-
 class FsdpMLP(nn.Module):
     """torch.testing._internal.common_fsdp.MLP."""
 
@@ -242,8 +239,8 @@ SOURCE_MULTI = ("test_fully_shard_frozen.py::TestFullyShardFrozen::"
                 "test_multi_forward_mixed_requires_grad")
 
 
-both_optimizers(
-    "multi-forward with frozen and trainable groups", SOURCE_MULTI)(multi_forward_mixed_requires_grad)
+both_optimizers("multi-forward with frozen and trainable groups", SOURCE_MULTI)(
+    multi_forward_mixed_requires_grad)
 
 
 if __name__ == "__main__":

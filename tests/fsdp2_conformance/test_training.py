@@ -10,8 +10,8 @@ import copy
 
 from conformance import (
     allreduce_grads, assert_close, batch, behaviour, both_optimizers, check_sharded_parity,
-    destroy, EMPTY_PARAMS, FsdpMLP, LIB_OPTIM, make_optim, nn, parity_step, rank, run, torch,
-    zero_grad)
+    destroy, EMPTY_PARAMS, FsdpMLP, LIB_OPTIM, make_optim, nn, NO_GRAD_STEP, parity_step, rank,
+    run, torch, zero_grad)
 from torch.utils.checkpoint import checkpoint  # after conformance: it skips without PyTorch
 
 F = torch.nn.functional
@@ -32,62 +32,27 @@ class MLP(nn.Module):
         return self.head(x)
 
 
-@behaviour("train parity with DDP, Adam over model.parameters()",
-           "test_fully_shard_training.py::TestFullyShard1DTrainingCore::test_train_parity_single_group",
-           known="model.parameters() are empty views between uses (item 4 of issue 32)")
-def train_parity(impl):
-    model = MLP()
-    ref = copy.deepcopy(model)
-    impl.shard(model, list(model.blocks))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
-    for step in range(5):
-        x = batch(step, 8, 16)
-        losses = []
-        for m, o in ((ref, ref_opt), (model, opt)):
-            o.zero_grad()
-            loss = m(x).square().mean()
-            loss.backward()
-            if m is ref:
-                allreduce_grads(ref)
-            o.step()
-            losses.append(loss.detach())
-        assert_close(losses[1], losses[0], f"loss at step {step}")
-
-
-NO_GRAD_STEP = ("a parameter left without gradient (p.grad None after "
-                "zero_grad(set_to_none=True)) is skipped by torch.optim, but libfsdp's optimizer "
-                "reduces it as zero and steps it, so Adam's momentum keeps moving it")
-
-
-# ---- helpers (this file's own; conformance.py has no optimizer or grad-shard parity) ----------
-
-
-# ---- test_train_parity_single_group, FullyShard's optimizer -----------------------------------
-@behaviour(f"train parity with DDP, {LIB_OPTIM}",
-           "test_fully_shard_training.py::TestFullyShard1DTrainingCore::test_train_parity_single_group")
-def train_parity_lib(impl):
+# ---- test_train_parity_single_group ---------------------------------------------------------
+def train_parity(impl, lib):
     model = MLP()
     ref = copy.deepcopy(model)
     sharded = impl.shard(model, list(model.blocks))
-    opt = make_optim(impl, model, sharded, lib=True)
+    opt = make_optim(impl, model, sharded, lib)
     ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
     try:
         for step in range(5):
             x = batch(step, 8, 16)
-            losses = []
-            for m, o in ((ref, ref_opt), (model, opt)):
-                zero_grad(o, step % 2 == 0)
-                loss = m(x).square().mean()
-                loss.backward()
-                if m is ref:
-                    allreduce_grads(ref)
-                o.step()
-                losses.append(loss.detach())
-            assert_close(losses[1], losses[0], f"loss at step {step}")
+            losses = parity_step(ref, ref_opt, model, opt, lambda m: m(x).square().mean(),
+                                 step % 2 == 0)
+            assert_close(losses[1].detach(), losses[0].detach(), f"loss at step {step}")
         check_sharded_parity(impl, model, ref, "after training", grads=False)
     finally:
         destroy(opt)
+
+
+both_optimizers("train parity with DDP",
+                "test_fully_shard_training.py::TestFullyShard1DTrainingCore::"
+                "test_train_parity_single_group")(train_parity)
 
 
 # ---- test_train_parity_multi_group (reshard_after_forward True / False) -----------------------
@@ -169,7 +134,10 @@ def non_root_forward_backward(impl, lib):
 
 
 both_optimizers(
-    "non-root forward-backward", "test_fully_shard_training.py::TestFullyShard1DTrainingCore::test_non_root_forward_backward", lib_known=NO_GRAD_STEP)(non_root_forward_backward)
+    "non-root forward-backward",
+    "test_fully_shard_training.py::"
+    "TestFullyShard1DTrainingCore::test_non_root_forward_backward",
+    lib_known=NO_GRAD_STEP)(non_root_forward_backward)
 
 
 # ---- test_multi_forward_module ----------------------------------------------------------------
@@ -205,7 +173,9 @@ def multi_forward_module(impl, lib):
 
 
 both_optimizers(
-    "multi-forward module", "test_fully_shard_training.py::TestFullyShard1DTrainingCore::test_multi_forward_module")(multi_forward_module)
+    "multi-forward module",
+    "test_fully_shard_training.py::"
+    "TestFullyShard1DTrainingCore::test_multi_forward_module")(multi_forward_module)
 
 
 # ---- test_gradient_accumulation ---------------------------------------------------------------
