@@ -354,8 +354,5 @@ def run():
 
 __all__ = ["behaviour", "run", "rank", "world", "mesh", "allreduce_grads", "batch", "agree",
            "assert_close", "assert_equal", "make_optim", "both_optimizers", "zero_grad",
-           "parity_step",
-           "destroy",
-           "check_sharded_parity", "full_grads", "FsdpMLP", "LIB_OPTIM", "EMPTY_PARAMS",
-           "NO_GRAD_STEP", "nn",
-           "torch", "dist"]
+           "parity_step", "destroy", "check_sharded_parity", "full_grads", "FsdpMLP", "LIB_OPTIM",
+           "EMPTY_PARAMS", "NO_GRAD_STEP", "nn", "torch", "dist"]
