@@ -44,14 +44,15 @@ fsdp_status_t init(const char* call, MPI_Comm comm, const fsdp_config_t* cfg, fs
 }
 
 // The context's group an fsdp_group_t names; InvalidArgument for any other value.
-const fsdp::Group& group_of(const Context& c, fsdp_group_t group) {
-  switch (enum_int(group)) {
+// Takes the value as an int (enum_int): loading an out-of-range fsdp_group_t is undefined.
+const fsdp::Group& group_of(const Context& c, int group) {
+  switch (group) {
     case FSDP_GROUP_WORLD: return c.groups().world();
     case FSDP_GROUP_SHARD: return c.groups().shard();
     case FSDP_GROUP_REPLICATE: return c.groups().replicate();
     default:
       fail(Errc::InvalidArgument,
-           "group = " + std::to_string(enum_int(group)) + ": not an fsdp_group_t");
+           "group = " + std::to_string(group) + ": not an fsdp_group_t");
   }
 }
 
@@ -97,7 +98,7 @@ fsdp_status_t fsdp_finalize(fsdp_context_t* ctx) {
 
 fsdp_status_t fsdp_group_info(fsdp_context_t ctx, fsdp_group_t group, int* rank, int* size) {
   return guard(__func__, [&] {
-    const fsdp::Group* g = &group_of(context_from(ctx, "ctx"), group);
+    const fsdp::Group* g = &group_of(context_from(ctx, "ctx"), enum_int(group));
     if (rank) *rank = g->rank;
     if (size) *size = g->size;
   });
@@ -159,7 +160,7 @@ fsdp_status_t fsdp_broadcast(fsdp_context_t ctx, fsdp_group_t group, int root, v
         c.begin_call(fsdp::capi::context_call("fsdp_broadcast", f.value()));
     const fsdp::Group* g = nullptr;
     const std::optional<Error> local = fsdp::attempt([&] {
-      g = &group_of(c, group);
+      g = &group_of(c, enum_int(group));
       if (root < 0 || root >= g->size)
         fail(Errc::InvalidArgument, "root = " + std::to_string(root) + ": the group has " +
                                         std::to_string(g->size) + " ranks");
