@@ -51,8 +51,7 @@ const fsdp::Group& group_of(const Context& c, int group) {
     case FSDP_GROUP_SHARD: return c.groups().shard();
     case FSDP_GROUP_REPLICATE: return c.groups().replicate();
     default:
-      fail(Errc::InvalidArgument,
-           "group = " + std::to_string(group) + ": not an fsdp_group_t");
+      fail(Errc::InvalidArgument, "group = " + std::to_string(group) + ": not an fsdp_group_t");
   }
 }
 
