@@ -241,7 +241,7 @@ typedef struct fsdp_context_s* fsdp_context_t;
 typedef struct fsdp_unit_s* fsdp_unit_t;
 /** A sharded optimizer over units (fsdp_optimizer_create). */
 typedef struct fsdp_optimizer_s* fsdp_optimizer_t;
-/** A loss scaler for float16 compute (fsdp_grad_scaler_create). */
+/** A loss scaler (fsdp_grad_scaler_create). */
 typedef struct fsdp_grad_scaler_s* fsdp_grad_scaler_t;
 
 /** One original parameter of a unit. */
@@ -1070,7 +1070,8 @@ FSDP_EXPORT fsdp_status_t fsdp_clip_grad_norm(fsdp_context_t ctx, double max_nor
                                               double* total_norm);
 
 /* ------------------------------------------------------------------------------------------------
- * Gradient scaler for float16 compute (since 0.2). Per step: multiply the loss by
+ * Gradient scaler (since 0.2; for any compute dtype since 0.9, e.g. float32 parameters under
+ * torch.autocast; before, float16 only). Per step: multiply the loss by
  * fsdp_grad_scaler_scale(), backward, reduce, optionally fsdp_grad_scaler_unscale (before
  * clipping), fsdp_grad_scaler_step, fsdp_grad_scaler_update.
  * --------------------------------------------------------------------------------------------- */

@@ -13,6 +13,9 @@ the global batch (the mean of every rank's loss, which is what DDP computes) wit
 - a bfloat16 model: float32 masters equal to its values, compute in bfloat16;
 - a meta-device model materialized one unit at a time, with the peak memory of construction;
 - state_dict()/load_state_dict() through plain nn.Modules, full and per rank, from rank 0;
+- the nn.Module's own contract: torch.optim (AdamW, SGD with momentum) over model.parameters()
+  against the reference, p.grad None where the reference has none, model.state_dict() and
+  load_state_dict() with full tensors, clip_grad_norm_ over shard parts refused;
 - bad input: a clear libfsdp.Error and nothing created or changed.
 Exit 77 (skipped) without PyTorch."""
 import copy
@@ -170,8 +173,16 @@ def check_gpt_bf16():
     print(f"rank {rank}: bf16 tied + activation checkpointing: largest relative loss difference "
           f"{worst:.2e}", flush=True)
     check(worst <= 0.02, f"bf16 losses within 2% of the bf16 reference (got {worst:.2e})")
-    check(all(p.dtype == torch.bfloat16 for p in sharded.root.parameters()),
-          "parameters appear to PyTorch as bfloat16")
+    # Between uses each parameter is this rank's part of the float32 master shard (as FSDP2's
+    # sharded parameters keep their float32 dtype); bfloat16 only while its unit is unsharded.
+    check(all(p.dtype == torch.float32 for p in sharded.root.parameters()),
+          "parameters between uses are float32 master views")
+    for state in sharded.states:
+        shard = state.unit.shard()
+        for i, (_, p) in enumerate(state.params):
+            so, _, n = state.unit.shard_range(i)
+            check(p.numel() == n and (n == 0 or p.data_ptr() == shard[so:].ctypes.data),
+                  f"{state.params[i][0]} views its part of the shard")
     check(all(u.dtype.itemsize == 4 for u in sharded.units), "float32 shards")
     drop(sharded, opt)
 
@@ -212,6 +223,77 @@ def largest_diff(sharded, ref):
     """The largest absolute difference between the sharded model's state and the reference's."""
     got, want = sharded.state_dict(), ref.state_dict()
     return max(float((got[k] - want[k]).abs().max()) for k in want)
+
+
+def check_user_contract():
+    """FSDP2's contract for the nn.Module the user holds: between uses each parameter is this
+    rank's part of its shard and p.grad the matching part of the gradient shard, so torch.optim
+    over model.parameters() trains like the unsharded model (gradients accumulate over two
+    backward passes, as in p.grad); a parameter without a gradient keeps p.grad None and is left
+    alone (AdamW's decay would move it); model.state_dict() / load_state_dict() give and take full
+    tensors; torch.nn.utils.clip_grad_norm_ over the parts raises instead of a local norm."""
+    optimizers = {"AdamW": lambda ps: torch.optim.AdamW(ps, lr=0.05, weight_decay=0.1),
+                  "SGD with momentum": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)}
+    for label, make in optimizers.items():
+        model, ref = Branchy(), Branchy()
+        sharded = FullyShard(ctx, model, [model.a, model.b, model.never])
+        opt, ref_opt = make(model.parameters()), make(ref.parameters())
+        unused = {k: v for k, v in sharded.state_dict().items()
+                  if k.startswith(("b.", "never."))}
+        parts = {id(p): (state.unit, i) for state in sharded.states
+                 for i, (_, p) in enumerate(state.params)}
+        worst = 0.0
+        for step in range(3):
+            xs = [torch.randn(4, 8, generator=torch.Generator().manual_seed(300 + 10 * step + r))
+                  for r in range(world)]
+            for micro in range(2):
+                model(xs[rank] + micro, 0).backward()
+                sum(ref(xs[r] + micro, 0) for r in range(world)).div(world).backward()
+            for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+                check((p.grad is None) == (q.grad is None),
+                      f"{label}: {name}.grad is None exactly where the reference's is")
+                if p.grad is not None and q.grad is not None:
+                    unit, i = parts[id(p)]
+                    _, po, n = unit.shard_range(i)
+                    worst = max(worst, float((p.grad - q.grad.reshape(-1)[po:po + n]).abs()
+                                             .max()) if n else 0.0)
+            opt.step()
+            opt.zero_grad()
+            ref_opt.step()
+            ref_opt.zero_grad()
+        check(worst <= 1e-6, f"{label}: p.grad is this rank's part of the reference's gradient "
+              f"(largest diff {worst:.2e})")
+        diff = largest_diff(sharded, ref)
+        print(f"rank {rank}: {label} over model.parameters(): largest parameter difference "
+              f"{diff:.2e}, gradient {worst:.2e}", flush=True)
+        check(diff <= 1e-5, f"{label} over model.parameters() matches the reference ({diff:.2e})")
+        after = sharded.state_dict()
+        check(all(torch.equal(after[k], v) for k, v in unused.items()),
+              f"{label}: parameters without a gradient are not stepped")
+        full = model.state_dict()
+        check(list(full) == list(ref.state_dict()) and
+              all(torch.equal(full[k], after[k]) for k in after),
+              "model.state_dict(): every parameter's full values, in nn.Module's order")
+        other = Branchy()
+        with torch.no_grad():
+            for q in other.parameters():
+                q.mul_(-2.0)
+        model.load_state_dict(other.state_dict())
+        loaded = sharded.state_dict()
+        check(all(torch.equal(loaded[k], v) for k, v in other.state_dict().items()),
+              "model.load_state_dict(): full tensors reach the shards")
+        bad = dict(other.state_dict())
+        bad["b.weight"] = torch.zeros(3, 3)
+        expect_error("model.load_state_dict() with a wrong shape",
+                     lambda: model.load_state_dict(bad), "b.weight", "(3, 3)", "(8, 8)")
+        check(all(torch.equal(sharded.state_dict()[k], v) for k, v in loaded.items()),
+              "a refused model.load_state_dict() changes nothing")
+        model(xs[rank], 0).backward()
+        expect_error("torch.nn.utils.clip_grad_norm_ over the parts",
+                     lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0),
+                     "ctx.clip_grad_norm", "this rank's part")
+        opt.zero_grad()
+        drop(sharded)
 
 
 def check_unused(find_unused):
@@ -483,6 +565,7 @@ check_unused(False)
 check_unused(True)
 check_frozen()
 check_no_sync()
+check_user_contract()
 for pattern in ("chunked loss", "state dict between backward and step", "evaluation pass"):
     check_prefetch_hint(pattern)
 check_low_precision_model()

@@ -1,5 +1,5 @@
-"""libfsdp.GradScaler: the library's sharded loss scaler for float16 compute (fsdp_grad_scaler_*),
-with the shape of PyTorch's torch.amp.GradScaler: scale(loss), unscale_(opt), step(opt),
+"""libfsdp.GradScaler: the library's sharded loss scaler (fsdp_grad_scaler_*), for float16 compute
+or float32 parameters under torch.autocast, with the shape of PyTorch's torch.amp.GradScaler: scale(loss), unscale_(opt), step(opt),
 update(), get_scale(). Every rank skips the same steps (inf/NaN on any rank)."""
 import ctypes
 

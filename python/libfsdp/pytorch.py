@@ -13,14 +13,19 @@ every module using it: a weight tied between the embedding and the output head l
 of their common listed ancestor (the root) and both use it; autograd sums its two gradients.
 Listing two modules that are not nested but share a parameter is refused (FSDP2 needs the same).
 
-Between uses a parameter holds no storage (an empty tensor). A unit's forward pre-hook unshards it
-and points its parameters at the library's unsharded buffer (no copy); its forward hook reshards
-it (not the root's, which backward needs first, as FSDP2 does). Tensors autograd saves from
-parameters are kept as positions in the buffer and found again after the unit is unsharded for
-backward. Before a unit's backward its parameters' .grad are the library's full-gradient buffers,
-so autograd accumulates into them; when every gradient is in, the unit is resharded and its
-reduction starts. At the end of backward (an autograd callback) units left over are reduced in
-unit order (a parameter that got no gradient reduces as zero), and every reduction is waited for.
+Between uses a parameter is this rank's part of its shard (a flat view of the float32 master
+shard, as FSDP1's use_orig_params), and after backward p.grad the matching part of the gradient
+shard (None for a parameter that has had no gradient since p.grad was last None): torch.optim over
+model.parameters() steps the shards, and model.state_dict() / load_state_dict() give and take full
+tensors through state-dict hooks. A unit's forward pre-hook unshards it and points its parameters
+at the library's unsharded buffer (no copy); its forward hook reshards it (not the root's, which
+backward needs first, as FSDP2 does). Tensors autograd saves from parameters are kept as positions
+in the buffer and found again after the unit is unsharded for backward. Before a unit's backward
+its parameters' .grad are the library's full-gradient buffers, so autograd accumulates into them
+(what p.grad held is first taken into the gradient shard); when every gradient is in, the unit is
+resharded and its reduction starts. At the end of backward (an autograd callback) units left over
+are reduced in unit order (a parameter that got no gradient reduces as zero), every reduction is
+waited for, and p.grad shows the gradient shards.
 
 Mixed precision (`MixedPrecisionPolicy`, FSDP2's fields): shards and optimizer state stay float32,
 unshard casts to param_dtype, gradients reduce in reduce_dtype (default: param_dtype). Parameters
@@ -41,6 +46,8 @@ from .context import Context
 # torch dtype -> the library's name, for the dtypes a unit computes or reduces in.
 _LIB_DTYPE = {torch.float32: "float32", torch.float64: "float64", torch.bfloat16: "bfloat16",
               torch.float16: "float16"}
+# PyTorch >= 2.1 hooks a gradient's arrival on the tensor; older versions on its AccumulateGrad node.
+_POST_ACCUMULATE = hasattr(torch.Tensor, "register_post_accumulate_grad_hook")
 # numpy dtype of a unit's buffers -> torch dtype (numpy shows bfloat16 as uint16 bits).
 _TORCH_OF = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
              np.dtype(np.float16): torch.float16, np.dtype(np.uint16): torch.bfloat16}
@@ -67,6 +74,57 @@ def _torch_view(address, dtype, shape):
     return torch.from_numpy(array)
 
 
+def _functions(*names):
+    """The torch functions of these dotted names that this PyTorch has."""
+    out = set()
+    for name in names:
+        obj = torch
+        for part in name.split("."):
+            obj = getattr(obj, part, None)
+        if obj is not None:
+            out.add(obj)
+    return out
+
+
+# Over one rank's part of a gradient, these give that rank's answer alone: a norm (clipping, LAMB's
+# trust ratio) or torch.amp.GradScaler's inf check, after which ranks would step differently.
+_NORMS = _functions("norm", "Tensor.norm", "linalg.norm", "linalg.vector_norm",
+                    "linalg.matrix_norm", "_foreach_norm", "frobenius_norm")
+_INF_CHECKS = _functions("_amp_foreach_non_finite_check_and_unscale_")
+
+
+class _GradShard(torch.Tensor):
+    """p.grad between steps: this rank's part of the parameter's gradient (a view of the
+    gradient shard). Elementwise work on it (torch.optim's optimizers, zero_grad) is that of a
+    plain tensor; a norm or torch.amp.GradScaler's inf check over it raises libfsdp.Error
+    instead of silently giving this rank's answer alone."""
+    where = "a FullyShard parameter"
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in _NORMS:
+            _refuse("FullyShard", f"{getattr(func, '__name__', func)} over the gradient of "
+                    f"{_where_of(args)}: p.grad holds this rank's part of the gradient only, so "
+                    "its norm would be this rank's alone; clip with ctx.clip_grad_norm(max_norm, "
+                    "norm_type) (the global norm over every unit), not "
+                    "torch.nn.utils.clip_grad_norm_; an optimizer that needs whole-parameter "
+                    "norms (LAMB, LARS) cannot run over shard views")
+        if func in _INF_CHECKS:
+            _refuse("FullyShard", f"torch.amp.GradScaler over the gradient of {_where_of(args)}: "
+                    "its inf check would see this rank's part of the gradients only, and ranks "
+                    "would skip different steps; use libfsdp.GradScaler (every rank skips alike)")
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _where_of(args):
+    """The parameter a _GradShard among args (or in a list among them) belongs to."""
+    for a in args:
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, _GradShard) and "where" in t.__dict__:
+                return t.where
+    return _GradShard.where
+
+
 class _UnitState:
     """One unit and the module it was made for."""
 
@@ -83,7 +141,11 @@ class _UnitState:
         self.prepared = False  # this backward gave its parameters their gradient buffers
         self.pending = 0      # gradients still to arrive in this backward
         self.reduced = False  # its reduction started in this backward
-        self.accumulators = []  # the parameters' AccumulateGrad nodes (kept alive)
+        self.shard_views = []  # per parameter: its part of this rank's shard (1-D torch view)
+        self.grad_views = None  # per trainable parameter: its part of the gradient shard
+        self.got_grad = {}    # index -> True: autograd gave it a gradient in this backward
+        self.user_grads = None  # index -> p.grad as the user left it (None: not yet taken)
+        self.accumulators = {}  # index -> hooked AccumulateGrad node (PyTorch < 2.1 only)
 
 
 def _tensors(value):
@@ -127,7 +189,7 @@ class FullyShard:
         plan = self._plan(ctx, root, submodules, mp_policy, param_init_fn)
         self.ctx, self.root, self.mp_policy = ctx, root, mp_policy or MixedPrecisionPolicy()
         self.find_unused_parameters = bool(find_unused_parameters)
-        self.states, self._requests, self._empty = [], [], {}
+        self.states, self._requests = [], []
         self._in_backward, self._attached = False, []
         created, replaced = [], []
         try:
@@ -156,6 +218,18 @@ class FullyShard:
         # Nothing can fail from here on: the model changes now. The root's first pre-hook marks
         # the iteration (the library's prefetch follows the unshard order between the marks).
         root.register_forward_pre_hook(self._begin_forward_hook)
+        # The public names (PyTorch >= 2.4 / 2.0) or, before them, the same hooks' private ones;
+        # plain functions, as the public ones mark the hook with an attribute.
+        def save_hook(*args):
+            return self._state_dict_hook(*args)
+
+        def load_hook(*args):
+            return self._load_state_dict_hook(*args)
+        getattr(root, "register_state_dict_post_hook", root._register_state_dict_hook)(save_hook)
+        if hasattr(root, "register_load_state_dict_pre_hook"):
+            root.register_load_state_dict_pre_hook(load_hook)
+        else:
+            root._register_load_state_dict_pre_hook(load_hook, with_module=True)
         for state in self.states:
             self._take_storage(state)
             state.module.register_forward_pre_hook(self._pre_forward_hook(state))
@@ -329,16 +403,32 @@ class FullyShard:
                         reduce_dtype=_LIB_DTYPE.get(policy.reduce_dtype))
 
     def _take_storage(self, state):
-        """Records the parameters' AccumulateGrad nodes (made at the compute dtype and real shape,
-        so autograd hands over gradients in that dtype) and drops their storage."""
+        """Points every parameter at its part of this rank's shard, and hooks the arrival of
+        each trainable parameter's gradient. The hook lives on the tensor, not on its
+        AccumulateGrad node: autograd makes a new node when the parameter's dtype changes
+        (float32 shard views between uses, param_dtype buffers in use). Before PyTorch 2.1,
+        _hook_accumulators hooks each new node as the unit is unsharded."""
+        unit = state.unit
+        shard = torch.from_numpy(unit.shard())  # float32 or float64: the storage dtype
         for i, (_, p) in enumerate(state.params):
-            # The unit's shape: a parameter materialized from meta was emptied already.
-            p.data = torch.empty(state.unit.shapes[i], dtype=state.dtype)  # no pages touched
-            if p.requires_grad:
-                acc = p.expand_as(p).grad_fn.next_functions[0][0]
-                acc.register_hook(self._grad_done_hook(state))
-                state.accumulators.append(acc)
+            shard_off, _, length = unit.shard_range(i)
+            state.shard_views.append(shard[shard_off:shard_off + length])
+            if p.requires_grad and _POST_ACCUMULATE:
+                p.register_post_accumulate_grad_hook(self._grad_done_hook(state, i))
         self._detach(state)
+
+    def _hook_accumulators(self, state):
+        """PyTorch < 2.1: hooks each trainable parameter's AccumulateGrad node (made here, at the
+        unsharded shape and dtype, if autograd dropped the last one) unless already hooked."""
+        with torch.enable_grad():
+            for i, (_, p) in enumerate(state.params):
+                if not p.requires_grad:
+                    continue
+                node = p.expand_as(p).grad_fn.next_functions[0][0]
+                if state.accumulators.get(i) is not node:
+                    done = self._grad_done_hook(state, i)
+                    node.register_hook(lambda *unused, done=done, p=p: done(p))
+                    state.accumulators[i] = node
 
     def _wrap_root_forward(self):
         """The root's forward runs with the saved-tensor hooks that keep parameters as positions
@@ -355,6 +445,13 @@ class FullyShard:
     @property
     def units(self):
         return [s.unit for s in self.states]
+
+    def numel(self):
+        """The model's parameter count at full size (a tied parameter once): what
+        sum(p.numel() for p in model.parameters()) gave before wrapping, now that each p holds
+        this rank's part. Local."""
+        return sum(int(np.prod(state.unit.shapes[i], dtype=np.int64))
+                   for state in self.states for i in range(len(state.params)))
 
     # ---- parameters pointing at the unsharded buffer, or at nothing ------------------------
     def _attach(self, state):
@@ -379,12 +476,13 @@ class FullyShard:
         for (_, p), off, shape in zip(state.params, state.offsets, unit.shapes):
             n = int(np.prod(shape, dtype=np.int64))
             p.data = region[off:off + n].view(shape)
+        if not _POST_ACCUMULATE:
+            self._hook_accumulators(state)
         self._attached.append(state)
 
     def _detach(self, state):
-        empty = self._empty.setdefault(state.dtype, torch.empty(0, dtype=state.dtype))
-        for _, p in state.params:
-            p.data = empty
+        for (_, p), view in zip(state.params, state.shard_views):
+            p.data = view
         state.region = None
         if state in self._attached:
             self._attached.remove(state)
@@ -395,12 +493,67 @@ class FullyShard:
 
     def _give_grads(self, state):
         """Points the trainable parameters' .grad at the library's full-gradient buffers (zeroed,
-        or holding earlier micro-batches under no_sync)."""
+        or holding earlier micro-batches under no_sync), after taking over what the user left in
+        p.grad."""
+        self._take_user_grads(state)
         for i, (_, p) in enumerate(state.params):
             if p.requires_grad:
                 ptr = ctypes.c_void_p()
                 _check(_lib.fsdp_grad_data(state.unit._handle, i, ctypes.byref(ptr)))
                 p.grad = _torch_view(ptr.value, state.unit.param_dtype, state.unit.shapes[i])
+
+    def _take_user_grads(self, state):
+        """Before a backward touches a unit: p.grad as the user left it becomes what the
+        reduction adds to, as autograd accumulates into p.grad. None (zero_grad()) zeroes that
+        parameter's part of the gradient shard; the shard view itself (also after an in-place
+        zero_grad(set_to_none=False)) is used as it is; another tensor of its shape is copied in.
+        Under no_sync the shard is not touched: p.grad is only put back after backward."""
+        if state.user_grads is not None or not state.trainable:
+            return
+        state.user_grads = {i: p.grad for i, (_, p) in enumerate(state.params) if p.requires_grad}
+        if not self.ctx.grad_sync:
+            return
+        views = self._grad_views(state)
+        for i, g in state.user_grads.items():
+            view = views[i]
+            if g is None:
+                view.zero_()
+            elif g.data_ptr() != view.data_ptr() or g.shape != view.shape:
+                if g.shape != view.shape:
+                    name = state.params[i][0]
+                    _refuse("FullyShard", f"parameter \"{name}\" of module '{state.where}': "
+                            f"p.grad has shape {tuple(g.shape)}, but this rank's part of the "
+                            f"parameter has shape {tuple(view.shape)}")
+                view.copy_(g.detach())
+
+    def _grad_views(self, state):
+        """Per trainable parameter, its part of this rank's gradient shard (1-D torch views; the
+        shard's address is fixed once it exists)."""
+        if state.grad_views is None:
+            grad = torch.from_numpy(state.unit.shard_grad())
+            state.grad_views = {}
+            for i, (_, p) in enumerate(state.params):
+                if p.requires_grad:
+                    shard_off, _, length = state.unit.shard_range(i)
+                    view = grad[shard_off:shard_off + length].as_subclass(_GradShard)
+                    view.where = f"parameter \"{state.params[i][0]}\" of module '{state.where}'"
+                    state.grad_views[i] = view
+        return state.grad_views
+
+    def _show_grads(self, state):
+        """After backward: each trainable parameter's p.grad is its part of the gradient shard,
+        or None if it has had no gradient since the user last set p.grad to None (PyTorch's
+        rule: torch.optim then skips it). Under no_sync, p.grad goes back to what it was."""
+        if state.user_grads is None:
+            return
+        if not self.ctx.grad_sync:
+            for i, g in state.user_grads.items():
+                state.params[i][1].grad = g
+            return
+        views = self._grad_views(state)
+        for i, g in state.user_grads.items():
+            got = g is not None or state.got_grad.get(i) or self.find_unused_parameters
+            state.params[i][1].grad = views[i] if got else None
 
     # ---- hooks ---------------------------------------------------------------------------------
     def _begin_forward_hook(self, module, args):
@@ -447,13 +600,14 @@ class FullyShard:
             return None
         return hook
 
-    def _grad_done_hook(self, state):
-        def hook(*unused):
+    def _grad_done_hook(self, state, index):
+        def hook(param):
             if not state.prepared:
                 raise RuntimeError(
                     f"libfsdp: a parameter of module '{state.where}' got a gradient that did not "
                     "flow through that module's output; FullyShard needs each parameter used "
                     "inside the forward of the module whose unit holds it")
+            state.got_grad[index] = True
             state.pending -= 1
             if state.pending == 0:
                 for p in state.trainable:
@@ -478,6 +632,7 @@ class FullyShard:
                     self._reshard(state)
                 if state.trainable:
                     if not state.prepared:  # no gradient at all: zeros
+                        self._take_user_grads(state)
                         for i, (_, p) in enumerate(state.params):
                             if p.requires_grad:
                                 state.unit.grad(i)
@@ -485,10 +640,13 @@ class FullyShard:
             requests, self._requests = self._requests, []
             for r in requests:
                 r.wait()
+            for state in self.states:
+                self._show_grads(state)
         finally:
             self._in_backward = False
             for state in self.states:
                 state.prepared, state.reduced, state.pending = False, False, 0
+                state.got_grad, state.user_grads = {}, None
 
     def _pack(self, t):
         if not self._attached or not isinstance(t, torch.Tensor):
@@ -663,6 +821,47 @@ class FullyShard:
                 for name, b in buffers.items():
                     if name in state_dict:
                         b.copy_(state_dict[name])
+
+    def _state_dict_hook(self, module, state_dict, prefix, local_metadata):
+        """model.state_dict(): each parameter's full master values at its original shape, in
+        place of this rank's part (FSDP1's full state dict). Collective over the shard group:
+        every rank calls it. keep_vars=True gives the Parameters themselves, gathering nothing."""
+        names, _ = self._names()
+        keys = [(state, i, prefix + name) for state in self.states
+                for i, (_, p) in enumerate(state.params) for name in names[id(p)]]
+        if not any(k in state_dict and not isinstance(state_dict[k], torch.nn.Parameter)
+                   for _, _, k in keys):
+            return
+        self._check_sharded("FullyShard: model.state_dict()")
+        full = {id(state): self._full_values(state) for state in self.states}
+        for state, i, key in keys:
+            if key in state_dict and not isinstance(state_dict[key], torch.nn.Parameter):
+                state_dict[key] = torch.from_numpy(full[id(state)][i])
+
+    def _load_state_dict_hook(self, module, state_dict, prefix, local_metadata, strict,
+                              missing_keys, unexpected_keys, error_msgs):
+        """model.load_state_dict(): full tensors of the original shapes (model.state_dict()'s)
+        are cut to this rank's part, which nn.Module then copies into the shard. Local. Every
+        entry is checked before any is cut: a wrong shape changes nothing."""
+        call = "FullyShard: model.load_state_dict()"
+        if local_metadata.get("assign_to_params_buffers"):
+            _refuse(call, "assign=True would replace the shard views; load without assign")
+        self._check_sharded(call)
+        names, _ = self._names()
+        cut = {}
+        for state in self.states:
+            for i, (_, p) in enumerate(state.params):
+                shape = tuple(state.unit.shapes[i])
+                _, param_off, length = state.unit.shard_range(i)
+                for name in names[id(p)]:
+                    v = state_dict.get(prefix + name)
+                    if not isinstance(v, torch.Tensor):
+                        continue  # absent or not a tensor: nn.Module reports it
+                    if tuple(v.shape) != shape:
+                        _refuse(call, f"state_dict[\"{prefix + name}\"]: shape "
+                                f"{tuple(v.shape)}, but the parameter has shape {shape}")
+                    cut[prefix + name] = v.detach().reshape(-1)[param_off:param_off + length]
+        state_dict.update(cut)
 
     @staticmethod
     def _check_state_dict(call, state_dict, entries, buffers, strict):

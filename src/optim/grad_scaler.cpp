@@ -24,11 +24,6 @@ void GradScaler::unscale(Optimizer& opt) {
     fail(Errc::State, label() +
                           ": gradients were already unscaled for this step (call "
                           "fsdp_grad_scaler_update after the step)");
-  for (Unit* u : opt.units())
-    if (u->precision().param != DType::Float16)
-      fail(Errc::InvalidArgument,
-           u->label() + " of " + opt.label() + " computes in " + dtype_name(u->precision().param) +
-               ": a gradient scaler is for float16 compute (param_dtype = FSDP_FLOAT16)");
   TraceSpan span(ctx_.trace(), "unscale", "", 0);
   // PyTorch multiplies by the float reciprocal of the scale.
   const double inv = static_cast<double>(static_cast<float>(1.0 / scale_));

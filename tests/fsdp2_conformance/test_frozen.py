@@ -14,7 +14,7 @@ import copy
 
 from conformance import (
     allreduce_grads, assert_close, batch, behaviour, both_optimizers, check_sharded_parity,
-    destroy, EMPTY_PARAMS, LIB_OPTIM, make_optim, nn, parity_step, run, torch, zero_grad)
+    destroy, LIB_OPTIM, make_optim, nn, parity_step, run, torch, zero_grad)
 from torch.distributed._composable import checkpoint  # after conformance: it skips without PyTorch
 
 F = torch.nn.functional
@@ -78,7 +78,7 @@ SOURCE_PER_GROUP = ("test_fully_shard_frozen.py::TestFullyShardFrozen::"
 
 
 @behaviour("mixed requires_grad per group, frozen before wrapping, Adam over model.parameters()",
-           SOURCE_PER_GROUP, known=EMPTY_PARAMS)
+           SOURCE_PER_GROUP)
 def per_group_torch(impl):
     mixed_requires_grad_per_group(impl, lib=False, freeze_after_init=False)
 
@@ -90,7 +90,7 @@ def per_group_lib(impl):
 
 
 @behaviour("mixed requires_grad per group, frozen after wrapping, Adam over model.parameters()",
-           SOURCE_PER_GROUP, known=EMPTY_PARAMS)
+           SOURCE_PER_GROUP)
 def per_group_after_init_torch(impl):
     mixed_requires_grad_per_group(impl, lib=False, freeze_after_init=True)
 
@@ -167,7 +167,7 @@ FROZEN_AFTER_WRAP = ("a unit whose parameters all get requires_grad_(False) afte
 
 
 @behaviour("mixed requires_grad across groups, no_grad iteration, Adam over model.parameters()",
-           SOURCE_ACROSS, known=f"{FROZEN_AFTER_WRAP}; and {EMPTY_PARAMS}")
+           SOURCE_ACROSS, known=FROZEN_AFTER_WRAP)
 def across_groups_torch(impl):
     mixed_requires_grad_across_groups(impl, lib=False, unfreeze=False)
 

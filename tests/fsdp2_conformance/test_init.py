@@ -5,7 +5,7 @@ import copy
 import itertools
 
 from conformance import (
-    agree, allreduce_grads, assert_close, assert_equal, behaviour, dist, EMPTY_PARAMS, FsdpMLP,
+    agree, allreduce_grads, assert_close, assert_equal, behaviour, dist, FsdpMLP,
     full_grads, mesh, nn, run, torch)
 import torch.nn.functional as F
 from torch.distributed.fsdp import fully_shard
@@ -105,8 +105,7 @@ def meta_parity_buffer(impl):
 
 @behaviour("meta-device init, then training parity with DDP (torch.optim.Adam)",
            "test_fully_shard_init.py::TestFullyShardMetaDeviceInit::test_meta_device_1d_init "
-           "(training continued against a reference, Adam over model.parameters())",
-           known=EMPTY_PARAMS)
+           "(training continued against a reference, Adam over model.parameters())")
 def meta_parity_torch_optim(impl):
     _meta_parity(impl, with_buffer=False, library=False)
 
@@ -134,7 +133,9 @@ def invalid_meta_device_init(impl):
            "(uneven sizes)",
            "test_fully_shard_init.py::TestFullyShardShardedParameterTensor::"
            "test_shard_tensor_parameters (sizes)",
-           known="parameters are empty tensors between uses, not DTensors of the full size")
+           known="between uses a parameter is this rank's flat part of its shard (FSDP1's "
+                 "use_orig_params), not a DTensor of the full shape: numel() counts this rank's "
+                 "elements (FullyShard.numel() gives the full count)")
 def sharded_parameter_sizes(impl):
     model = nn.Sequential(*[FsdpMLP(3, dim_multiplier=3) for _ in range(3)])
     orig = [p.detach().clone() for p in model.parameters()]

@@ -6,7 +6,7 @@ import copy
 import dataclasses
 
 from conformance import (
-    assert_close, assert_equal, behaviour, dist, EMPTY_PARAMS, FsdpMLP, full_grads, mesh, nn, run,
+    assert_close, assert_equal, behaviour, dist, FsdpMLP, full_grads, mesh, nn, run,
     torch, world)
 import torch.nn.functional as F
 from torch.distributed.fsdp import fully_shard
@@ -129,15 +129,15 @@ for _library in (False, True):
     _src = "test_fully_shard_mixed_precision.py::TestFullyShardMixedPrecisionTraining::"
     behaviour(f"bf16 param_dtype, fp32 reduce_dtype: parity, {_opt}",
               _src + "test_reduce_dtype (fp32 reduce)",
-              known=None if _library else EMPTY_PARAMS)(
+              known=None)(
         lambda impl, lib=_library: _parity(impl, torch.bfloat16, torch.float32, lib))
     behaviour(f"fp32 param_dtype, bf16 reduce_dtype: parity, {_opt}",
               _src + "test_reduce_dtype (bf16 reduce)",
-              known=BF16_REDUCE if _library else EMPTY_PARAMS + "; " + BF16_REDUCE)(
+              known=BF16_REDUCE)(
         lambda impl, lib=_library: _parity(impl, torch.float32, torch.bfloat16, lib))
     behaviour(f"bf16 param_dtype, reduce_dtype=None: parity, {_opt}",
               _src + "test_compute_dtype",
-              known=None if _library else EMPTY_PARAMS)(
+              known=None)(
         lambda impl, lib=_library: _parity(impl, torch.bfloat16, None, lib))
 
 

@@ -10,7 +10,7 @@ import copy
 
 from conformance import (
     allreduce_grads, assert_close, batch, behaviour, both_optimizers, check_sharded_parity,
-    destroy, EMPTY_PARAMS, FsdpMLP, LIB_OPTIM, make_optim, nn, NO_GRAD_STEP, parity_step, rank,
+    destroy, FsdpMLP, LIB_OPTIM, make_optim, nn, NO_GRAD_STEP, parity_step, rank,
     run, torch, zero_grad)
 from torch.utils.checkpoint import checkpoint  # after conformance: it skips without PyTorch
 
@@ -81,8 +81,7 @@ def train_parity_multi_group(impl, lib):
 
 @behaviour("train parity multi group, reshard_after_forward True/False, Adam over "
            "model.parameters()",
-           "test_fully_shard_training.py::TestFullyShard1DTrainingCore::test_train_parity_multi_group",
-           known=EMPTY_PARAMS)
+           "test_fully_shard_training.py::TestFullyShard1DTrainingCore::test_train_parity_multi_group")
 def train_parity_multi_group_torch(impl):
     train_parity_multi_group(impl, lib=False)
 
@@ -229,8 +228,7 @@ def gradient_accumulation(impl, lib, mode):
 
 
 @behaviour("gradient accumulation without sync (all modules), Adam over model.parameters()",
-           "test_fully_shard_training.py::TestFullyShardGradientAccumulation::test_gradient_accumulation",
-           known=EMPTY_PARAMS)
+           "test_fully_shard_training.py::TestFullyShardGradientAccumulation::test_gradient_accumulation")
 def gradient_accumulation_torch(impl):
     gradient_accumulation(impl, lib=False, mode="all")
 
@@ -314,9 +312,7 @@ def double_forward_grads(impl):
 
 @behaviour("two forwards before backward, nested groups + checkpointing: every p.grad set",
            "test_fully_shard_training.py::TestFullyShard1DTrainingCompose::"
-           "test_double_forward_with_nested_fsdp_and_checkpoint",
-           known="p.grad is None after backward: FullyShard keeps gradients in the library's "
-                 "shards (item 4 of issue 32)")
+           "test_double_forward_with_nested_fsdp_and_checkpoint")
 def double_forward_grads_behaviour(impl):
     double_forward_grads(impl)
 
@@ -361,8 +357,9 @@ def assert_same_params(model, ref, what):
 @behaviour("parameters after forward equal the model's, then an explicit reshard()",
            "test_fully_shard_training.py::TestFullyShardRegisteredParams::"
            "test_param_registration_after_forward",
-           known="a resharded unit's parameters are empty tensors (FSDP2: DTensor shards whose "
-                 "full_tensor() is the value), and FullyShard has no reshard()/unshard()")
+           known="a resharded unit's parameters are this rank's flat parts of the shards (FSDP2: "
+                 "DTensor shards whose full_tensor() is the value), and FullyShard has no "
+                 "reshard()/unshard()")
 def param_registration_after_forward(impl):
     for reshard_after_forward in (True, False):
         torch.manual_seed(42)
