@@ -1,8 +1,9 @@
 /* fsdp_clip_grad_norm against the norm of the full reduced gradient computed here (no sharding),
  * for L1, L2 and infinity norms, across two units, with a frozen parameter whose gradient-free
  * elements and the padding must not count, and under hybrid sharding, where replicas must not be
- * counted twice. Then the gradient scaler, for float16 and for float32 compute: unscaling divides exactly (powers of two), an
- * inf on one rank skips the step on every rank and backs the scale off, clean steps grow it. */
+ * counted twice. Then the gradient scaler, for float16 and for float32 compute: unscaling divides
+ * exactly (powers of two), an inf on one rank skips the step on every rank and backs the scale off,
+ * clean steps grow it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
