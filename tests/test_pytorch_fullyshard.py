@@ -16,6 +16,8 @@ the global batch (the mean of every rank's loss, which is what DDP computes) wit
 - the nn.Module's own contract: torch.optim (AdamW, SGD with momentum) over model.parameters()
   against the reference, p.grad None where the reference has none, model.state_dict() and
   load_state_dict() with full tensors, clip_grad_norm_ over shard parts refused;
+- requires_grad changed after wrapping: a unit frozen trains like the reference, a parameter
+  frozen at wrapping and unfrozen is refused by name;
 - bad input: a clear libfsdp.Error and nothing created or changed.
 Exit 77 (skipped) without PyTorch."""
 import copy
@@ -296,6 +298,45 @@ def check_user_contract():
         drop(sharded)
 
 
+def check_requires_grad_after_wrap():
+    """Freezing a unit after wrapping (FSDP2's test_train_mixed_requires_grad_across_groups): it
+    is neither reduced nor stepped, p.grad stays None, the rest trains like the reference; a
+    parameter frozen at wrapping and unfrozen afterwards is refused by name, changing nothing."""
+    model, ref = Branchy(), Branchy()
+    sharded = FullyShard(ctx, model, [model.a, model.b, model.never])
+    for m in (model, ref):
+        m.a.requires_grad_(False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    for step in range(3):
+        xs = [torch.randn(4, 8, generator=torch.Generator().manual_seed(500 + 10 * step + r))
+              for r in range(world)]
+        model(xs[rank], 0).backward()
+        check(model.a.weight.grad is None and model.out.weight.grad is not None,
+              "frozen after wrapping: no p.grad for the frozen unit, one for the others")
+        opt.step()
+        opt.zero_grad()
+        sum(ref(xs[r], 0) for r in range(world)).div(world).backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+    diff = largest_diff(sharded, ref)
+    check(diff <= 1e-6, f"frozen after wrapping: the model matches the reference ({diff:.2e})")
+    drop(sharded)
+    model = Branchy()
+    model.a.weight.requires_grad_(False)
+    sharded = FullyShard(ctx, model, [model.a, model.b, model.never])
+    before = sharded.state_dict()
+    model.a.weight.requires_grad_(True)
+    expect_error("unfreezing a parameter frozen at wrapping",
+                 lambda: model(torch.randn(4, 8), 0), "a.weight", "frozen")
+    model.a.weight.requires_grad_(False)
+    model(torch.randn(4, 8), 0).backward()  # the model still works
+    after = sharded.state_dict()
+    check(torch.equal(after["a.weight"], before["a.weight"]),
+          "a refused unfreeze changes nothing")
+    drop(sharded)
+
+
 def check_unused(find_unused):
     """Rank r's loss takes branch r % 2 (find_unused) or every rank's branch 0; `never` is never
     used."""
@@ -566,6 +607,7 @@ check_unused(True)
 check_frozen()
 check_no_sync()
 check_user_contract()
+check_requires_grad_after_wrap()
 for pattern in ("chunked loss", "state dict between backward and step", "evaluation pass"):
     check_prefetch_hint(pattern)
 check_low_precision_model()

@@ -36,6 +36,7 @@ Meta-device models are materialized one unit at a time (reset_parameters, or par
 import ctypes
 import dataclasses
 import functools
+import inspect
 
 import numpy as np
 import torch
@@ -48,6 +49,8 @@ _LIB_DTYPE = {torch.float32: "float32", torch.float64: "float64", torch.bfloat16
               torch.float16: "float16"}
 # PyTorch >= 2.1 hooks a gradient's arrival on the tensor; older versions on its AccumulateGrad node.
 _POST_ACCUMULATE = hasattr(torch.Tensor, "register_post_accumulate_grad_hook")
+# PyTorch >= 2.0 gives forward pre-hooks the keyword arguments too (FSDP2 casts both).
+_KWARGS_HOOKS = "with_kwargs" in inspect.signature(torch.nn.Module.register_forward_pre_hook).parameters
 # numpy dtype of a unit's buffers -> torch dtype (numpy shows bfloat16 as uint16 bits).
 _TORCH_OF = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
              np.dtype(np.float16): torch.float16, np.dtype(np.uint16): torch.bfloat16}
@@ -131,7 +134,9 @@ class _UnitState:
     def __init__(self, module, where, unit, params, reshard_after_forward):
         self.module, self.where, self.unit = module, where, unit
         self.params = params                   # [(name, Parameter)] in unit order
-        self.trainable = [p for _, p in params if p.requires_grad]
+        # The parameters the unit has gradient memory for (requires_grad at wrapping); of them,
+        # active() are those requiring a gradient now (one may be frozen after wrapping).
+        self.trainable = frozenset(i for i, (_, p) in enumerate(params) if p.requires_grad)
         self.dtype = _TORCH_OF[unit.param_dtype]  # what the parameters are while unsharded
         self.reshard_after_forward = reshard_after_forward
         self.offsets = None   # element offsets of the parameters from the region's start
@@ -147,9 +152,42 @@ class _UnitState:
         self.user_grads = None  # index -> p.grad as the user left it (None: not yet taken)
         self.accumulators = {}  # index -> hooked AccumulateGrad node (PyTorch < 2.1 only)
 
+    def active(self):
+        """[(index, parameter)] of the unit's trainable parameters that require a gradient now."""
+        return [(i, p) for i, (_, p) in enumerate(self.params)
+                if i in self.trainable and p.requires_grad]
+
+    def check_requires_grad(self):
+        """A parameter frozen at wrapping has no gradient memory in the unit: unfreezing it after
+        wrapping is refused (libfsdp.Error naming it) rather than training it wrongly."""
+        for i, (name, p) in enumerate(self.params):
+            if p.requires_grad and i not in self.trainable:
+                _refuse("FullyShard", f"parameter \"{name}\" of module '{self.where}': "
+                        "requires_grad was set after FullyShard wrapped it frozen, and its unit "
+                        "holds no gradient for it; set requires_grad before FullyShard (freezing "
+                        "after wrapping is supported)")
+
+
+def _register_pre_hook(module, fn):
+    """module's forward pre-hook fn(module, args, kwargs) -> None or (args, kwargs). Before
+    PyTorch 2.0, kwargs is {} and only the positional arguments can be replaced."""
+    if _KWARGS_HOOKS:
+        module.register_forward_pre_hook(fn, with_kwargs=True)
+        return
+
+    def positional(m, args):
+        out = fn(m, args, {})
+        return None if out is None else out[0]
+    module.register_forward_pre_hook(positional)
+
+
+def _is_dataclass(value):
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
 
 def _tensors(value):
-    """The tensors in a module's output (tensors, tuples, lists, dicts, dataclass-like outputs)."""
+    """The tensors in a module's output, at any depth of tuples (namedtuples too), lists, dicts
+    and dataclasses."""
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, (tuple, list)):
@@ -158,15 +196,28 @@ def _tensors(value):
     elif isinstance(value, dict):
         for v in value.values():
             yield from _tensors(v)
+    elif _is_dataclass(value):
+        for f in dataclasses.fields(value):
+            yield from _tensors(getattr(value, f.name))
 
 
 def _cast(value, dtype):
+    """`value` with its floating tensors cast to dtype, at any depth of the containers _tensors
+    walks; each container keeps its type (a namedtuple stays one, a dataclass is replaced)."""
     if isinstance(value, torch.Tensor):
         return value.to(dtype) if value.is_floating_point() and value.dtype != dtype else value
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
+        return type(value)(*(_cast(v, dtype) for v in value))
     if isinstance(value, tuple):
         return tuple(_cast(v, dtype) for v in value)
     if isinstance(value, list):
         return [_cast(v, dtype) for v in value]
+    if isinstance(value, dict):
+        out = {k: _cast(v, dtype) for k, v in value.items()}
+        return out if type(value) is dict else type(value)(out)
+    if _is_dataclass(value):
+        return dataclasses.replace(value, **{f.name: _cast(getattr(value, f.name), dtype)
+                                             for f in dataclasses.fields(value) if f.init})
     return value
 
 
@@ -217,7 +268,7 @@ class FullyShard:
             raise
         # Nothing can fail from here on: the model changes now. The root's first pre-hook marks
         # the iteration (the library's prefetch follows the unshard order between the marks).
-        root.register_forward_pre_hook(self._begin_forward_hook)
+        _register_pre_hook(root, self._begin_forward_hook)
         # The public names (PyTorch >= 2.4 / 2.0) or, before them, the same hooks' private ones;
         # plain functions, as the public ones mark the hook with an attribute.
         def save_hook(*args):
@@ -232,7 +283,7 @@ class FullyShard:
             root._register_load_state_dict_pre_hook(load_hook, with_module=True)
         for state in self.states:
             self._take_storage(state)
-            state.module.register_forward_pre_hook(self._pre_forward_hook(state))
+            _register_pre_hook(state.module, self._pre_forward_hook(state))
             state.module.register_forward_hook(self._post_forward_hook(state))
         self.root_state = self.states[-1] if self.states and self.states[-1].module is root else None
         self._wrap_root_forward()
@@ -421,9 +472,7 @@ class FullyShard:
         """PyTorch < 2.1: hooks each trainable parameter's AccumulateGrad node (made here, at the
         unsharded shape and dtype, if autograd dropped the last one) unless already hooked."""
         with torch.enable_grad():
-            for i, (_, p) in enumerate(state.params):
-                if not p.requires_grad:
-                    continue
+            for i, p in state.active():
                 node = p.expand_as(p).grad_fn.next_functions[0][0]
                 if state.accumulators.get(i) is not node:
                     done = self._grad_done_hook(state, i)
@@ -496,11 +545,10 @@ class FullyShard:
         or holding earlier micro-batches under no_sync), after taking over what the user left in
         p.grad."""
         self._take_user_grads(state)
-        for i, (_, p) in enumerate(state.params):
-            if p.requires_grad:
-                ptr = ctypes.c_void_p()
-                _check(_lib.fsdp_grad_data(state.unit._handle, i, ctypes.byref(ptr)))
-                p.grad = _torch_view(ptr.value, state.unit.param_dtype, state.unit.shapes[i])
+        for i, p in state.active():
+            ptr = ctypes.c_void_p()
+            _check(_lib.fsdp_grad_data(state.unit._handle, i, ctypes.byref(ptr)))
+            p.grad = _torch_view(ptr.value, state.unit.param_dtype, state.unit.shapes[i])
 
     def _take_user_grads(self, state):
         """Before a backward touches a unit: p.grad as the user left it becomes what the
@@ -508,9 +556,10 @@ class FullyShard:
         parameter's part of the gradient shard; the shard view itself (also after an in-place
         zero_grad(set_to_none=False)) is used as it is; another tensor of its shape is copied in.
         Under no_sync the shard is not touched: p.grad is only put back after backward."""
-        if state.user_grads is not None or not state.trainable:
+        active = state.active()
+        if state.user_grads is not None or not active:  # a frozen unit: p.grad stays as it is
             return
-        state.user_grads = {i: p.grad for i, (_, p) in enumerate(state.params) if p.requires_grad}
+        state.user_grads = {i: p.grad for i, p in active}
         if not self.ctx.grad_sync:
             return
         views = self._grad_views(state)
@@ -532,12 +581,11 @@ class FullyShard:
         if state.grad_views is None:
             grad = torch.from_numpy(state.unit.shard_grad())
             state.grad_views = {}
-            for i, (_, p) in enumerate(state.params):
-                if p.requires_grad:
-                    shard_off, _, length = state.unit.shard_range(i)
-                    view = grad[shard_off:shard_off + length].as_subclass(_GradShard)
-                    view.where = f"parameter \"{state.params[i][0]}\" of module '{state.where}'"
-                    state.grad_views[i] = view
+            for i in sorted(state.trainable):
+                shard_off, _, length = state.unit.shard_range(i)
+                view = grad[shard_off:shard_off + length].as_subclass(_GradShard)
+                view.where = f"parameter \"{state.params[i][0]}\" of module '{state.where}'"
+                state.grad_views[i] = view
         return state.grad_views
 
     def _show_grads(self, state):
@@ -556,18 +604,26 @@ class FullyShard:
             state.params[i][1].grad = views[i] if got else None
 
     # ---- hooks ---------------------------------------------------------------------------------
-    def _begin_forward_hook(self, module, args):
+    def _cast_inputs(self, dtype, args, kwargs):
+        """(args, kwargs) cast to a low-precision compute dtype under cast_forward_inputs (FSDP2
+        casts every floating tensor of both, at any depth); None when nothing is cast."""
+        if self.mp_policy.cast_forward_inputs and dtype in (torch.bfloat16, torch.float16):
+            return _cast(args, dtype), _cast(kwargs, dtype)
+        return None
+
+    def _begin_forward_hook(self, module, args, kwargs):
         if not self._in_backward:
             self.ctx.begin_forward()
+        if self.root_state is None:  # a root without parameters of its own casts as FSDP2's does
+            return self._cast_inputs(self.mp_policy.param_dtype, args, kwargs)
+        return None
 
     def _pre_forward_hook(self, state):
-        def hook(module, args):
+        def hook(module, args, kwargs):
+            state.check_requires_grad()
             if state.region is None:  # in backward: recomputation (activation checkpointing)
                 self._attach(state)
-            if self.mp_policy.cast_forward_inputs and state.dtype in (torch.bfloat16,
-                                                                      torch.float16):
-                return _cast(args, state.dtype)
-            return None
+            return self._cast_inputs(state.dtype, args, kwargs)
         return hook
 
     def _post_forward_hook(self, state):
@@ -596,7 +652,7 @@ class FullyShard:
             if state.region is None:
                 self._attach(state)
             self._give_grads(state)
-            state.pending = len(state.trainable)
+            state.pending = len(state.active())
             return None
         return hook
 
@@ -610,7 +666,7 @@ class FullyShard:
             state.got_grad[index] = True
             state.pending -= 1
             if state.pending == 0:
-                for p in state.trainable:
+                for _, p in state.active():
                     p.grad = None
                 self._reshard(state)
                 if not self.find_unused_parameters:
@@ -626,16 +682,18 @@ class FullyShard:
             for state in self.states:
                 if state.reduced:
                     continue
-                for p in state.trainable:
+                active = state.active()
+                for _, p in active:
                     p.grad = None
                 if state.region is not None:
                     self._reshard(state)
-                if state.trainable:
+                # A unit none of whose parameters requires a gradient now (frozen, also after
+                # wrapping) is not reduced: requires_grad is the same on every rank.
+                if active:
                     if not state.prepared:  # no gradient at all: zeros
                         self._take_user_grads(state)
-                        for i, (_, p) in enumerate(state.params):
-                            if p.requires_grad:
-                                state.unit.grad(i)
+                        for i, _ in active:
+                            state.unit.grad(i)
                     self._requests.append(state.unit.reduce_grads_async())
             requests, self._requests = self._requests, []
             for r in requests:
@@ -728,10 +786,16 @@ class FullyShard:
         """The unit's full master values (storage dtype), one numpy array per parameter."""
         return state.unit.gather()
 
-    def _check_sharded(self, call):
-        if self._in_backward or self._attached:
-            _refuse(call, "a unit is unsharded (inside forward or backward); call it between "
-                    "steps")
+    def _check_sharded(self, call, reading=False):
+        """State dicts are taken outside backward; reading one also while units stay gathered
+        after a forward (reshard_after_forward=False: the masters are read, not the gathered
+        copies); loading one only when every unit is sharded (a gathered copy would not see it)."""
+        if self._in_backward:
+            _refuse(call, "inside backward; call it between steps")
+        if self._attached and not reading:
+            names = ", ".join(f"'{s.where}'" for s in self._attached)
+            _refuse(call, f"units {names} are unsharded (after a forward, before its backward); "
+                    "load it between steps")
 
     def state_dict(self, full=True):
         """The model's state as plain tensors, under root.state_dict()'s names (tied parameters
@@ -739,7 +803,7 @@ class FullyShard:
         (collective); full=False: this rank's own part, {name: (values, param_offset)} where
         values are the parameter's flattened elements [param_offset, param_offset + len). Buffers
         are included as they are. Keys in root.state_dict()'s order."""
-        self._check_sharded("FullyShard.state_dict")
+        self._check_sharded("FullyShard.state_dict", reading=True)
         names, buffers = self._names()
         out = {}
         for state in self.states:
@@ -832,7 +896,7 @@ class FullyShard:
         if not any(k in state_dict and not isinstance(state_dict[k], torch.nn.Parameter)
                    for _, _, k in keys):
             return
-        self._check_sharded("FullyShard: model.state_dict()")
+        self._check_sharded("FullyShard: model.state_dict()", reading=True)
         full = {id(state): self._full_values(state) for state in self.states}
         for state, i, key in keys:
             if key in state_dict and not isinstance(state_dict[key], torch.nn.Parameter):

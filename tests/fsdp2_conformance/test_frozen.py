@@ -161,34 +161,35 @@ def mixed_requires_grad_across_groups(impl, lib, unfreeze, freeze_before_wrap=Fa
 
 SOURCE_ACROSS = ("test_fully_shard_frozen.py::TestFullyShardFrozen::"
                  "test_train_mixed_requires_grad_across_groups")
-FROZEN_AFTER_WRAP = ("a unit whose parameters all get requires_grad_(False) after FullyShard: "
-                     "backward raises 'has no gradient to reduce' (FullyShard fixed the unit's "
-                     "trainable parameters at wrapping; its zero fill skips the now-frozen ones)")
-
-
 @behaviour("mixed requires_grad across groups, no_grad iteration, Adam over model.parameters()",
-           SOURCE_ACROSS, known=FROZEN_AFTER_WRAP)
+           SOURCE_ACROSS)
 def across_groups_torch(impl):
     mixed_requires_grad_across_groups(impl, lib=False, unfreeze=False)
 
 
-@behaviour(f"mixed requires_grad across groups, no_grad iteration, {LIB_OPTIM}", SOURCE_ACROSS,
-           known=FROZEN_AFTER_WRAP)
+@behaviour(f"mixed requires_grad across groups, no_grad iteration, {LIB_OPTIM}", SOURCE_ACROSS)
 def across_groups_lib(impl):
     mixed_requires_grad_across_groups(impl, lib=True, unfreeze=False)
 
 
+@behaviour("mixed requires_grad across groups, unfrozen on the last step, Adam over "
+           "model.parameters()", SOURCE_ACROSS)
+def across_groups_unfreeze_torch(impl):
+    mixed_requires_grad_across_groups(impl, lib=False, unfreeze=True)
+
+
 @behaviour(f"mixed requires_grad across groups, unfrozen on the last step, {LIB_OPTIM}",
-           SOURCE_ACROSS, known=FROZEN_AFTER_WRAP)
+           SOURCE_ACROSS)
 def across_groups_unfreeze_lib(impl):
     mixed_requires_grad_across_groups(impl, lib=True, unfreeze=True)
 
 
 @behaviour(f"mixed requires_grad across groups, frozen before wrapping, unfrozen on the last "
            f"step, {LIB_OPTIM}", SOURCE_ACROSS,
-           known="requires_grad_(True) after FullyShard on a parameter frozen at wrapping: "
-                 "backward raises 'the parameter has requires_grad = 0' (the unit has no "
-                 "gradient buffer or optimizer state for it)")
+           known="requires_grad_(True) after FullyShard on a parameter frozen at wrapping: the "
+                 "unit holds no gradient memory or optimizer state for it, so the forward "
+                 "raises libfsdp.Error naming the parameter (set requires_grad before wrapping; "
+                 "freezing after wrapping works)")
 def across_groups_before_wrap_unfreeze_lib(impl):
     mixed_requires_grad_across_groups(impl, lib=True, unfreeze=True, freeze_before_wrap=True)
 

@@ -1,6 +1,7 @@
 """Behaviours of FSDP2's test_fully_shard_mixed_precision.py (conformance.py runs each against
 fully_shard and FullyShard). The references follow FSDP2's test: a float32 copy for the optimizer
 and a param_dtype copy for forward/backward, gradients reduced in reduce_dtype as FSDP2 does."""
+import collections
 import contextlib
 import copy
 import dataclasses
@@ -339,9 +340,7 @@ class Paramless(nn.Module):
 
 @behaviour("a root without parameters casts its floating inputs",
            "test_fully_shard_mixed_precision.py::TestFullyShardMixedPrecisionCasts::"
-           "test_submodules_with_external_inputs (the root holding no parameters)",
-           known="a root whose parameters all belong to listed modules gets no unit, hence no "
-                 "pre-forward hook to cast its inputs")
+           "test_submodules_with_external_inputs (the root holding no parameters)")
 def paramless_root_casts(impl):
     inputs = {}
     model = Paramless(inputs)
@@ -453,41 +452,77 @@ class DC:
     y: torch.Tensor
 
 
+@dataclasses.dataclass
+class Inner:
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+@dataclasses.dataclass
+class Outer:
+    inner: Inner
+    z: torch.Tensor
+
+
+TensorPair = collections.namedtuple("TensorPair", "x y")
+
+
 class ContainerModule(nn.Module):
-    def __init__(self, dim):
+    """Applies one Linear to each tensor of the container (FSDP2's test's module)."""
+
+    def __init__(self, ctype, dim):
         super().__init__()
+        self.ctype = ctype
         self._layer = nn.Linear(dim, dim)
 
     def forward(self, inp):
-        return DC(x=self._layer(inp.x), y=self._layer(inp.y))
+        if self.ctype == "dataclass":
+            return DC(x=self._layer(inp.x), y=self._layer(inp.y))
+        if self.ctype == "nested_dataclass":
+            return Outer(inner=Inner(x=self._layer(inp.inner.x), y=self._layer(inp.inner.y)),
+                         z=self._layer(inp.z))
+        return TensorPair(x=self._layer(inp.x), y=self._layer(inp.y))
 
 
 class ToContainer(nn.Module):
+    def __init__(self, ctype):
+        super().__init__()
+        self.ctype = ctype
+
     def forward(self, x):
-        return DC(x=x, y=x.clone())
+        if self.ctype == "dataclass":
+            return DC(x=x, y=x.clone())
+        if self.ctype == "nested_dataclass":
+            return Outer(inner=Inner(x=x, y=x.clone()), z=x.clone())
+        return TensorPair(x=x, y=x.clone())
 
 
 class FromContainer(nn.Module):
+    def __init__(self, ctype):
+        super().__init__()
+        self.ctype = ctype
+
     def forward(self, inp):
+        if self.ctype == "nested_dataclass":
+            return inp.inner.x + inp.inner.y + inp.z
         return inp.x + inp.y
 
 
-@behaviour("dataclass activations between sharded modules (fp32): parity, libfsdp's AdamW for "
-           "FullyShard",
-           "test_fully_shard_mixed_precision.py::TestFullyShardMixedPrecisionTraining::"
-           "test_structured_input_output (dataclass, fp32)",
-           known="tensors inside a dataclass output are not seen: the unit gets no pre-backward "
-                 "hook and is sharded when its backward needs it")
-@with_optimizers
-def structured_input_output(impl):
+def structured_input_output(impl, ctype, param_dtype, reduce_dtype, library):
+    """FSDP2's _test_structured_input_output: structured activations between sharded modules,
+    10 steps against a reference (a param_dtype compute copy whose gradients are reduced in
+    reduce_dtype, as FSDP2's test simulates); losses agree, and in float32 the sharded
+    parameters and gradients too."""
     torch.manual_seed(42)
     dim, local_bs = 16, 2
-    model = nn.Sequential(ToContainer(), ContainerModule(dim), ContainerModule(dim),
-                          FromContainer())
+    model = nn.Sequential(ToContainer(ctype), ContainerModule(ctype, dim),
+                          ContainerModule(ctype, dim), FromContainer(ctype))
     ref = copy.deepcopy(model)
-    sharded = impl.shard(model, list(model), mp_policy=impl.policy())
+    sharded = impl.shard(model, list(model),
+                         mp_policy=impl.policy(param_dtype=param_dtype, reduce_dtype=reduce_dtype))
+    ref_compute = copy.deepcopy(ref).to(param_dtype) if param_dtype is not None else None
     ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
-    opt = make_optim(impl, model, sharded, library=True)
+    opt = make_optim(impl, model, sharded, library)
     torch.manual_seed(1)  # same on all ranks
     me = dist.get_rank()
     for it in range(10):
@@ -498,15 +533,44 @@ def structured_input_output(impl):
         loss.backward()
         opt.step()
         ref_opt.zero_grad(set_to_none=(it % 2 == 0))
-        ref_loss = ref(global_inp).sum()
-        ref_loss.backward()
-        for p in ref.parameters():
-            p.grad.div_(world)
+        if param_dtype is None:
+            ref_loss = ref(global_inp).sum()
+            ref_loss.backward()
+            for p in ref.parameters():
+                p.grad.div_(world)
+        else:
+            ref_loss = ref_compute(global_inp.to(param_dtype)).sum()
+            ref_loss.backward()
+            for p32, pc in zip(ref.parameters(), ref_compute.parameters()):
+                g = pc.grad.to(reduce_dtype) if reduce_dtype not in (None, param_dtype) \
+                    else pc.grad
+                p32.grad = (g / world).to(p32.dtype)
+                pc.grad = None
         ref_opt.step()
+        if param_dtype is not None:
+            with torch.no_grad():
+                for p32, pc in zip(ref.parameters(), ref_compute.parameters()):
+                    pc.copy_(p32)
         loss = loss.detach().clone()
         dist.all_reduce(loss)
-        assert_close(loss, ref_loss, f"loss at step {it}")
-        check_sharded_parity(impl, ref, model, f"step {it}")
+        assert_close(loss, ref_loss.detach(), f"loss at step {it}")
+        if param_dtype is None:
+            check_sharded_parity(impl, ref, model, f"step {it}")
+
+
+_src = ("test_fully_shard_mixed_precision.py::TestFullyShardMixedPrecisionTraining::"
+        "test_structured_input_output")
+for _ctype in ("dataclass", "nested_dataclass", "namedtuple"):
+    for _pd, _rd, _label in ((None, None, "fp32"), (torch.bfloat16, torch.bfloat16, "bf16/bf16"),
+                             (torch.bfloat16, torch.float32, "bf16/fp32")):
+        behaviour(f"{_ctype} activations between sharded modules ({_label}): parity, "
+                  "torch.optim.Adam over model.parameters()", f"{_src} ({_ctype}, {_label})")(
+            with_optimizers(lambda impl, c=_ctype, pd=_pd, rd=_rd:
+                            structured_input_output(impl, c, pd, rd, library=False)))
+behaviour("dataclass activations between sharded modules (fp32): parity, libfsdp's AdamW for "
+          "FullyShard", f"{_src} (dataclass, fp32)")(
+    with_optimizers(lambda impl: structured_input_output(impl, "dataclass", None, None,
+                                                         library=True)))
 
 
 if __name__ == "__main__":

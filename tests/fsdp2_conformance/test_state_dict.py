@@ -79,9 +79,7 @@ def state_dict_save_load(impl):
 
 @behaviour("reshard_after_forward=False: state_dict after a forward equals the one before",
            "test_fully_shard_state_dict.py::TestFullyShardStateDictMultiProcess::"
-           "test_dp_state_dict_save_load (model2)",
-           known="state_dict() is refused while a unit is unsharded (after a forward, before "
-                 "its backward); FSDP2 reshards through its state dict hooks")
+           "test_dp_state_dict_save_load (model2)")
 def state_dict_after_forward(impl):
     mlp_dim = 4
     model = base_model(mlp_dim)
