@@ -1,0 +1,179 @@
+"""FullyShard's hooks on the model, as a mixin of FullyShard (whose state they share: ctx,
+root, states, the gathered units, the reductions in flight): each unit's forward pre-hook gathers
+it and casts its inputs, its forward hook reshards it and hooks its outputs' gradients; the first
+of those starts the unit's backward; each parameter's gradient arrival counts down to the unit's
+reduction; an autograd callback ends backward. Tensors autograd saves from parameters are kept as
+positions in the unsharded buffer (saved-tensor hooks around the root's forward)."""
+import functools
+
+import torch
+
+from ._compat import POST_ACCUMULATE
+from ._structures import cast, tensors
+from ._unit_state import Phase
+
+
+class Hooks:
+    # ---- gathered or sharded ----------------------------------------------------------------
+    def _gather(self, state):
+        state.gather()
+        if not POST_ACCUMULATE:
+            self._hook_accumulators(state)
+        self._gathered.append(state)
+
+    def _reshard(self, state):
+        state.show_shards()
+        if state in self._gathered:
+            self._gathered.remove(state)
+        state.unit.reshard()
+
+    def _hook_gradients(self, state):
+        """Hooks the arrival of each trainable parameter's gradient. The hook lives on the
+        tensor, not on its AccumulateGrad node: autograd makes a new node when the parameter's
+        dtype changes (float32 shard views between uses, param_dtype buffers in use). Before
+        PyTorch 2.1, _hook_accumulators hooks each new node as the unit is gathered."""
+        if POST_ACCUMULATE:
+            for i in sorted(state.trainable):
+                state.params[i][1].register_post_accumulate_grad_hook(
+                    self._grad_done_hook(state, i))
+
+    def _hook_accumulators(self, state):
+        """PyTorch < 2.1: hooks each active parameter's AccumulateGrad node (made here, at the
+        unsharded shape and dtype, if autograd dropped the last one) unless already hooked."""
+        with torch.enable_grad():
+            for i, p in state.active():
+                node = p.expand_as(p).grad_fn.next_functions[0][0]
+                if state.accumulators.get(i) is not node:
+                    done = self._grad_done_hook(state, i)
+                    node.register_hook(lambda *unused, done=done, p=p: done(p))
+                    state.accumulators[i] = node
+
+    def _wrap_root_forward(self):
+        """The root's forward runs with the saved-tensor hooks that keep parameters as positions
+        (model(x) and sharded(x) alike)."""
+        root, inner = self.root, self.root.forward
+
+        @functools.wraps(inner)
+        def forward(*args, **kwargs):
+            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+                return inner(*args, **kwargs)
+        root.forward = forward
+        root._libfsdp_fully_shard = True
+
+    # ---- forward ------------------------------------------------------------------------------
+    def _cast_inputs(self, dtype, args, kwargs):
+        """(args, kwargs) cast to a low-precision compute dtype under cast_forward_inputs (FSDP2
+        casts every floating tensor of both, at any depth); None when nothing is cast."""
+        if self.mp_policy.cast_forward_inputs and dtype in (torch.bfloat16, torch.float16):
+            return cast(args, dtype), cast(kwargs, dtype)
+        return None
+
+    def _begin_forward_hook(self, module, args, kwargs):
+        if not self._in_backward:
+            self.ctx.begin_forward()
+        if self.root_state is None:  # a root without parameters of its own casts as FSDP2's does
+            return self._cast_inputs(self.mp_policy.param_dtype, args, kwargs)
+        return None
+
+    def _pre_forward_hook(self, state):
+        def hook(module, args, kwargs):
+            state.check_requires_grad()
+            if not state.gathered:  # also in backward: recomputation (activation checkpointing)
+                self._gather(state)
+            return self._cast_inputs(state.dtype, args, kwargs)
+        return hook
+
+    def _post_forward_hook(self, state):
+        def hook(module, args, output):
+            if self._in_backward:  # recomputation: the unit stays gathered for its backward
+                return None
+            needs_grad = [t for t in tensors(output) if t.requires_grad]
+            if state.reshard_after_forward or not needs_grad:
+                self._reshard(state)
+            for t in needs_grad:
+                t.register_hook(self._pre_backward_hook(state))
+            if module is self.root and self.mp_policy.output_dtype is not None:
+                return cast(output, self.mp_policy.output_dtype)
+            return None
+        return hook
+
+    # ---- backward -----------------------------------------------------------------------------
+    def _pre_backward_hook(self, state):
+        def hook(grad):
+            if not self._in_backward:
+                self._in_backward = True
+                self.ctx.begin_backward()
+                torch.autograd.Variable._execution_engine.queue_callback(self._finish_backward)
+            if state.phase is not Phase.IDLE:
+                return None
+            if not state.gathered:
+                self._gather(state)
+            state.take_user_grads(self.ctx.grad_sync)
+            state.give_grad_buffers()
+            state.begin_backward()
+            return None
+        return hook
+
+    def _grad_done_hook(self, state, index):
+        def hook(param):
+            if state.gradient_arrived(index):
+                for _, p in state.active():
+                    p.grad = None
+                self._reshard(state)
+                if not self.find_unused_parameters:
+                    state.start_reduction()
+                    self._requests.append(state.unit.reduce_grads_async())
+        return hook
+
+    def _finish_backward(self):
+        """End of backward (an autograd callback): units not yet reduced (parameters without a
+        gradient, or all of them under find_unused_parameters) in unit order, on every rank
+        alike; then every reduction is waited for and p.grad shows the gradient shards."""
+        try:
+            for state in self.states:
+                if state.phase is Phase.REDUCING:
+                    continue
+                active = state.active()
+                for _, p in active:
+                    p.grad = None
+                if state.gathered:
+                    self._reshard(state)
+                # A unit none of whose parameters requires a gradient now (frozen, also after
+                # wrapping) is not reduced: requires_grad is the same on every rank.
+                if active:
+                    if state.phase is Phase.IDLE:  # no gradient at all: zeros
+                        state.take_user_grads(self.ctx.grad_sync)
+                        for i, _ in active:
+                            state.unit.grad(i)
+                    self._requests.append(state.unit.reduce_grads_async())
+            requests, self._requests = self._requests, []
+            for r in requests:
+                r.wait()
+            for state in self.states:
+                state.show_grads(self.ctx.grad_sync, self.find_unused_parameters)
+        finally:
+            self._in_backward = False
+            for state in self.states:
+                state.end_backward()
+
+    # ---- saved tensors ------------------------------------------------------------------------
+    def _pack(self, t):
+        if not self._gathered or not isinstance(t, torch.Tensor):
+            return t
+        ptr = t.data_ptr()
+        for state in self._gathered:
+            region = state.region
+            base = region.data_ptr()
+            if t.dtype == region.dtype and base <= ptr < base + region.numel() * t.element_size():
+                return (state, (ptr - base) // t.element_size(), t.size(), t.stride())
+        return t
+
+    def _unpack(self, packed):
+        if isinstance(packed, torch.Tensor):
+            return packed
+        state, offset, size, stride = packed
+        if not state.gathered:
+            raise RuntimeError(f"libfsdp: the parameters of module '{state.where}' are needed in "
+                               "backward but the unit is sharded (is its output part of the "
+                               "loss?)")
+        return state.region.as_strided(size, stride, offset)

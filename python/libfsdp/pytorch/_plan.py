@@ -1,0 +1,127 @@
+"""FullyShard's plan, made before anything is created: every argument checked, and each
+parameter given to the unit of the innermost listed module that contains every module using it."""
+import torch
+
+from .. import _refuse
+from ..context import Context
+from .policy import LIB_DTYPE, MixedPrecisionPolicy
+
+
+def plan(ctx, root, submodules, policy, param_init_fn):
+    """[(module, name, [(parameter name, Parameter)])] in unit order (the listed submodules,
+    then the root with what no listed module took; a module left without parameters gets no
+    unit), or libfsdp.Error naming the argument, module or parameter; nothing is created."""
+    call = "FullyShard"
+    if not isinstance(ctx, Context):
+        _refuse(call, f"ctx: a libfsdp.Context is needed, got {type(ctx).__name__}")
+    if not isinstance(root, torch.nn.Module):
+        _refuse(call, f"root: a torch.nn.Module is needed, got {type(root).__name__}")
+    if getattr(root, "_libfsdp_fully_shard", False):
+        _refuse(call, "root: FullyShard was already applied to this module")
+    if policy is not None and not isinstance(policy, MixedPrecisionPolicy):
+        _refuse(call, f"mp_policy: a MixedPrecisionPolicy is needed, got "
+                f"{type(policy).__name__}")
+    if param_init_fn is not None and not callable(param_init_fn):
+        _refuse(call, "param_init_fn: a callable taking a module is needed")
+    policy = policy or MixedPrecisionPolicy()
+    for field in ("param_dtype", "reduce_dtype"):
+        value = getattr(policy, field)
+        if value is not None and value not in LIB_DTYPE:
+            _refuse(call, f"mp_policy.{field}: {value} is not one of "
+                    f"{sorted(str(d) for d in LIB_DTYPE)}")
+    if policy.output_dtype is not None and not (isinstance(policy.output_dtype, torch.dtype)
+                                                and policy.output_dtype.is_floating_point):
+        _refuse(call, f"mp_policy.output_dtype: {policy.output_dtype} is not a floating dtype")
+    if isinstance(submodules, torch.nn.Module) and not isinstance(submodules,
+                                                                  torch.nn.ModuleList):
+        submodules = [submodules]
+    names = {}
+    for name, m in root.named_modules():
+        names.setdefault(id(m), name or "<root>")
+    listed = []
+    for k, m in enumerate(submodules):
+        if not isinstance(m, torch.nn.Module):
+            _refuse(call, f"submodules[{k}]: a torch.nn.Module is needed, got "
+                    f"{type(m).__name__}")
+        if id(m) not in names:
+            _refuse(call, f"submodules[{k}] ({type(m).__name__}): not a submodule of root")
+        if any(m is other for other in listed):
+            _refuse(call, f"submodules[{k}] ('{names[id(m)]}'): listed twice")
+        if m is not root:
+            listed.append(m)
+    listed.append(root)  # the root takes what no listed submodule took
+    inside = [{id(x) for x in m.modules()} for m in listed]
+    order = {id(m): k for k, m in enumerate(listed)}
+    # The innermost listed module around every module of the tree.
+    innermost = {}
+
+    def walk(module, around):
+        if id(module) in innermost:
+            return
+        around = order.get(id(module), around)
+        innermost[id(module)] = around
+        for child in module.children():
+            walk(child, around)
+    walk(root, order[id(root)])
+    # Every parameter: the modules holding it, its unit.
+    uses, first_name = {}, {}
+    for mname, m in root.named_modules():
+        for pname, p in m._parameters.items():
+            if p is None:
+                continue
+            full = f"{mname}.{pname}" if mname else pname
+            first_name.setdefault(id(p), full)
+            uses.setdefault(id(p), (p, set()))[1].add(innermost[id(m)])
+    owner = {}
+    for pid, (p, units) in uses.items():
+        name = first_name[pid]
+        if not p.is_floating_point() or p.is_complex():
+            _refuse(call, f"parameter \"{name}\": dtype {p.dtype}; only floating-point "
+                    "parameters can be sharded")
+        if p.device.type not in ("cpu", "meta"):
+            _refuse(call, f"parameter \"{name}\": on {p.device}; FullyShard runs PyTorch on "
+                    "the CPU (host memory); move the model to the CPU or the meta device")
+        chosen = None
+        for k in units:  # the outermost; every other one must lie inside it
+            if all(id(listed[j]) in inside[k] for j in units):
+                chosen = k
+        if chosen is None:
+            a, b = sorted(units)[:2]
+            _refuse(call, f"parameter \"{name}\": used by '{names[id(listed[a])]}' and "
+                    f"'{names[id(listed[b])]}', listed modules neither of which contains the "
+                    "other; a shared (tied) parameter must live in a listed module that "
+                    "contains both (leave one of them out, or list a common ancestor)")
+        owner[pid] = chosen
+    plan = []
+    for k, m in enumerate(listed):
+        params = [(first_name[pid], p) for pid, (p, _) in uses.items() if owner[pid] == k]
+        if not params:
+            continue
+        where = names[id(m)]
+        storage = {torch.float64 if p.dtype == torch.float64 else torch.float32
+                   for _, p in params}
+        if len(storage) > 1:
+            _refuse(call, f"module '{where}': float64 and lower-precision parameters in one "
+                    "unit; a unit has one dtype (list the float64 part as its own submodule)")
+        wide = storage.pop() == torch.float64
+        for field in ("param_dtype", "reduce_dtype"):
+            value = getattr(policy, field)
+            if value is not None and (value == torch.float64) != wide:
+                _refuse(call, f"mp_policy.{field}: {value} for module '{where}', whose "
+                        f"parameters are {'float64' if wide else 'float32 or lower'}: float32 "
+                        "masters compute and reduce in float32, bfloat16 or float16; float64 "
+                        "parameters only in float64")
+        for name, p in params:
+            if p.device.type == "meta" and param_init_fn is None:
+                holder = holders(root, p)[0][0]
+                if not hasattr(holder, "reset_parameters"):
+                    _refuse(call, f"parameter \"{name}\": on the meta device, and its module "
+                            f"({type(holder).__name__}) has no reset_parameters(); pass "
+                            "param_init_fn")
+        plan.append((m, where, params))
+    return plan
+
+
+def holders(root, p):
+    """(module, attribute) pairs that hold parameter p."""
+    return [(m, n) for m in root.modules() for n, q in m._parameters.items() if q is p]

@@ -1,0 +1,205 @@
+"""One unit and the module it was made for: its training-state machine, its parameters' views
+(this rank's part of the shard between uses, the unsharded buffer in use) and the gradients it
+hands to autograd and back to the user."""
+import ctypes
+import enum
+
+import numpy as np
+import torch
+
+from .. import _check, _lib, _refuse, _view
+from ._grad_shard import GradShard
+
+# numpy dtype of a unit's buffers -> torch dtype (numpy shows bfloat16 as uint16 bits).
+TORCH_OF = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+            np.dtype(np.float16): torch.float16, np.dtype(np.uint16): torch.bfloat16}
+
+
+def torch_view(address, dtype, shape):
+    """A torch tensor over library memory (no copy); bfloat16 from its bits (numpy has none, and
+    older torch has no uint16)."""
+    array = _view(address, dtype, shape)
+    if dtype == np.uint16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
+class Phase(enum.Enum):
+    """Where a unit is in a backward pass (whether it is gathered is `UnitState.gathered`).
+    IDLE -> BACKWARD (its pre-backward hook gave the parameters their gradient buffers) ->
+    REDUCING (every gradient in: resharded, reduction started) -> IDLE at the end of backward;
+    a unit whose gradients do not all arrive goes from BACKWARD (or IDLE) to IDLE there."""
+    IDLE = "idle"
+    BACKWARD = "backward"
+    REDUCING = "reducing"
+
+
+class UnitState:
+    """One unit and the module it was made for."""
+
+    def __init__(self, module, where, unit, params, reshard_after_forward):
+        self.module, self.where, self.unit = module, where, unit
+        self.params = params                   # [(name, Parameter)] in unit order
+        # The parameters the unit has gradient memory for (requires_grad at wrapping); of them,
+        # active() are those requiring a gradient now (one may be frozen after wrapping).
+        self.trainable = frozenset(i for i, (_, p) in enumerate(params) if p.requires_grad)
+        self.dtype = TORCH_OF[unit.param_dtype]  # what the parameters are while unsharded
+        self.reshard_after_forward = reshard_after_forward
+        self.phase = Phase.IDLE
+        self.pending = 0      # in BACKWARD: gradients still to arrive
+        self.got_grad = {}    # index -> True: autograd gave it a gradient in this backward
+        self.user_grads = None  # index -> p.grad as the user left it (None: not yet taken)
+        self.offsets = None   # element offsets of the parameters from the region's start
+        self.extent = 0       # elements from the region's start to the end of the last one
+        self.start = 0        # offset of parameter 0 from the region's start, in bytes
+        self.region = None    # torch view of the unsharded parameters while gathered
+        self.grad_views = None  # per trainable parameter: its part of the gradient shard
+        self.accumulators = {}  # index -> hooked AccumulateGrad node (PyTorch < 2.1 only)
+        shard = torch.from_numpy(unit.shard())  # float32 or float64: the storage dtype
+        self.shard_views = []  # per parameter: its part of this rank's shard (1-D torch view)
+        for i in range(len(params)):
+            shard_off, _, length = unit.shard_range(i)
+            self.shard_views.append(shard[shard_off:shard_off + length])
+
+    # ---- the training-state machine ---------------------------------------------------------
+    def begin_backward(self):
+        """IDLE -> BACKWARD: the gradients of active() are now awaited."""
+        assert self.phase is Phase.IDLE, self.phase
+        self.phase = Phase.BACKWARD
+        self.pending = len(self.active())
+
+    def gradient_arrived(self, index):
+        """One awaited gradient is in; True when it was the last (BACKWARD -> REDUCING is then
+        the caller's start_reduction())."""
+        if self.phase is not Phase.BACKWARD:
+            raise RuntimeError(
+                f"libfsdp: a parameter of module '{self.where}' got a gradient that did not "
+                "flow through that module's output; FullyShard needs each parameter used "
+                "inside the forward of the module whose unit holds it")
+        self.got_grad[index] = True
+        self.pending -= 1
+        return self.pending == 0
+
+    def start_reduction(self):
+        """BACKWARD -> REDUCING."""
+        assert self.phase is Phase.BACKWARD, self.phase
+        self.phase = Phase.REDUCING
+
+    def end_backward(self):
+        """Any phase -> IDLE, forgetting this backward's gradients."""
+        self.phase, self.pending = Phase.IDLE, 0
+        self.got_grad, self.user_grads = {}, None
+
+    # ---- parameters ---------------------------------------------------------------------------
+    @property
+    def gathered(self):
+        return self.region is not None
+
+    def active(self):
+        """[(index, parameter)] of the unit's trainable parameters that require a gradient now."""
+        return [(i, p) for i, (_, p) in enumerate(self.params)
+                if i in self.trainable and p.requires_grad]
+
+    def check_requires_grad(self):
+        """A parameter frozen at wrapping has no gradient memory in the unit: unfreezing it after
+        wrapping is refused (libfsdp.Error naming it) rather than training it wrongly."""
+        for i, (name, p) in enumerate(self.params):
+            if p.requires_grad and i not in self.trainable:
+                _refuse("FullyShard", f"parameter \"{name}\" of module '{self.where}': "
+                        "requires_grad was set after FullyShard wrapped it frozen, and its unit "
+                        "holds no gradient for it; set requires_grad before FullyShard (freezing "
+                        "after wrapping is supported)")
+
+    def gather(self):
+        """Unshards the unit and points its parameters at the unsharded buffer (no copy)."""
+        unit = self.unit
+        unit.unshard()
+        ptr = ctypes.c_void_p()
+        _check(_lib.fsdp_param_data(unit._handle, 0, ctypes.byref(ptr)))
+        size = unit.param_dtype.itemsize
+        if self.offsets is None:  # the layout is fixed: offsets from parameter 0 once
+            addrs = [ptr.value]
+            for i in range(1, len(self.params)):
+                p = ctypes.c_void_p()
+                _check(_lib.fsdp_param_data(unit._handle, i, ctypes.byref(p)))
+                addrs.append(p.value)
+            lo = min(addrs)
+            self.start = ptr.value - lo
+            self.offsets = [(a - lo) // size for a in addrs]
+            self.extent = max(o + int(np.prod(s, dtype=np.int64))
+                              for o, s in zip(self.offsets, unit.shapes))
+        self.region = torch_view(ptr.value - self.start, unit.param_dtype, (self.extent,))
+        for (_, p), off, shape in zip(self.params, self.offsets, unit.shapes):
+            n = int(np.prod(shape, dtype=np.int64))
+            p.data = self.region[off:off + n].view(shape)
+
+    def show_shards(self):
+        """Points the parameters back at their parts of the shard (the unit is not resharded
+        here: see FullyShard._reshard)."""
+        for (_, p), view in zip(self.params, self.shard_views):
+            p.data = view
+        self.region = None
+
+    # ---- gradients ----------------------------------------------------------------------------
+    def give_grad_buffers(self):
+        """Points the active parameters' .grad at the library's full-gradient buffers (zeroed,
+        or holding earlier micro-batches under no_sync), so autograd accumulates into them."""
+        for i, p in self.active():
+            ptr = ctypes.c_void_p()
+            _check(_lib.fsdp_grad_data(self.unit._handle, i, ctypes.byref(ptr)))
+            p.grad = torch_view(ptr.value, self.unit.param_dtype, self.unit.shapes[i])
+
+    def take_user_grads(self, grad_sync):
+        """Before a backward touches the unit: p.grad as the user left it becomes what the
+        reduction adds to, as autograd accumulates into p.grad. None (zero_grad()) zeroes that
+        parameter's part of the gradient shard; the shard view itself (also after an in-place
+        zero_grad(set_to_none=False)) is used as it is; another tensor of its shape is copied in.
+        Without grad_sync (no_sync) the shard is not touched: p.grad is only put back after
+        backward. A frozen unit's p.grad stays as it is."""
+        active = self.active()
+        if self.user_grads is not None or not active:
+            return
+        self.user_grads = {i: p.grad for i, p in active}
+        if not grad_sync:
+            return
+        views = self.gradient_views()
+        for i, g in self.user_grads.items():
+            view = views[i]
+            if g is None:
+                view.zero_()
+            elif g.data_ptr() != view.data_ptr() or g.shape != view.shape:
+                if g.shape != view.shape:
+                    name = self.params[i][0]
+                    _refuse("FullyShard", f"parameter \"{name}\" of module '{self.where}': "
+                            f"p.grad has shape {tuple(g.shape)}, but this rank's part of the "
+                            f"parameter has shape {tuple(view.shape)}")
+                view.copy_(g.detach())
+
+    def gradient_views(self):
+        """Per trainable parameter, its part of this rank's gradient shard (1-D GradShard views;
+        the shard's address is fixed once it exists)."""
+        if self.grad_views is None:
+            grad = torch.from_numpy(self.unit.shard_grad())
+            self.grad_views = {}
+            for i in sorted(self.trainable):
+                shard_off, _, length = self.unit.shard_range(i)
+                view = grad[shard_off:shard_off + length].as_subclass(GradShard)
+                view.where = f"parameter \"{self.params[i][0]}\" of module '{self.where}'"
+                self.grad_views[i] = view
+        return self.grad_views
+
+    def show_grads(self, grad_sync, every_parameter):
+        """After backward: each active parameter's p.grad is its part of the gradient shard, or
+        None if it has had no gradient since the user last set p.grad to None (PyTorch's rule:
+        torch.optim then skips it; every_parameter: all count as having one). Without grad_sync,
+        p.grad goes back to what it was."""
+        if self.user_grads is None:
+            return
+        if not grad_sync:
+            for i, g in self.user_grads.items():
+                self.params[i][1].grad = g
+            return
+        views = self.gradient_views()
+        for i, g in self.user_grads.items():
+            got = g is not None or self.got_grad.get(i) or every_parameter
+            self.params[i][1].grad = views[i] if got else None

@@ -1,0 +1,103 @@
+"""libfsdp.pytorch.FullyShard: the API, and its construction (plan, materialize, create the
+units, then take the parameters over and hook the model)."""
+import numpy as np
+import torch
+
+from . import _materialize, _plan
+from ._compat import register_pre_hook, register_state_dict_hooks
+from ._hooks import Hooks
+from ._state_dict import StateDicts
+from ._unit_state import UnitState
+from .policy import MixedPrecisionPolicy
+
+
+class FullyShard(Hooks, StateDicts):
+    """Shards `root`'s parameters over `ctx`: one unit per module of `submodules` (in forward
+    order), and one for the root with the parameters no listed module took.
+
+    mp_policy: MixedPrecisionPolicy (None: compute in the parameters' dtype). reshard_after_forward:
+    False keeps every unit unsharded from forward to backward (ZeRO-2-like; the root always is).
+    prefetch: the library all-gathers the next unit while this one computes. find_unused_parameters:
+    as DDP's: ranks may leave different parameters without gradient; every unit then stays
+    unsharded from forward to backward and every reduction waits for the end of backward, in unit
+    order, so that all ranks issue the same collectives. param_init_fn(module): fills a
+    meta-device module's parameters once materialized on CPU (default: its reset_parameters()).
+    sync_module_states:
+    every rank starts from rank 0's values (PyTorch's sync_module_states)."""
+
+    def __init__(self, ctx, root, submodules=(), *, mp_policy=None, reshard_after_forward=True,
+                 prefetch=True, find_unused_parameters=False, param_init_fn=None,
+                 sync_module_states=True):
+        plan = _plan.plan(ctx, root, submodules, mp_policy, param_init_fn)
+        self.ctx, self.root, self.mp_policy = ctx, root, mp_policy or MixedPrecisionPolicy()
+        self.find_unused_parameters = bool(find_unused_parameters)
+        self.states, self._requests = [], []   # the reductions in flight in this backward
+        self._in_backward, self._gathered = False, []  # the gathered units' states
+        created, replaced = [], []
+        try:
+            for module, where, params in plan:
+                is_root = module is root
+                fresh = _materialize.materialize(root, params, param_init_fn, replaced)
+                unit = _materialize.create_unit(ctx, where, fresh, sync_module_states,
+                                                self.mp_policy)
+                created.append(unit)
+                for (_, old), (_, p) in zip(params, fresh):
+                    if p is not old:  # materialized from meta: its values now live in the shards
+                        p.data = torch.empty(0, dtype=p.dtype)
+                # The root, and every unit under find_unused_parameters, stays gathered from
+                # forward to backward: an unshard in backward is collective, and ranks whose
+                # losses use different units would issue different ones.
+                self.states.append(UnitState(module, where, unit, fresh,
+                                             reshard_after_forward and not is_root
+                                             and not self.find_unused_parameters))
+        except BaseException:
+            for unit in reversed(created):
+                unit.destroy()
+            for holder, name, old in reversed(replaced):
+                holder._parameters[name] = old
+            raise
+        # Nothing can fail from here on: the model changes now. The root's first pre-hook marks
+        # the iteration (the library's prefetch follows the unshard order between the marks).
+        register_pre_hook(root, self._begin_forward_hook)
+        register_state_dict_hooks(root, self._state_dict_hook, self._load_state_dict_hook)
+        for state in self.states:
+            state.show_shards()  # each parameter: its part of this rank's shard
+            self._hook_gradients(state)
+            register_pre_hook(state.module, self._pre_forward_hook(state))
+            state.module.register_forward_hook(self._post_forward_hook(state))
+        self.root_state = (self.states[-1] if self.states and self.states[-1].module is root
+                           else None)
+        self._wrap_root_forward()
+        ctx.set_prefetch(prefetch, prefetch)
+
+    @property
+    def units(self):
+        """The libfsdp.Unit of each listed module, then the root's (for ctx.optimizer)."""
+        return [s.unit for s in self.states]
+
+    def numel(self):
+        """The model's parameter count at full size (a tied parameter once): what
+        sum(p.numel() for p in model.parameters()) gave before wrapping, now that each p holds
+        this rank's part. Local."""
+        return sum(int(np.prod(state.unit.shapes[i], dtype=np.int64))
+                   for state in self.states for i in range(len(state.params)))
+
+    def __call__(self, *args, **kwargs):
+        return self.root(*args, **kwargs)
+
+    def backward(self, loss):
+        """loss.backward(): every unit's reduction has finished when it returns."""
+        loss.backward()
+
+    def no_sync(self):
+        """Context manager: backward passes inside accumulate full gradients locally (no
+        communication); the first backward after it reduces their sum (DDP's no_sync)."""
+        ctx = self.ctx
+
+        class _NoSync:
+            def __enter__(self):
+                ctx.set_grad_sync(False)
+
+            def __exit__(self, *exc):
+                ctx.set_grad_sync(True)
+        return _NoSync()
