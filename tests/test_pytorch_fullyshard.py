@@ -590,6 +590,12 @@ def check_bad_input():
     meta.w = nn.Parameter(torch.empty(4, device="meta"))
     expect_error("a meta parameter nothing can initialize", lambda: FullyShard(ctx, meta),
                  "\"w\"", "param_init_fn")
+    expect_error("reshard_after_forward as FSDP2's int",
+                 lambda: FullyShard(ctx, m, m.blocks, reshard_after_forward=2),
+                 "reshard_after_forward = 2")
+    expect_error("an ignored parameter of another model",
+                 lambda: FullyShard(ctx, m, m.blocks, ignored_params=[nn.Parameter(torch.ones(2))]),
+                 "ignored_params[0]", "not a parameter of root")
     after = m.state_dict()
     check(all(torch.equal(before[k], after[k]) for k in before), "the model is unchanged")
     twice = Branchy()

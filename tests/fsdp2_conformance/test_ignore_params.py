@@ -10,8 +10,6 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.experimental import implicit_replication
 
 DIM = 8
-NO_IGNORED = ("FullyShard has no ignored_params: every parameter under the root is sharded and "
-              "reduced")
 
 
 class C(nn.Module):
@@ -67,7 +65,7 @@ def local(p):
 
 @behaviour("ignored params stay unsharded and their gradients are not reduced",
            "test_fully_shard_ignore_params.py::TestFullyShardIgnoreParams::"
-           "test_ddp_A_fsdp_B_ddp_C (the ignored module_c)", known=NO_IGNORED)
+           "test_ddp_A_fsdp_B_ddp_C (the ignored module_c)")
 def ignored_unsharded_unreduced(impl):
     model = make_model()
     ref = copy.deepcopy(model)
@@ -96,13 +94,16 @@ def ignored_unsharded_unreduced(impl):
 
 @behaviour("DDP on A (ignored module_c and addend), FSDP on module_b: trains like DDP",
            "test_fully_shard_ignore_params.py::TestFullyShardIgnoreParams::"
-           "test_ddp_A_fsdp_B_ddp_C", known=NO_IGNORED)
+           "test_ddp_A_fsdp_B_ddp_C")
 def ddp_a_fsdp_b_ddp_c(impl):
     model = make_model()
     ref = copy.deepcopy(model)
-    shard_b_ignoring_c(impl, model)
-    sharded = {id(p) for m in (model.module_b.lin_b, model.module_b)
-               for p in m.parameters() if isinstance(p, DTensor)}
+    handle = shard_b_ignoring_c(impl, model)
+    if impl.is_fsdp2:
+        sharded = {id(p) for m in (model.module_b.lin_b, model.module_b)
+                   for p in m.parameters() if isinstance(p, DTensor)}
+    else:  # FullyShard's sharded parameters are its units'
+        sharded = {id(p) for state in handle.states for _, p in state.params}
     replicated = [p for p in model.parameters() if id(p) not in sharded]
     # What FSDP2's test makes DDP reduce: addend and module_c's parameters.
     names = {id(p): n for n, p in model.named_parameters()}
@@ -126,8 +127,11 @@ def ddp_a_fsdp_b_ddp_c(impl):
             ref_opt.zero_grad()
             opt.step()
             opt.zero_grad()
-        got = {n: (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone()
-               for n, p in model.named_parameters()}
+        if impl.is_fsdp2:
+            got = {n: (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone()
+                   for n, p in model.named_parameters()}
+        else:  # FullyShard: model.state_dict() gives full values, ignored ones as they are
+            got = {n: v.detach().clone() for n, v in model.state_dict().items()}
         agree(lambda: [assert_close(got[n], p.detach(), f"{n} after step {step}")
                        for n, p in ref.named_parameters()])
 

@@ -33,9 +33,7 @@ def shard_meta(impl, model, modules, **kw):
 # ---- behaviours ---------------------------------------------------------------------------
 @behaviour("meta-device init: to_empty + reset_parameters give values (parameters and buffers), "
            "then one step (torch.optim.Adam)",
-           "test_fully_shard_init.py::TestFullyShardMetaDeviceInit::test_meta_device_1d_init",
-           known="a buffer of a module that holds no parameter itself (MLP.buffer) stays on the "
-                 "meta device: FullyShard materializes parameter holders only")
+           "test_fully_shard_init.py::TestFullyShardMetaDeviceInit::test_meta_device_1d_init")
 def meta_device_1d_init(impl):
     for mlp_dim in (8, 3, 1):
         for mp in (impl.policy(), impl.policy(param_dtype=torch.bfloat16,
@@ -96,9 +94,7 @@ def meta_parity(impl):
 @behaviour("meta-device init with a buffer, then training parity with DDP (libfsdp's AdamW for "
            "FullyShard)",
            "test_fully_shard_init.py::TestFullyShardMetaDeviceInit::test_meta_device_1d_init "
-           "(with_buffer=True, training continued against a reference)",
-           known="a buffer of a module that holds no parameter itself (MLP.buffer) stays on the "
-                 "meta device: FullyShard materializes parameter holders only")
+           "(with_buffer=True, training continued against a reference)")
 def meta_parity_buffer(impl):
     _meta_parity(impl, with_buffer=True, library=True)
 
@@ -112,9 +108,9 @@ def meta_parity_torch_optim(impl):
 
 @behaviour("a meta-device model never materialized is refused",
            "test_fully_shard_init.py::TestFullyShardMetaDeviceInit::test_invalid_meta_device_init",
-           known="FullyShard materializes meta parameters itself (reset_parameters) at "
-                 "construction, so nothing is refused (the forward fails later, on a buffer left "
-                 "on the meta device)")
+           known="deliberate: FullyShard materializes meta parameters and buffers itself at "
+                 "construction (reset_parameters, or param_init_fn), one unit at a time, so "
+                 "nothing is left on the meta device to refuse")
 def invalid_meta_device_init(impl):
     with torch.device("meta"):
         model = nn.Sequential(FsdpMLP(8, with_buffer=True), FsdpMLP(8))

@@ -6,35 +6,66 @@ from ._plan import holders
 from .policy import LIB_DTYPE
 
 
-def materialize(root, params, init_fn, replaced):
-    """Meta parameters of one unit become CPU parameters with values (every module holding
-    one gets new parameters, then reset_parameters() or init_fn); others are returned as
-    they are."""
-    if not any(p.device.type == "meta" for _, p in params):
-        return params
-    fresh, owners = {}, []
+def _has_meta(tensors):
+    return any(t is not None and t.device.type == "meta" for t in tensors)
+
+
+def materialize(root, module, params, init_fn, replaced):
+    """Meta tensors of one unit become CPU tensors with values: every module holding one of its
+    meta parameters gets new parameters (and its meta buffers zeros), then init_fn or its
+    reset_parameters(); so does each module under `module` that holds meta buffers but no
+    parameter (a listed module's own buffer; those under listed modules materialized before
+    are on the CPU already), with its reset_parameters() if it has one. Returns params with the
+    new parameters; `replaced` gets (dict, key, old tensor) for each tensor replaced."""
+    owners = []
     for name, p in params:
         if p.device.type != "meta":
             continue
         for m, attr in holders(root, p):
             if m not in owners:
                 owners.append(m)
-    for m in owners:  # every meta parameter of a holder (reset_parameters fills them all)
+    buffer_only = [m for m in module.modules() if m not in owners and
+                   _has_meta(m._buffers.values()) and not _has_meta(m._parameters.values())]
+    if not owners and not buffer_only:
+        return params
+    fresh = {}
+    for m in owners + buffer_only:  # every meta tensor of a holder (reset_parameters fills all)
         for attr, q in list(m._parameters.items()):
             if q is None or q.device.type != "meta":
                 continue
             if id(q) not in fresh:
                 fresh[id(q)] = torch.nn.Parameter(torch.empty(q.shape, dtype=q.dtype),
                                                   requires_grad=q.requires_grad)
-            replaced.append((m, attr, q))
+            replaced.append((m._parameters, attr, q))
             m._parameters[attr] = fresh[id(q)]
         for attr, b in list(m._buffers.items()):
             if b is not None and b.device.type == "meta":
+                replaced.append((m._buffers, attr, b))
                 m._buffers[attr] = torch.zeros(b.shape, dtype=b.dtype)
     with torch.no_grad():
         for m in owners:
             (init_fn or (lambda mod: mod.reset_parameters()))(m)
+        for m in buffer_only:
+            if init_fn is not None:
+                init_fn(m)
+            elif hasattr(m, "reset_parameters"):
+                m.reset_parameters()
     return [(name, fresh.get(id(p), p)) for name, p in params]
+
+
+def broadcast_from_rank0(ctx, tensor):
+    """Rank 0's values of a CPU tensor, written into it on every rank (fsdp_broadcast over the
+    world group; bfloat16 through its bits). Collective."""
+    with torch.no_grad():
+        t = tensor.detach()
+        bits = t.contiguous()
+        if bits.dtype == torch.bfloat16:
+            bits = bits.view(torch.int16)
+        if bits.dim() == 0:
+            bits = bits.reshape(1)
+        values = ctx.broadcast(bits.numpy())
+        if values.ctypes.data != t.data_ptr():  # a copy was broadcast: back into the tensor
+            t.copy_(torch.from_numpy(values).view(t.dtype).reshape(t.shape))
 
 
 def create_unit(ctx, where, params, sync, policy):

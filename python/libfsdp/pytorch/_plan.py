@@ -7,10 +7,12 @@ from ..context import Context
 from .policy import LIB_DTYPE, MixedPrecisionPolicy
 
 
-def plan(ctx, root, submodules, policy, param_init_fn):
-    """[(module, name, [(parameter name, Parameter)])] in unit order (the listed submodules,
+def plan(ctx, root, submodules, policy, param_init_fn, ignored_params=None,
+         reshard_after_forward=True):
+    """([(module, name, [(parameter name, Parameter)])] in unit order (the listed submodules,
     then the root with what no listed module took; a module left without parameters gets no
-    unit), or libfsdp.Error naming the argument, module or parameter; nothing is created."""
+    unit), the ids of the ignored parameters left out), or libfsdp.Error naming the argument,
+    module or parameter; nothing is created."""
     call = "FullyShard"
     if not isinstance(ctx, Context):
         _refuse(call, f"ctx: a libfsdp.Context is needed, got {type(ctx).__name__}")
@@ -18,6 +20,11 @@ def plan(ctx, root, submodules, policy, param_init_fn):
         _refuse(call, f"root: a torch.nn.Module is needed, got {type(root).__name__}")
     if getattr(root, "_libfsdp_fully_shard", False):
         _refuse(call, "root: FullyShard was already applied to this module")
+    ignored = ignored_ids(root, ignored_params)
+    if not isinstance(reshard_after_forward, bool):
+        _refuse(call, f"reshard_after_forward = {reshard_after_forward!r}: True or False; FSDP2's "
+                "int (reshard to a smaller group after forward) has no counterpart in libfsdp's "
+                "core, which gathers a unit over its whole shard group")
     if policy is not None and not isinstance(policy, MixedPrecisionPolicy):
         _refuse(call, f"mp_policy: a MixedPrecisionPolicy is needed, got "
                 f"{type(policy).__name__}")
@@ -67,7 +74,7 @@ def plan(ctx, root, submodules, policy, param_init_fn):
     uses, first_name = {}, {}
     for mname, m in root.named_modules():
         for pname, p in m._parameters.items():
-            if p is None:
+            if p is None or id(p) in ignored:
                 continue
             full = f"{mname}.{pname}" if mname else pname
             first_name.setdefault(id(p), full)
@@ -119,7 +126,25 @@ def plan(ctx, root, submodules, policy, param_init_fn):
                             f"({type(holder).__name__}) has no reset_parameters(); pass "
                             "param_init_fn")
         plan.append((m, where, params))
-    return plan
+    return plan, ignored
+
+
+def ignored_ids(root, ignored_params):
+    """The ids of `ignored_params` (FSDP2's ignored_params: parameters of root left unsharded and
+    unreduced), or libfsdp.Error naming what is not one of root's parameters."""
+    if ignored_params is None:
+        return frozenset()
+    if isinstance(ignored_params, torch.Tensor):
+        _refuse("FullyShard", "ignored_params: a collection of parameters is needed, got one "
+                "tensor")
+    own = {id(p) for p in root.parameters()}
+    out = set()
+    for k, p in enumerate(ignored_params):
+        if not isinstance(p, torch.nn.Parameter) or id(p) not in own:
+            _refuse("FullyShard", f"ignored_params[{k}]: not a parameter of root "
+                    f"({type(p).__name__}{tuple(p.shape) if hasattr(p, 'shape') else ''})")
+        out.add(id(p))
+    return frozenset(out)
 
 
 def holders(root, p):

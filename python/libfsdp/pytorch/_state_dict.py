@@ -11,7 +11,7 @@ from .. import _refuse
 class StateDicts:
     def _names(self):
         """Every name under which root.state_dict() lists each parameter (tied ones twice), and
-        its persistent buffers."""
+        its persistent buffers, with the ignored parameters (plain tensors, as buffers are)."""
         params, buffers = {}, {}
 
         def walk(module, prefix, seen):
@@ -19,7 +19,9 @@ class StateDicts:
                 return
             seen = seen | {id(module)}
             for n, p in module._parameters.items():
-                if p is not None:
+                if p is not None and id(p) in self._ignored:
+                    buffers[prefix + n] = p
+                elif p is not None:
                     params.setdefault(id(p), []).append(prefix + n)
             for n, b in module._buffers.items():
                 if b is not None and n not in module._non_persistent_buffers_set:

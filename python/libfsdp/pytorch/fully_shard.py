@@ -23,21 +23,26 @@ class FullyShard(Hooks, StateDicts):
     order, so that all ranks issue the same collectives. param_init_fn(module): fills a
     meta-device module's parameters once materialized on CPU (default: its reset_parameters()).
     sync_module_states:
-    every rank starts from rank 0's values (PyTorch's sync_module_states)."""
+    every rank starts from rank 0's parameter and buffer values (PyTorch's sync_module_states;
+    collective). ignored_params:
+    parameters of root left as they are (FSDP2's ignored_params): not sharded, their gradients
+    not reduced (DDP or the caller reduces them); state dicts carry them as plain tensors."""
 
     def __init__(self, ctx, root, submodules=(), *, mp_policy=None, reshard_after_forward=True,
                  prefetch=True, find_unused_parameters=False, param_init_fn=None,
-                 sync_module_states=True):
-        plan = _plan.plan(ctx, root, submodules, mp_policy, param_init_fn)
+                 sync_module_states=True, ignored_params=None):
+        plan, ignored = _plan.plan(ctx, root, submodules, mp_policy, param_init_fn,
+                                   ignored_params, reshard_after_forward)
         self.ctx, self.root, self.mp_policy = ctx, root, mp_policy or MixedPrecisionPolicy()
         self.find_unused_parameters = bool(find_unused_parameters)
+        self._ignored = ignored  # ids of parameters left unsharded and unreduced
         self.states, self._requests = [], []   # the reductions in flight in this backward
         self._in_backward, self._gathered = False, []  # the gathered units' states
         created, replaced = [], []
         try:
             for module, where, params in plan:
                 is_root = module is root
-                fresh = _materialize.materialize(root, params, param_init_fn, replaced)
+                fresh = _materialize.materialize(root, module, params, param_init_fn, replaced)
                 unit = _materialize.create_unit(ctx, where, fresh, sync_module_states,
                                                 self.mp_policy)
                 created.append(unit)
@@ -50,11 +55,16 @@ class FullyShard(Hooks, StateDicts):
                 self.states.append(UnitState(module, where, unit, fresh,
                                              reshard_after_forward and not is_root
                                              and not self.find_unused_parameters))
+            # Meta buffers no unit's module holds (a root without parameters of its own).
+            _materialize.materialize(root, root, [], param_init_fn, replaced)
+            if sync_module_states:  # buffers too, as DDP's and FSDP1's sync_module_states
+                for b in root.buffers():
+                    _materialize.broadcast_from_rank0(ctx, b)
         except BaseException:
             for unit in reversed(created):
                 unit.destroy()
-            for holder, name, old in reversed(replaced):
-                holder._parameters[name] = old
+            for tensors, name, old in reversed(replaced):
+                tensors[name] = old
             raise
         # Nothing can fail from here on: the model changes now. The root's first pre-hook marks
         # the iteration (the library's prefetch follows the unshard order between the marks).
