@@ -590,6 +590,13 @@ def check_bad_input():
     meta.w = nn.Parameter(torch.empty(4, device="meta"))
     expect_error("a meta parameter nothing can initialize", lambda: FullyShard(ctx, meta),
                  "\"w\"", "param_init_fn")
+    expect_error("a per-module policy for a module not listed",
+                 lambda: FullyShard(ctx, m, m.blocks,
+                                    mp_policy={m.head: MixedPrecisionPolicy()}),
+                 "mp_policy['head']", "listed submodule or the root")
+    expect_error("a per-module policy that is not a policy",
+                 lambda: FullyShard(ctx, m, m.blocks, mp_policy={m.blocks[0]: torch.bfloat16}),
+                 "mp_policy['blocks.0']", "MixedPrecisionPolicy")
     expect_error("reshard_after_forward as FSDP2's int",
                  lambda: FullyShard(ctx, m, m.blocks, reshard_after_forward=2),
                  "reshard_after_forward = 2")

@@ -61,16 +61,15 @@ def zero_grad(opt, set_to_none):
 
 
 def shard_per_module(impl, model, policies, root_policy):
-    """fully_shard(module, mp_policy=policy) for each (module, policy), then the root. FullyShard
-    takes one policy for every unit: it can only do this when all are the same."""
+    """fully_shard(module, mp_policy=policy) for each (module, policy), then the root; FullyShard
+    takes the same as a dict {module: policy}."""
     if impl.is_fsdp2:
         for m, p in policies:
             fully_shard(m, mesh=mesh, mp_policy=p)
         fully_shard(model, mesh=mesh, mp_policy=root_policy)
         return model
-    if any(p != root_policy for _, p in policies):
-        raise NotImplementedError("FullyShard takes one mp_policy for all units")
-    return impl.shard(model, [m for m, _ in policies], mp_policy=root_policy)
+    return impl.shard(model, [m for m, _ in policies],
+                      mp_policy={**dict(policies), model: root_policy})
 
 
 # ---- parity in training ---------------------------------------------------------------------
@@ -225,8 +224,7 @@ class SaveForwardInputsModel(nn.Module):
 
 @behaviour("float16 on one submodule only (per-module policies)",
            "test_fully_shard_mixed_precision.py::TestFullyShardMixedPrecisionCasts::"
-           "test_float16_on_one_submodule",
-           known="FullyShard takes one mp_policy for all units (no per-module policy)")
+           "test_float16_on_one_submodule")
 def float16_on_one_submodule(impl):
     x = torch.zeros(2, 100)
     inputs = {}
@@ -240,9 +238,7 @@ def float16_on_one_submodule(impl):
 
 @behaviour("output_dtype on a submodule: the next one needs no cast",
            "test_fully_shard_mixed_precision.py::TestFullyShardMixedPrecisionCasts::"
-           "test_float16_on_one_submodule (subtest 3)",
-           known="FullyShard takes one mp_policy for all units, and applies output_dtype to the "
-                 "root's outputs only")
+           "test_float16_on_one_submodule (subtest 3)")
 def output_dtype_on_submodule(impl):
     x = torch.zeros(2, 100)
     inputs = {}
@@ -317,9 +313,7 @@ def external_inputs_cast(impl):
 
 @behaviour("a submodule with cast_forward_inputs=False under a casting root",
            "test_fully_shard_mixed_precision.py::TestFullyShardMixedPrecisionCasts::"
-           "test_submodules_with_external_inputs (enable_submodule_cast=False)",
-           known="FullyShard takes one mp_policy for all units (no per-module "
-                 "cast_forward_inputs)")
+           "test_submodules_with_external_inputs (enable_submodule_cast=False)")
 def external_inputs_no_cast(impl):
     _external_inputs(impl, False)
 
@@ -409,8 +403,7 @@ def checkpoint_recompute_casts_inputs(impl):
 
 @behaviour("activation checkpointing: recomputation casts outputs (output_dtype on a submodule)",
            "test_fully_shard_mixed_precision.py::TestFullyShardMixedPrecisionCasts::"
-           "test_checkpoint_recompute_casts_outputs",
-           known="output_dtype is applied to the root's outputs only, not to each unit's")
+           "test_checkpoint_recompute_casts_outputs")
 def checkpoint_recompute_casts_outputs(impl):
     _checkpoint_casts(impl, "output")
 

@@ -56,15 +56,20 @@ class Hooks:
         @functools.wraps(inner)
         def forward(*args, **kwargs):
             with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
-                return inner(*args, **kwargs)
+                out = inner(*args, **kwargs)
+            if self.root_state is None and self.root_policy.output_dtype is not None:
+                out = cast(out, self.root_policy.output_dtype)  # a root without a unit
+            return out
         root.forward = forward
         root._libfsdp_fully_shard = True
 
     # ---- forward ------------------------------------------------------------------------------
-    def _cast_inputs(self, dtype, args, kwargs):
-        """(args, kwargs) cast to a low-precision compute dtype under cast_forward_inputs (FSDP2
-        casts every floating tensor of both, at any depth); None when nothing is cast."""
-        if self.mp_policy.cast_forward_inputs and dtype in (torch.bfloat16, torch.float16):
+    @staticmethod
+    def _cast_inputs(policy, dtype, args, kwargs):
+        """(args, kwargs) cast to a low-precision compute dtype under the policy's
+        cast_forward_inputs (FSDP2 casts every floating tensor of both, at any depth); None when
+        nothing is cast."""
+        if policy.cast_forward_inputs and dtype in (torch.bfloat16, torch.float16):
             return cast(args, dtype), cast(kwargs, dtype)
         return None
 
@@ -72,7 +77,7 @@ class Hooks:
         if not self._in_backward:
             self.ctx.begin_forward()
         if self.root_state is None:  # a root without parameters of its own casts as FSDP2's does
-            return self._cast_inputs(self.mp_policy.param_dtype, args, kwargs)
+            return self._cast_inputs(self.root_policy, self.root_policy.param_dtype, args, kwargs)
         return None
 
     def _pre_forward_hook(self, state):
@@ -80,20 +85,21 @@ class Hooks:
             state.check_requires_grad()
             if not state.gathered:  # also in backward: recomputation (activation checkpointing)
                 self._gather(state)
-            return self._cast_inputs(state.dtype, args, kwargs)
+            return self._cast_inputs(state.policy, state.dtype, args, kwargs)
         return hook
 
     def _post_forward_hook(self, state):
         def hook(module, args, output):
-            if self._in_backward:  # recomputation: the unit stays gathered for its backward
-                return None
-            needs_grad = [t for t in tensors(output) if t.requires_grad]
-            if state.reshard_after_forward or not needs_grad:
-                self._reshard(state)
-            for t in needs_grad:
-                t.register_hook(self._pre_backward_hook(state))
-            if module is self.root and self.mp_policy.output_dtype is not None:
-                return cast(output, self.mp_policy.output_dtype)
+            # Recomputation in backward (activation checkpointing): the unit stays gathered for
+            # its backward, and the outputs are cast as in forward.
+            if not self._in_backward:
+                needs_grad = [t for t in tensors(output) if t.requires_grad]
+                if state.reshard_after_forward or not needs_grad:
+                    self._reshard(state)
+                for t in needs_grad:
+                    t.register_hook(self._pre_backward_hook(state))
+            if state.policy.output_dtype is not None:  # each unit's, as FSDP2 casts
+                return cast(output, state.policy.output_dtype)
             return None
         return hook
 

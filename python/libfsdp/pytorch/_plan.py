@@ -25,20 +25,8 @@ def plan(ctx, root, submodules, policy, param_init_fn, ignored_params=None,
         _refuse(call, f"reshard_after_forward = {reshard_after_forward!r}: True or False; FSDP2's "
                 "int (reshard to a smaller group after forward) has no counterpart in libfsdp's "
                 "core, which gathers a unit over its whole shard group")
-    if policy is not None and not isinstance(policy, MixedPrecisionPolicy):
-        _refuse(call, f"mp_policy: a MixedPrecisionPolicy is needed, got "
-                f"{type(policy).__name__}")
     if param_init_fn is not None and not callable(param_init_fn):
         _refuse(call, "param_init_fn: a callable taking a module is needed")
-    policy = policy or MixedPrecisionPolicy()
-    for field in ("param_dtype", "reduce_dtype"):
-        value = getattr(policy, field)
-        if value is not None and value not in LIB_DTYPE:
-            _refuse(call, f"mp_policy.{field}: {value} is not one of "
-                    f"{sorted(str(d) for d in LIB_DTYPE)}")
-    if policy.output_dtype is not None and not (isinstance(policy.output_dtype, torch.dtype)
-                                                and policy.output_dtype.is_floating_point):
-        _refuse(call, f"mp_policy.output_dtype: {policy.output_dtype} is not a floating dtype")
     if isinstance(submodules, torch.nn.Module) and not isinstance(submodules,
                                                                   torch.nn.ModuleList):
         submodules = [submodules]
@@ -57,6 +45,7 @@ def plan(ctx, root, submodules, policy, param_init_fn, ignored_params=None,
         if m is not root:
             listed.append(m)
     listed.append(root)  # the root takes what no listed submodule took
+    policy_of = policies(policy, listed, names)
     inside = [{id(x) for x in m.modules()} for m in listed]
     order = {id(m): k for k, m in enumerate(listed)}
     # The innermost listed module around every module of the tree.
@@ -112,7 +101,7 @@ def plan(ctx, root, submodules, policy, param_init_fn, ignored_params=None,
                     "unit; a unit has one dtype (list the float64 part as its own submodule)")
         wide = storage.pop() == torch.float64
         for field in ("param_dtype", "reduce_dtype"):
-            value = getattr(policy, field)
+            value = getattr(policy_of(m), field)
             if value is not None and (value == torch.float64) != wide:
                 _refuse(call, f"mp_policy.{field}: {value} for module '{where}', whose "
                         f"parameters are {'float64' if wide else 'float32 or lower'}: float32 "
@@ -125,8 +114,43 @@ def plan(ctx, root, submodules, policy, param_init_fn, ignored_params=None,
                     _refuse(call, f"parameter \"{name}\": on the meta device, and its module "
                             f"({type(holder).__name__}) has no reset_parameters(); pass "
                             "param_init_fn")
-        plan.append((m, where, params))
-    return plan, ignored
+        plan.append((m, where, params, policy_of(m)))
+    return plan, ignored, policy_of(root)
+
+
+def policies(mp_policy, listed, names):
+    """policy_of(module) for the listed modules and the root: mp_policy is one
+    MixedPrecisionPolicy for all, None (MixedPrecisionPolicy()), or a dict {module: policy} as
+    FSDP2 takes one per fully_shard call (a module it does not name: MixedPrecisionPolicy()).
+    Every policy is checked; libfsdp.Error names the entry."""
+    def check(p, what):
+        if not isinstance(p, MixedPrecisionPolicy):
+            _refuse("FullyShard", f"{what}: a MixedPrecisionPolicy is needed, got "
+                    f"{type(p).__name__}")
+        for field in ("param_dtype", "reduce_dtype"):
+            value = getattr(p, field)
+            if value is not None and value not in LIB_DTYPE:
+                _refuse("FullyShard", f"{what}.{field}: {value} is not one of "
+                        f"{sorted(str(d) for d in LIB_DTYPE)}")
+        if p.output_dtype is not None and not (isinstance(p.output_dtype, torch.dtype)
+                                               and p.output_dtype.is_floating_point):
+            _refuse("FullyShard", f"{what}.output_dtype: {p.output_dtype} is not a floating "
+                    "dtype")
+    if mp_policy is None:
+        mp_policy = MixedPrecisionPolicy()
+    if not isinstance(mp_policy, dict):
+        check(mp_policy, "mp_policy")
+        return lambda module: mp_policy
+    ids = {id(m) for m in listed}
+    for m, p in mp_policy.items():
+        if not isinstance(m, torch.nn.Module) or id(m) not in ids:
+            what = f"'{names[id(m)]}'" if id(m) in names else type(m).__name__
+            _refuse("FullyShard", f"mp_policy[{what}]: a key must be a listed submodule or the "
+                    "root")
+        check(p, f"mp_policy['{names[id(m)]}']")
+    by_id = {id(m): p for m, p in mp_policy.items()}
+    default = MixedPrecisionPolicy()
+    return lambda module: by_id.get(id(module), default)
 
 
 def ignored_ids(root, ignored_params):

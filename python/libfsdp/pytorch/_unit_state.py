@@ -37,8 +37,9 @@ class Phase(enum.Enum):
 class UnitState:
     """One unit and the module it was made for."""
 
-    def __init__(self, module, where, unit, params, reshard_after_forward):
+    def __init__(self, module, where, unit, params, policy, reshard_after_forward):
         self.module, self.where, self.unit = module, where, unit
+        self.policy = policy  # its MixedPrecisionPolicy (input and output casts)
         self.params = params                   # [(name, Parameter)] in unit order
         # The parameters the unit has gradient memory for (requires_grad at wrapping); of them,
         # active() are those requiring a gradient now (one may be frozen after wrapping).

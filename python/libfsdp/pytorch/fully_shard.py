@@ -8,14 +8,16 @@ from ._compat import register_pre_hook, register_state_dict_hooks
 from ._hooks import Hooks
 from ._state_dict import StateDicts
 from ._unit_state import UnitState
-from .policy import MixedPrecisionPolicy
 
 
 class FullyShard(Hooks, StateDicts):
     """Shards `root`'s parameters over `ctx`: one unit per module of `submodules` (in forward
     order), and one for the root with the parameters no listed module took.
 
-    mp_policy: MixedPrecisionPolicy (None: compute in the parameters' dtype). reshard_after_forward:
+    mp_policy: a MixedPrecisionPolicy for every unit (None: compute in the parameters' dtype), or
+    a dict {module: MixedPrecisionPolicy} over the listed submodules and the root, as FSDP2 takes
+    one per fully_shard call (a module it leaves out: MixedPrecisionPolicy()).
+    reshard_after_forward:
     False keeps every unit unsharded from forward to backward (ZeRO-2-like; the root always is).
     prefetch: the library all-gathers the next unit while this one computes. find_unused_parameters:
     as DDP's: ranks may leave different parameters without gradient; every unit then stays
@@ -31,20 +33,20 @@ class FullyShard(Hooks, StateDicts):
     def __init__(self, ctx, root, submodules=(), *, mp_policy=None, reshard_after_forward=True,
                  prefetch=True, find_unused_parameters=False, param_init_fn=None,
                  sync_module_states=True, ignored_params=None):
-        plan, ignored = _plan.plan(ctx, root, submodules, mp_policy, param_init_fn,
-                                   ignored_params, reshard_after_forward)
-        self.ctx, self.root, self.mp_policy = ctx, root, mp_policy or MixedPrecisionPolicy()
+        plan, ignored, self.root_policy = _plan.plan(ctx, root, submodules, mp_policy,
+                                                     param_init_fn, ignored_params,
+                                                     reshard_after_forward)
+        self.ctx, self.root = ctx, root
         self.find_unused_parameters = bool(find_unused_parameters)
         self._ignored = ignored  # ids of parameters left unsharded and unreduced
         self.states, self._requests = [], []   # the reductions in flight in this backward
         self._in_backward, self._gathered = False, []  # the gathered units' states
         created, replaced = [], []
         try:
-            for module, where, params in plan:
+            for module, where, params, policy in plan:
                 is_root = module is root
                 fresh = _materialize.materialize(root, module, params, param_init_fn, replaced)
-                unit = _materialize.create_unit(ctx, where, fresh, sync_module_states,
-                                                self.mp_policy)
+                unit = _materialize.create_unit(ctx, where, fresh, sync_module_states, policy)
                 created.append(unit)
                 for (_, old), (_, p) in zip(params, fresh):
                     if p is not old:  # materialized from meta: its values now live in the shards
@@ -52,7 +54,7 @@ class FullyShard(Hooks, StateDicts):
                 # The root, and every unit under find_unused_parameters, stays gathered from
                 # forward to backward: an unshard in backward is collective, and ranks whose
                 # losses use different units would issue different ones.
-                self.states.append(UnitState(module, where, unit, fresh,
+                self.states.append(UnitState(module, where, unit, fresh, policy,
                                              reshard_after_forward and not is_root
                                              and not self.find_unused_parameters))
             # Meta buffers no unit's module holds (a root without parameters of its own).
