@@ -37,6 +37,7 @@ module fsdp
   public :: FSDP_DTYPE_AUTO, FSDP_FLOAT32, FSDP_FLOAT64, FSDP_BFLOAT16, FSDP_FLOAT16
   public :: FSDP_FULL_SHARD, FSDP_HYBRID_SHARD, FSDP_NO_SHARD, FSDP_REDUCE_MEAN, FSDP_REDUCE_SUM
   public :: FSDP_GROUP_WORLD, FSDP_GROUP_SHARD, FSDP_GROUP_REPLICATE
+  public :: FSDP_OP_SUM, FSDP_OP_MAX, FSDP_OP_MIN
   public :: FSDP_OPTIMIZER_SGD, FSDP_OPTIMIZER_ADAMW
   public :: FSDP_LOAD_STRICT, FSDP_LOAD_PARTIAL, FSDP_LOAD_MODEL_ONLY, FSDP_LOAD_CONVERT_DTYPE
   public :: FSDP_MAX_NDIM, FSDP_MAX_NAME_LEN
@@ -50,7 +51,8 @@ module fsdp
             fsdp_context_placement, fsdp_cuda_device_count, fsdp_set_stream, fsdp_abort
   public :: fsdp_unit_destroy, fsdp_unshard, fsdp_reshard, fsdp_reduce_grads, fsdp_zero_grads, &
             fsdp_param_shard_range, fsdp_unit_numel, fsdp_unit_info, fsdp_unit_precision, &
-            fsdp_param_numel, fsdp_unit_zero_copy, fsdp_gather_params, fsdp_broadcast
+            fsdp_param_numel, fsdp_unit_zero_copy, fsdp_gather_params, fsdp_broadcast, &
+            fsdp_allreduce
   public :: fsdp_unshard_async, fsdp_reduce_grads_async, fsdp_wait, fsdp_test, fsdp_unit_wait, &
             fsdp_context_async, fsdp_set_prefetch, fsdp_begin_forward, fsdp_begin_backward
   public :: fsdp_optimizer_destroy, fsdp_optimizer_get_hyperparams, &

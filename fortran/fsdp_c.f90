@@ -190,6 +190,16 @@ module fsdp_c
       integer(c_size_t), value :: bytes
       integer(c_int) :: st
     end function
+    ! Since 0.9: `count` doubles at `data` (c_loc of an array) reduced in place over `group`.
+    function fsdp_allreduce(ctx, group, op, data, count) result(st) &
+        bind(C, name='fsdp_allreduce')
+      import :: c_int, c_ptr, c_size_t, fsdp_context_t
+      type(fsdp_context_t), value :: ctx
+      integer(c_int), value :: group, op
+      type(c_ptr), value :: data
+      integer(c_size_t), value :: count
+      integer(c_int) :: st
+    end function
     function fsdp_group_info(ctx, group, rank, size) result(st) bind(C, name='fsdp_group_info')
       import :: c_int, fsdp_context_t
       type(fsdp_context_t), value :: ctx

@@ -132,6 +132,14 @@ typedef enum fsdp_group {
   FSDP_GROUP_COUNT
 } fsdp_group_t;
 
+/** The element-wise reductions of fsdp_allreduce (since 0.9). */
+typedef enum fsdp_reduce_op {
+  FSDP_OP_SUM = 0, /**< the sum over the group's ranks */
+  FSDP_OP_MAX = 1, /**< the largest value (a NaN need not win: MPI_MAX's rule) */
+  FSDP_OP_MIN = 2, /**< the smallest value */
+  FSDP_OP_COUNT
+} fsdp_reduce_op_t;
+
 /** Where shards, unsharded buffers, gradients and optimizer state live (since 0.5). */
 typedef enum fsdp_memory_space {
   FSDP_MEMORY_HOST = 0, /**< host memory (the default) */
@@ -526,6 +534,22 @@ FSDP_EXPORT fsdp_status_t fsdp_trim_pool(fsdp_context_t ctx);
  * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_broadcast(fsdp_context_t ctx, fsdp_group_t group, int root,
                                          void* data, size_t bytes);
+
+/** Since 0.9: reduces `count` doubles at `data` (host memory) element-wise over the ranks of
+ *  `group`, in place: every rank ends with the same sums, largest or smallest values (a norm's
+ *  partial sums over the shard group, a flag any rank raised). Collective over the group; every
+ *  rank of the context calls it with the same group, op and count (checked: a refused argument
+ *  on any rank fails every rank).
+ *  @param[in] ctx the context
+ *  @param[in] group FSDP_GROUP_WORLD, FSDP_GROUP_SHARD or FSDP_GROUP_REPLICATE
+ *  @param[in] op FSDP_OP_SUM, FSDP_OP_MAX or FSDP_OP_MIN
+ *  @param[in,out] data this rank's values; the results (NULL only when count is 0)
+ *  @param[in] count how many
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (group, op, data NULL), MISMATCH (another rank's
+ * arguments differ or were refused), MPI; FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or
+ * FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_allreduce(fsdp_context_t ctx, fsdp_group_t group,
+                                         fsdp_reduce_op_t op, double* data, size_t count);
 
 /** Restarts every peak of fsdp_memory_stats from the current values. Local.
  *  @param[in] ctx the context

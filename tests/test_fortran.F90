@@ -328,13 +328,14 @@ contains
 
   ! Outputs that C lets be NULL are optional arguments: each asked for alone.
   ! fsdp_gather_params: the unit's masters whole, into Fortran arrays of the parameters' shapes;
-  ! fsdp_broadcast: rank 0's value on every rank.
+  ! fsdp_broadcast: rank 0's value on every rank; fsdp_allreduce: the sum and largest rank.
   subroutine gather_and_broadcast()
     type(fsdp_context_t) :: ctx
     type(fsdp_unit_t) :: unit
     real(c_float), target :: w(3, 4), b(5), gw(3, 4), gb(5)
     real(c_double) :: s
     integer(c_int), target :: token(2)
+    real(c_double), target :: partial(2)
     call model(w, b, s)
     call must(fsdp_init(MPI_COMM_WORLD, ctx), 'fsdp_init')
     call must(fsdp_unit_create(ctx, [fsdp_param('w', w), fsdp_param('b', b)], unit), 'unit')
@@ -348,6 +349,15 @@ contains
     token = [41 + rank, 7]
     call ok(fsdp_broadcast(ctx, FSDP_GROUP_WORLD, 0, c_loc(token), 8_c_size_t), 'fsdp_broadcast')
     call check(all(token == [41, 7]), 'broadcast: rank 0''s value everywhere')
+    partial = [real(rank + 1, c_double), 0.5_c_double]
+    call ok(fsdp_allreduce(ctx, FSDP_GROUP_WORLD, FSDP_OP_SUM, c_loc(partial), 2_c_size_t), &
+            'fsdp_allreduce sum')
+    call check(partial(1) == nranks * (nranks + 1) / 2.0_c_double .and. &
+               partial(2) == 0.5_c_double * nranks, 'allreduce: the sum over the ranks')
+    partial = [real(rank, c_double), -real(rank, c_double)]
+    call ok(fsdp_allreduce(ctx, FSDP_GROUP_WORLD, FSDP_OP_MAX, c_loc(partial), 2_c_size_t), &
+            'fsdp_allreduce max')
+    call check(partial(1) == nranks - 1 .and. partial(2) == 0, 'allreduce: the largest value')
     call ok(fsdp_unit_destroy(unit), 'destroy')
     call ok(fsdp_finalize(ctx), 'finalize')
   end subroutine

@@ -1,11 +1,13 @@
-/* fsdp_gather_params and fsdp_broadcast (0.9): what frameworks need for state dicts and
- * agreements without temporary units.
+/* fsdp_gather_params, fsdp_broadcast and fsdp_allreduce (0.9): what frameworks need for state
+ * dicts, agreements and norms without temporary units.
  *
  * gather: units of float32 masters with bfloat16 compute (the masters, not the rounded copy),
  * trainable and frozen sections, float64, sharded and unsharded, a NULL destination skipped; the
  * reference is the values the units were created from, after an SGD step computed here on them.
  * broadcast: each group, each root, values only the root had. Bad input on one rank fails every
- * rank and changes nothing. */
+ * rank and changes nothing. allreduce: each group and op against the values every rank of the group
+ * contributed (known from the group's size), a NaN on one rank, bad input as for broadcast. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,13 +119,68 @@ static void check_broadcast(fsdp_context_t ctx) {
               "ctx");
 }
 
+static void check_allreduce(fsdp_context_t ctx) {
+  const fsdp_group_t groups[3] = {FSDP_GROUP_WORLD, FSDP_GROUP_SHARD, FSDP_GROUP_REPLICATE};
+  for (int k = 0; k < 3; ++k) {
+    int grank = 0, gsize = 0;
+    CHECK_OK(fsdp_group_info(ctx, groups[k], &grank, &gsize));
+    /* Rank r of the group gives r + 1, -(r + 1) / 3 and 2^-r: the sums, largest and smallest
+     * follow from the group's size alone (sums of dyadic values: exact in any order). */
+    const double mine[3] = {grank + 1.0, -(grank + 1.0) / 3.0, ldexp(1.0, -grank)};
+    double sum[3] = {0, 0, 0}, max[3] = {-INFINITY, -INFINITY, -INFINITY};
+    double min[3] = {INFINITY, INFINITY, INFINITY};
+    for (int r = 0; r < gsize; ++r) {
+      const double v[3] = {r + 1.0, -(r + 1.0) / 3.0, ldexp(1.0, -r)};
+      for (int i = 0; i < 3; ++i) {
+        sum[i] += i == 1 ? 0.0 : v[i];
+        max[i] = v[i] > max[i] ? v[i] : max[i];
+        min[i] = v[i] < min[i] ? v[i] : min[i];
+      }
+    }
+    const fsdp_reduce_op_t ops[3] = {FSDP_OP_SUM, FSDP_OP_MAX, FSDP_OP_MIN};
+    const double* want[3] = {sum, max, min};
+    for (int o = 0; o < 3; ++o) {
+      double data[3];
+      memcpy(data, mine, sizeof data);
+      CHECK_OK(fsdp_allreduce(ctx, groups[k], ops[o], data, 3));
+      CHECK_MSG(
+          data[0] == want[o][0] && data[2] == want[o][2] &&
+              (o == 0 ? fabs(data[1] + gsize * (gsize + 1) / 6.0) < 1e-12 : data[1] == want[o][1]),
+          "allreduce: the group's sum, largest and smallest values on every rank");
+    }
+  }
+  double nan_flag = th_rank() == th_size() - 1 ? NAN : 0.0;
+  CHECK_OK(fsdp_allreduce(ctx, FSDP_GROUP_WORLD, FSDP_OP_SUM, &nan_flag, 1));
+  CHECK_MSG(isnan(nan_flag), "allreduce: a NaN on one rank makes the sum NaN everywhere");
+  CHECK_OK(fsdp_allreduce(ctx, FSDP_GROUP_WORLD, FSDP_OP_SUM, NULL, 0));
+  double x = 5.0;
+  CHECK_FAILS(fsdp_allreduce(ctx, (fsdp_group_t)9, FSDP_OP_SUM, &x, 1), FSDP_ERR_INVALID_ARGUMENT,
+              "group");
+  CHECK_FAILS(fsdp_allreduce(ctx, FSDP_GROUP_WORLD, (fsdp_reduce_op_t)7, &x, 1),
+              FSDP_ERR_INVALID_ARGUMENT, "op = 7");
+  CHECK_FAILS(fsdp_allreduce(ctx, FSDP_GROUP_WORLD, FSDP_OP_SUM, NULL, 1),
+              FSDP_ERR_INVALID_ARGUMENT, "data");
+  if (th_size() > 1) {
+    CHECK_FAILS(fsdp_allreduce(ctx, FSDP_GROUP_WORLD, FSDP_OP_SUM, &x, th_rank() == 1 ? 2 : 1),
+                FSDP_ERR_MISMATCH, "");
+    CHECK_MSG(x == 5.0, "a refused allreduce changes nothing");
+  }
+  CHECK_FAILS(fsdp_allreduce(NULL, FSDP_GROUP_WORLD, FSDP_OP_SUM, &x, 1), FSDP_ERR_INVALID_HANDLE,
+              "ctx");
+}
+
+static void check_collectives(fsdp_context_t ctx) {
+  check_broadcast(ctx);
+  check_allreduce(ctx);
+}
+
 int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_gather_params");
   fsdp_context_t ctx = NULL;
   CHECK_OK(fsdp_init(MPI_COMM_WORLD, NULL, &ctx));
   check_gather(ctx);
-  check_broadcast(ctx);
+  check_collectives(ctx);
   CHECK_OK(fsdp_finalize(&ctx));
-  th_run_full_and_hybrid(check_broadcast);
+  th_run_full_and_hybrid(check_collectives);
   return th_finish();
 }

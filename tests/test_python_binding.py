@@ -58,6 +58,14 @@ token = np.array([rank + 41, 7], np.int64)
 check(list(ctx.broadcast(token)) == [41, 7] and list(token) == [41, 7], "broadcast from rank 0")
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "root", ctx.broadcast, token, root=world)
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "contiguous", ctx.broadcast, np.zeros((4, 4))[:, 1])
+# Context.allreduce(): float64 values reduced over the ranks, in place.
+partial = np.array([rank + 1.0, -rank])
+check(list(ctx.allreduce(partial)) == [world * (world + 1) / 2, -world * (world - 1) / 2],
+      "allreduce sum")
+partial = np.array([float(rank), -float(rank)])
+check(list(ctx.allreduce(partial, op="max")) == [world - 1.0, 0.0], "allreduce max")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "op", ctx.allreduce, partial, op="prod")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "float64", ctx.allreduce, np.zeros(2, np.float32))
 
 # Unit.unsharded(): every parameter in order, padding excluded, whatever the layout: odd sizes
 # (each parameter starts at a multiple of 8 elements in the buffer) and a frozen parameter (the

@@ -20,6 +20,7 @@ DTYPE_AUTO, FLOAT32, FLOAT64, BFLOAT16, FLOAT16 = -1, 0, 1, 2, 3
 STRATEGIES = {"full": 0, "hybrid": 1, "none": 2}
 REDUCTIONS = {"mean": 0, "sum": 1}
 GROUPS = {"world": 0, "shard": 1, "replicate": 2}
+OPS = {"sum": 0, "max": 1, "min": 2}
 OPTIMIZERS = {"sgd": 0, "adamw": 1}
 MEMORY_SPACES = {"host": 0, "cuda": 1}
 TRANSPORTS = {"auto": 0, "mpi": 1, "nccl": 2, "shm": 3, "shm_zero_copy": 4}
@@ -99,6 +100,7 @@ _PROTOTYPES = {
     "fsdp_finalize": [P(c_void_p)],
     "fsdp_group_info": [c_void_p, c_int, P(c_int), P(c_int)],
     "fsdp_broadcast": [c_void_p, c_int, c_int, c_void_p, size_t],
+    "fsdp_allreduce": [c_void_p, c_int, c_int, P(c_double), size_t],
     "fsdp_context_config": [c_void_p, P(c_int), P(c_int), P(c_int)],
     "fsdp_memory_stats": [c_void_p, P(MemoryStats)],
     "fsdp_context_placement": [c_void_p, P(c_int), P(c_int), P(c_int), P(c_int)],

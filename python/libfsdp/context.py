@@ -36,6 +36,20 @@ class Context:
         _check(_lib.fsdp_broadcast(self._handle, g, int(root), values.ctypes.data, values.nbytes))
         return values
 
+    def allreduce(self, values, op="sum", group="world"):
+        """Reduces float64 numpy array `values` (contiguous; the same shape on every rank)
+        element-wise over `group` ("world", "shard" or "replicate"), in place (fsdp_allreduce):
+        op "sum", "max" or "min". Collective; returns `values`."""
+        g = _choice("fsdp_allreduce", "group", _capi.GROUPS, group)
+        o = _choice("fsdp_allreduce", "op", _capi.OPS, op)
+        if (not isinstance(values, np.ndarray) or values.dtype != np.float64
+                or not values.flags.c_contiguous):
+            _refuse("fsdp_allreduce", "values: a C-contiguous float64 numpy array is needed")
+        _check(_lib.fsdp_allreduce(self._handle, g, o,
+                                   values.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+                                   values.size))
+        return values
+
     @property
     def sharding_factor(self):
         f = ctypes.c_int()

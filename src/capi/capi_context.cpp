@@ -179,6 +179,44 @@ fsdp_status_t fsdp_broadcast(fsdp_context_t ctx, fsdp_group_t group, int root, v
   });
 }
 
+fsdp_status_t fsdp_allreduce(fsdp_context_t ctx, fsdp_group_t group, fsdp_reduce_op_t op,
+                             double* data, size_t count) {
+  return guard(__func__, [&] {
+    Context& c = context_from(ctx, "ctx");
+    fsdp::Fingerprint f;
+    f.add(static_cast<uint64_t>(enum_int(group)));
+    f.add(static_cast<uint64_t>(enum_int(op)));
+    f.add(static_cast<uint64_t>(count));
+    const fsdp::CallScope call =
+        c.begin_call(fsdp::capi::context_call("fsdp_allreduce", f.value()));
+    const fsdp::Group* g = nullptr;
+    MPI_Op mpi_op = MPI_SUM;
+    const std::optional<Error> local = fsdp::attempt([&] {
+      g = &group_of(c, enum_int(group));
+      switch (enum_int(op)) {
+        case FSDP_OP_SUM: mpi_op = MPI_SUM; break;
+        case FSDP_OP_MAX: mpi_op = MPI_MAX; break;
+        case FSDP_OP_MIN: mpi_op = MPI_MIN; break;
+        default:
+          fail(Errc::InvalidArgument,
+               "op = " + std::to_string(enum_int(op)) + ": not an fsdp_reduce_op_t");
+      }
+      if (!data && count > 0)
+        fail(Errc::InvalidArgument, "data: NULL for " + std::to_string(count) + " values");
+    });
+    // Over the world group: every rank calls it, whichever group it names.
+    fsdp::agree(c.groups().world(), "fsdp_allreduce arguments (group, op, count)", f.value(),
+                local);
+    c.scheduler().quiesce();                // nothing of ours runs on the progress thread meanwhile
+    for (size_t done = 0; done < count;) {  // MPI counts are ints
+      const int n = static_cast<int>(std::min<size_t>(count - done, size_t{1} << 27));
+      fsdp::mpi_check(MPI_Allreduce(MPI_IN_PLACE, data + done, n, MPI_DOUBLE, mpi_op, g->comm),
+                      "MPI_Allreduce");
+      done += static_cast<size_t>(n);
+    }
+  });
+}
+
 fsdp_status_t fsdp_reset_peak_memory(fsdp_context_t ctx) {
   return guard(__func__, [&] { context_from(ctx, "ctx").accounting().reset_peaks(); });
 }
