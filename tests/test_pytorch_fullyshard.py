@@ -15,7 +15,7 @@ the global batch (the mean of every rank's loss, which is what DDP computes) wit
 - state_dict()/load_state_dict() through plain nn.Modules, full and per rank, from rank 0;
 - the nn.Module's own contract: torch.optim (AdamW, SGD with momentum) over model.parameters()
   against the reference, p.grad None where the reference has none, model.state_dict() and
-  load_state_dict() with full tensors, clip_grad_norm_ over shard parts refused;
+  load_state_dict() with full tensors, clip_grad_norm_ over the parts giving the global norm;
 - requires_grad changed after wrapping: a unit frozen trains like the reference, a parameter
   frozen at wrapping and unfrozen is refused by name;
 - bad input: a clear libfsdp.Error and nothing created or changed.
@@ -257,7 +257,8 @@ def check_user_contract():
                 if p.grad is not None and q.grad is not None:
                     unit, i = parts[id(p)]
                     _, po, n = unit.shard_range(i)
-                    worst = max(worst, float((p.grad - q.grad.reshape(-1)[po:po + n]).abs()
+                    part = p.grad.as_subclass(torch.Tensor)  # this rank's part, explicitly
+                    worst = max(worst, float((part - q.grad.reshape(-1)[po:po + n]).abs()
                                              .max()) if n else 0.0)
             opt.step()
             opt.zero_grad()
@@ -290,12 +291,38 @@ def check_user_contract():
                      lambda: model.load_state_dict(bad), "b.weight", "(3, 3)", "(8, 8)")
         check(all(torch.equal(sharded.state_dict()[k], v) for k, v in loaded.items()),
               "a refused model.load_state_dict() changes nothing")
-        model(xs[rank], 0).backward()
-        expect_error("torch.nn.utils.clip_grad_norm_ over the parts",
-                     lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0),
-                     "ctx.clip_grad_norm", "this rank's part")
+        check_clip(model, ref, other, xs, parts, label)
         opt.zero_grad()
         drop(sharded)
+
+
+def check_clip(model, ref, values, xs, parts, label):
+    """torch.nn.utils.clip_grad_norm_ over model.parameters(): the global norm and the clipped
+    gradients of the unsharded reference (norms 2 and 1, and inf where this PyTorch takes it as a
+    norm: 1.13 takes g.abs().max(), a reduction over the part that is refused)."""
+    ref.load_state_dict(values.state_dict())
+    for norm_type in (2.0, 1.0, float("inf")):
+        model.zero_grad()
+        ref.zero_grad()
+        model(xs[rank], 0).backward()
+        sum(ref(xs[r], 0) for r in range(world)).div(world).backward()
+        clip = lambda m: torch.nn.utils.clip_grad_norm_(m.parameters(), 1e-3, norm_type)
+        if norm_type == float("inf") and not torch.__version__ >= "2":
+            expect_error("1.13's inf clip (a max over the part)", lambda: clip(model),
+                         "max over the gradient")
+            continue
+        got, want = float(clip(model)), float(clip(ref))
+        check(abs(got - want) <= 1e-6 * want, f"{label}: clip_grad_norm_ (norm {norm_type}) "
+              f"gives the global norm ({got} vs the reference's {want})")
+        worst = 0.0
+        for p, q in zip(model.parameters(), ref.parameters()):
+            if p.grad is not None:
+                unit, i = parts[id(p)]
+                _, po, n = unit.shard_range(i)
+                diff = (p.grad - q.grad.reshape(-1)[po:po + n]).abs()
+                worst = max(worst, float(diff.as_subclass(torch.Tensor).max()) if n else 0.0)
+        check(worst <= 1e-9, f"{label}: clipped gradients (norm {norm_type}) are the reference's "
+              f"({worst:.2e})")
 
 
 def check_requires_grad_after_wrap():

@@ -20,9 +20,11 @@ def linears():
 
 
 @contextlib.contextmanager
-def optimizer_and_scaler(impl, model, handle):
-    """(optimizer, scaler) of the side under test, init_scale=2.0 as in FSDP2's test."""
-    if impl.is_fsdp2:
+def optimizer_and_scaler(impl, model, handle, torch_form=False):
+    """(optimizer, scaler) of the side under test, init_scale=2.0 as in FSDP2's test; torch_form:
+    FSDP2's own pair (torch.optim.Adam over model.parameters(), torch.amp.GradScaler) for
+    FullyShard too."""
+    if impl.is_fsdp2 or torch_form:
         yield (torch.optim.Adam(model.parameters(), lr=1e-2),
                torch.amp.GradScaler("cpu", init_scale=2.0, enabled=True))
         return
@@ -37,15 +39,18 @@ def optimizer_and_scaler(impl, model, handle):
 
 def first_grad_shard(impl, opt, handle):
     """This rank's part of the first parameter's gradient (what FSDP2's test reads and writes
-    through opt.param_groups[0]["params"][0].grad._local_tensor)."""
+    through opt.param_groups[0]["params"][0].grad._local_tensor; FullyShard's p.grad is that
+    part)."""
     if impl.is_fsdp2:
         return opt.param_groups[0]["params"][0].grad._local_tensor
+    if isinstance(opt, torch.optim.Optimizer):
+        return opt.param_groups[0]["params"][0].grad.as_subclass(torch.Tensor)
     unit = handle.units[0]
     shard_off, _, length = unit.shard_range(0)
     return torch.from_numpy(unit.shard_grad()[shard_off:shard_off + length])
 
 
-def scaler_step(has_inf, impl, param_dtype=None):
+def scaler_step(has_inf, impl, param_dtype=None, torch_form=False):
     """FSDP2's test: one scaled backward, inf written into rank 1's part of the first gradient
     (has_inf), unscale_, step, update. param_dtype=float16: the same under a
     MixedPrecisionPolicy (the DDP reference computes in float32; FSDP2's float16 tolerances)."""
@@ -55,7 +60,7 @@ def scaler_step(has_inf, impl, param_dtype=None):
     tol = {} if param_dtype is None else {"rtol": 1e-3, "atol": 1e-4}
     handle = impl.shard(model, list(model), **kw)
     x = batch(0, 4, 4)
-    with optimizer_and_scaler(impl, model, handle) as (opt, scaler):
+    with optimizer_and_scaler(impl, model, handle, torch_form) as (opt, scaler):
         loss = model(x).sum()
         scaler.scale(loss).backward()
         inv_scale = 1.0 / scaler.get_scale()
@@ -65,7 +70,7 @@ def scaler_step(has_inf, impl, param_dtype=None):
         initial_grad = grad.clone()
 
         scaler.unscale_(opt)
-        if impl.is_fsdp2:
+        if impl.is_fsdp2 or torch_form:
             found = [bool(f.item()) for f in
                      scaler._per_optimizer_states[id(opt)]["found_inf_per_device"].values()]
             agree(lambda: assert_equal(found, [has_inf] * len(found), "found_inf after unscale_"))
@@ -76,7 +81,7 @@ def scaler_step(has_inf, impl, param_dtype=None):
 
         skipped = scaler.step(opt)
         after = impl.full_state_dict(model)
-        if not impl.is_fsdp2:
+        if not (impl.is_fsdp2 or torch_form):
             agree(lambda: assert_equal(skipped, has_inf, "GradScaler.step skipped"))
         if has_inf:  # parameters the same before and after
             agree(lambda: [assert_close(after[k], before[k], f"{k} after a skipped step")
@@ -118,6 +123,19 @@ def scaler_inf_fp16(impl):
     scaler_step(True, impl, torch.float16)
 
 
+@behaviour("inf on one rank: every rank skips the step, scale backs off (torch.amp.GradScaler "
+           "and torch.optim.Adam over model.parameters())", SOURCE + " (has_inf=True, test_2d=False)")
+def torch_scaler_inf(impl):
+    scaler_step(True, impl, torch_form=True)
+
+
+@behaviour("no inf: unscale_ divides by the scale, step equals DDP's, scale kept "
+           "(torch.amp.GradScaler and torch.optim.Adam over model.parameters())",
+           SOURCE + " (has_inf=False, test_2d=False)")
+def torch_scaler_no_inf(impl):
+    scaler_step(False, impl, torch_form=True)
+
+
 @behaviour("float16 compute, no inf: unscale_ divides by the scale, step equals DDP's, "
            "scale kept", SOURCE + " (has_inf=False, with param_dtype=float16)")
 def scaler_no_inf_fp16(impl):
@@ -126,10 +144,7 @@ def scaler_no_inf_fp16(impl):
 
 @behaviour("torch.amp.GradScaler + torch.optim.Adam(model.parameters()) trains like DDP",
            "test_fully_shard_grad_scaler.py::TestFullyShardGradientScaler::test_gradient_scaler"
-           " (has_inf=False, PyTorch's scaler on the sharded model)",
-           known="p.grad is this rank's part of the gradient: torch.amp.GradScaler's inf check "
-                 "would be this rank's alone (ranks could skip different steps), so FullyShard "
-                 "raises libfsdp.Error naming libfsdp.GradScaler, which agrees over the ranks")
+           " (has_inf=False, PyTorch's scaler on the sharded model)")
 def torch_scaler(impl):
     model = linears()
     ref = copy.deepcopy(model)

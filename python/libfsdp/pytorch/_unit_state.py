@@ -186,6 +186,7 @@ class UnitState:
                 shard_off, _, length = self.unit.shard_range(i)
                 view = grad[shard_off:shard_off + length].as_subclass(GradShard)
                 view.where = f"parameter \"{self.params[i][0]}\" of module '{self.where}'"
+                view.ctx = self.unit.context  # whose groups its norms are summed over
                 self.grad_views[i] = view
         return self.grad_views
 
