@@ -52,7 +52,7 @@ module fsdp
   public :: fsdp_unit_destroy, fsdp_unshard, fsdp_reshard, fsdp_reduce_grads, fsdp_zero_grads, &
             fsdp_param_shard_range, fsdp_unit_numel, fsdp_unit_info, fsdp_unit_precision, &
             fsdp_param_numel, fsdp_unit_zero_copy, fsdp_gather_params, fsdp_broadcast, &
-            fsdp_allreduce
+            fsdp_allreduce, fsdp_unit_set_grad_sync, fsdp_unit_grad_sync
   public :: fsdp_unshard_async, fsdp_reduce_grads_async, fsdp_wait, fsdp_test, fsdp_unit_wait, &
             fsdp_context_async, fsdp_set_prefetch, fsdp_begin_forward, fsdp_begin_backward
   public :: fsdp_optimizer_destroy, fsdp_optimizer_get_hyperparams, &

@@ -190,6 +190,20 @@ module fsdp_c
       integer(c_size_t), value :: bytes
       integer(c_int) :: st
     end function
+    ! Since 0.9: gradient sync for one unit; whether its reduce communicates now.
+    function fsdp_unit_set_grad_sync(unit, enabled) result(st) &
+        bind(C, name='fsdp_unit_set_grad_sync')
+      import :: c_int, fsdp_unit_t
+      type(fsdp_unit_t), value :: unit
+      integer(c_int), value :: enabled
+      integer(c_int) :: st
+    end function
+    function fsdp_unit_grad_sync(unit, enabled) result(st) bind(C, name='fsdp_unit_grad_sync')
+      import :: c_int, fsdp_unit_t
+      type(fsdp_unit_t), value :: unit
+      integer(c_int), intent(out) :: enabled
+      integer(c_int) :: st
+    end function
     ! Since 0.9: `count` doubles at `data` (c_loc of an array) reduced in place over `group`.
     function fsdp_allreduce(ctx, group, op, data, count) result(st) &
         bind(C, name='fsdp_allreduce')

@@ -568,6 +568,25 @@ FSDP_EXPORT fsdp_status_t fsdp_reset_peak_memory(fsdp_context_t ctx);
  * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_set_grad_sync(fsdp_context_t ctx, int enabled);
 
+/** Since 0.9: gradient sync for one unit (FSDP2's per-module set_requires_gradient_sync). The
+ *  unit communicates in fsdp_reduce_grads when both this and the context's setting
+ *  (fsdp_set_grad_sync) are on; off, it accumulates locally as under fsdp_set_grad_sync(ctx, 0)
+ *  while the other units keep communicating. Local; every rank must switch the same units at
+ *  the same point of its loop. Default: on.
+ *  @param[in] unit the unit
+ *  @param[in] enabled 1: communicate, 0: accumulate locally
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (not 0/1); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_unit_set_grad_sync(fsdp_unit_t unit, int enabled);
+
+/** Since 0.9: whether fsdp_reduce_grads of this unit communicates now: its own setting
+ *  (fsdp_unit_set_grad_sync) and the context's (fsdp_set_grad_sync) both on. Local.
+ *  @param[in] unit the unit
+ *  @param[out] enabled 1 or 0
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (enabled NULL); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_unit_grad_sync(fsdp_unit_t unit, int* enabled);
+
 /* ------------------------------------------------------------------------------------------------
  * Units (flat parameters)
  * --------------------------------------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* Gradient accumulation, both kinds, against a non-sharded reference: with communication
  * (reduce every micro-batch, accumulated in the gradient shard) and without (gradient sync off:
- * the full gradient is kept and added to, and only the last micro-batch communicates). Integer
+ * the full gradient is kept and added to, and only the last micro-batch communicates), for the
+ * whole context and for one unit beside another that communicates. Integer
  * gradients make every sum exact, so both must equal the reference bit for bit. While sync is
  * off, reduce_grads keeps the full gradient (it is local). */
 #include <math.h>
@@ -151,6 +152,35 @@ int main(int argc, char** argv) {
       CHECK_MSG(m.full_grad_bytes == 0, "the synchronizing reduce releases it");
   }
   CHECK_MSG(mismatches(ctx, b, 0) == 0, "accumulation without communication (no_sync)");
+
+  /* Per unit (fsdp_unit_set_grad_sync, FSDP2's per-module switch): c accumulates locally for
+   * all but the last micro-batch while d, beside it, communicates every one. */
+  fsdp_unit_t c = make_unit(ctx), d = make_unit(ctx);
+  int on = -1;
+  for (int k = 0; k < MICRO; ++k) {
+    CHECK_OK(fsdp_unit_set_grad_sync(c, k == MICRO - 1));
+    CHECK_OK(fsdp_unit_grad_sync(c, &on));
+    CHECK_MSG(on == (k == MICRO - 1), "fsdp_unit_grad_sync: the unit's own setting");
+    CHECK_OK(fsdp_unit_grad_sync(d, &on));
+    CHECK_MSG(on == 1, "fsdp_unit_grad_sync: another unit keeps communicating");
+    add_grad(c, k);
+    add_grad(d, k);
+    CHECK_OK(fsdp_reduce_grads(c));
+    CHECK_OK(fsdp_reduce_grads(d));
+  }
+  CHECK_MSG(mismatches(ctx, c, 0) == 0, "per-unit sync off: accumulated without communication");
+  CHECK_MSG(mismatches(ctx, d, 1) == 0, "the other unit: reduced every micro-batch");
+  CHECK_OK(fsdp_set_grad_sync(ctx, 0));
+  CHECK_OK(fsdp_unit_grad_sync(d, &on));
+  CHECK_MSG(on == 0, "fsdp_unit_grad_sync: off while the context's is off");
+  CHECK_OK(fsdp_set_grad_sync(ctx, 1));
+  CHECK_FAILS(fsdp_unit_set_grad_sync(c, 2), FSDP_ERR_INVALID_ARGUMENT, "enabled");
+  CHECK_FAILS(fsdp_unit_set_grad_sync(NULL, 1), FSDP_ERR_INVALID_HANDLE, "unit");
+  CHECK_FAILS(fsdp_unit_grad_sync(c, NULL), FSDP_ERR_INVALID_ARGUMENT, "enabled");
+  CHECK_OK(fsdp_unit_grad_sync(c, &on));
+  CHECK_MSG(on == 1, "a refused switch changes nothing");
+  CHECK_OK(fsdp_unit_destroy(&c));
+  CHECK_OK(fsdp_unit_destroy(&d));
 
   CHECK_FAILS(fsdp_set_grad_sync(ctx, 2), FSDP_ERR_INVALID_ARGUMENT, "enabled");
   CHECK_FAILS(fsdp_set_grad_sync(NULL, 1), FSDP_ERR_INVALID_HANDLE, "ctx");

@@ -66,6 +66,16 @@ partial = np.array([float(rank), -float(rank)])
 check(list(ctx.allreduce(partial, op="max")) == [world - 1.0, 0.0], "allreduce max")
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "op", ctx.allreduce, partial, op="prod")
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "float64", ctx.allreduce, np.zeros(2, np.float32))
+# Unit.set_grad_sync / grad_sync: one unit's switch, and the context's beside it.
+sync_unit = ctx.unit([("s.w", w0)], name="sync")
+sync_unit.set_grad_sync(False)
+check(not sync_unit.grad_sync, "set_grad_sync(False): the unit does not communicate")
+sync_unit.set_grad_sync(True)
+ctx.set_grad_sync(False)
+check(not sync_unit.grad_sync, "the context's no_sync switches every unit off")
+ctx.set_grad_sync(True)
+check(sync_unit.grad_sync, "both on: it communicates")
+sync_unit.destroy()
 
 # Unit.unsharded(): every parameter in order, padding excluded, whatever the layout: odd sizes
 # (each parameter starts at a multiple of 8 elements in the buffer) and a frozen parameter (the

@@ -101,6 +101,8 @@ _PROTOTYPES = {
     "fsdp_group_info": [c_void_p, c_int, P(c_int), P(c_int)],
     "fsdp_broadcast": [c_void_p, c_int, c_int, c_void_p, size_t],
     "fsdp_allreduce": [c_void_p, c_int, c_int, P(c_double), size_t],
+    "fsdp_unit_set_grad_sync": [c_void_p, c_int],
+    "fsdp_unit_grad_sync": [c_void_p, P(c_int)],
     "fsdp_context_config": [c_void_p, P(c_int), P(c_int), P(c_int)],
     "fsdp_memory_stats": [c_void_p, P(MemoryStats)],
     "fsdp_context_placement": [c_void_p, P(c_int), P(c_int), P(c_int), P(c_int)],

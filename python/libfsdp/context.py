@@ -16,7 +16,6 @@ class Context:
     def __init__(self, handle):
         self._handle = handle
         self.units = []
-        self.grad_sync = True  # as last set through set_grad_sync (the library's default: on)
 
     # ---- groups and state --------------------------------------------------------------------
     def group(self, which="world"):
@@ -85,7 +84,6 @@ class Context:
 
     def set_grad_sync(self, enabled):
         _check(_lib.fsdp_set_grad_sync(self._handle, 1 if enabled else 0))
-        self.grad_sync = bool(enabled)
 
     def set_prefetch(self, forward, backward):
         _check(_lib.fsdp_set_prefetch(self._handle, 1 if forward else 0, 1 if backward else 0))

@@ -131,6 +131,18 @@ class Unit:
     def wait(self):
         _check(_lib.fsdp_unit_wait(self._handle))
 
+    def set_grad_sync(self, enabled):
+        """Gradient sync for this unit alone (fsdp_unit_set_grad_sync); local."""
+        _check(_lib.fsdp_unit_set_grad_sync(self._handle, 1 if enabled else 0))
+
+    @property
+    def grad_sync(self):
+        """Whether reduce_grads communicates now: this unit's and the context's setting both on
+        (fsdp_unit_grad_sync)."""
+        on = ctypes.c_int()
+        _check(_lib.fsdp_unit_grad_sync(self._handle, ctypes.byref(on)))
+        return bool(on.value)
+
     def zero_grads(self):
         _check(_lib.fsdp_zero_grads(self._handle))
 

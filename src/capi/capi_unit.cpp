@@ -255,6 +255,24 @@ fsdp_status_t fsdp_unit_precision(fsdp_unit_t unit, fsdp_dtype_t* storage,
   });
 }
 
+fsdp_status_t fsdp_unit_set_grad_sync(fsdp_unit_t unit, int enabled) {
+  return guard(__func__, [&] {
+    Unit& u = unit_from(unit, "unit");
+    if (enabled != 0 && enabled != 1)
+      fail(Errc::InvalidArgument, "enabled = " + std::to_string(enabled) + ": must be 0 or 1");
+    u.context().scheduler().quiesce();  // a reduce in flight was started under the old setting
+    u.set_grad_sync(enabled != 0);
+  });
+}
+
+fsdp_status_t fsdp_unit_grad_sync(fsdp_unit_t unit, int* enabled) {
+  return guard(__func__, [&] {
+    const Unit& u = unit_from(unit, "unit");
+    if (!enabled) fail(Errc::InvalidArgument, "enabled: NULL output pointer");
+    *enabled = u.grad_sync() ? 1 : 0;
+  });
+}
+
 fsdp_status_t fsdp_unit_zero_copy(fsdp_unit_t unit, int* zero_copy) {
   return guard(__func__, [&] {
     const Unit& u = unit_from(unit, "unit");

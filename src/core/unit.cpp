@@ -346,7 +346,7 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   // the unit tracks one operation at a time. A local wait: no collective decision changes.
   if (pending_ != Pending::None) complete_pending();
   if (std::optional<Error> refusal = reduce_refusal()) throw *refusal;
-  if (!ctx_.grad_sync()) {  // no_sync: kept for the next micro-batch to add to
+  if (!grad_sync()) {  // no_sync: kept for the next micro-batch to add to
     if (accumulates_wider()) fold_into_accumulated();
     return nullptr;
   }
@@ -404,6 +404,10 @@ void Unit::reduce_into(void* full, DType r, void* out, Store store) {
     ctx_.transport().all_reduce(partial, n, r, groups.replicate());
     ctx_.memory().scaled(out, st, partial, r, n, divisor, store);
   }
+}
+
+bool Unit::grad_sync() const {
+  return own_grad_sync_ && ctx_.grad_sync();
 }
 
 void Unit::zero_grads() {

@@ -75,6 +75,10 @@ class Unit {
   // Whether the shard lives in the node's unsharded copy (see above).
   bool zero_copy() const { return unsharded_.in_place(); }
   bool has_pending_grad() const { return static_cast<bool>(full_grad_); }
+  // Gradient sync for this unit alone (FSDP2's per-module set_requires_gradient_sync); it
+  // communicates when both this and the context's setting (fsdp_set_grad_sync) are on.
+  void set_grad_sync(bool on) { own_grad_sync_ = on; }
+  bool grad_sync() const;
   // Ties this unit uses (alias index = num_params() + position), and units tied to this one.
   const std::vector<Tie>& ties() const { return ties_; }
   void add_tie(Tie t) { ties_.push_back(std::move(t)); }
@@ -187,6 +191,7 @@ class Unit {
   bool prefetched_ = false;            // see prefetched()
   bool gathered_by_prefetch_ = false;  // the pending all-gather was a prefetch's
   bool grad_written_ = false;          // see grad_unreduced()
+  bool own_grad_sync_ = true;          // see grad_sync()
   int users_ = 0;
   std::vector<Tie> ties_;
   std::vector<uint64_t> tied_users_;

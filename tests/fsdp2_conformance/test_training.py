@@ -239,10 +239,15 @@ def gradient_accumulation_lib(impl):
     gradient_accumulation(impl, lib=True, mode="all")
 
 
+@behaviour("gradient accumulation without sync on some modules only, Adam over "
+           "model.parameters()",
+           "test_fully_shard_training.py::TestFullyShardGradientAccumulation::test_gradient_accumulation")
+def gradient_accumulation_some_modules_torch(impl):
+    gradient_accumulation(impl, lib=False, mode="some_mlps")
+
+
 @behaviour(f"gradient accumulation without sync on some modules only, {LIB_OPTIM}",
-           "test_fully_shard_training.py::TestFullyShardGradientAccumulation::test_gradient_accumulation",
-           known="no per-module set_requires_gradient_sync: FullyShard's no_sync() switches "
-                 "the whole context")
+           "test_fully_shard_training.py::TestFullyShardGradientAccumulation::test_gradient_accumulation")
 def gradient_accumulation_some_modules(impl):
     gradient_accumulation(impl, lib=True, mode="some_mlps")
 

@@ -114,7 +114,7 @@ class Hooks:
                 return None
             if not state.gathered:
                 self._gather(state)
-            state.take_user_grads(self.ctx.grad_sync)
+            state.take_user_grads()
             state.give_grad_buffers()
             state.begin_backward()
             return None
@@ -148,7 +148,7 @@ class Hooks:
                 # wrapping) is not reduced: requires_grad is the same on every rank.
                 if active:
                     if state.phase is Phase.IDLE:  # no gradient at all: zeros
-                        state.take_user_grads(self.ctx.grad_sync)
+                        state.take_user_grads()
                         for i, _ in active:
                             state.unit.grad(i)
                     self._requests.append(state.unit.reduce_grads_async())
@@ -156,7 +156,7 @@ class Hooks:
             for r in requests:
                 r.wait()
             for state in self.states:
-                state.show_grads(self.ctx.grad_sync, self.find_unused_parameters)
+                state.show_grads(self.find_unused_parameters)
         finally:
             self._in_backward = False
             for state in self.states:

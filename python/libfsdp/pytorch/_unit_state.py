@@ -150,18 +150,19 @@ class UnitState:
             _check(_lib.fsdp_grad_data(self.unit._handle, i, ctypes.byref(ptr)))
             p.grad = torch_view(ptr.value, self.unit.param_dtype, self.unit.shapes[i])
 
-    def take_user_grads(self, grad_sync):
+    def take_user_grads(self):
         """Before a backward touches the unit: p.grad as the user left it becomes what the
         reduction adds to, as autograd accumulates into p.grad. None (zero_grad()) zeroes that
         parameter's part of the gradient shard; the shard view itself (also after an in-place
         zero_grad(set_to_none=False)) is used as it is; another tensor of its shape is copied in.
-        Without grad_sync (no_sync) the shard is not touched: p.grad is only put back after
-        backward. A frozen unit's p.grad stays as it is."""
+        Without gradient sync for the unit (no_sync, or its own switch off) the shard is not
+        touched: p.grad is only put back after backward. A frozen unit's p.grad stays as it
+        is."""
         active = self.active()
         if self.user_grads is not None or not active:
             return
         self.user_grads = {i: p.grad for i, p in active}
-        if not grad_sync:
+        if not self.unit.grad_sync:  # asked of the library: the context's and the unit's
             return
         views = self.gradient_views()
         for i, g in self.user_grads.items():
@@ -190,14 +191,14 @@ class UnitState:
                 self.grad_views[i] = view
         return self.grad_views
 
-    def show_grads(self, grad_sync, every_parameter):
+    def show_grads(self, every_parameter):
         """After backward: each active parameter's p.grad is its part of the gradient shard, or
         None if it has had no gradient since the user last set p.grad to None (PyTorch's rule:
-        torch.optim then skips it; every_parameter: all count as having one). Without grad_sync,
-        p.grad goes back to what it was."""
+        torch.optim then skips it; every_parameter: all count as having one). Without gradient
+        sync for the unit, p.grad goes back to what it was."""
         if self.user_grads is None:
             return
-        if not grad_sync:
+        if not self.unit.grad_sync:
             for i, g in self.user_grads.items():
                 self.params[i][1].grad = g
             return

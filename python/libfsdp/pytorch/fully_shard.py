@@ -1,7 +1,11 @@
 """libfsdp.pytorch.FullyShard: the API, and its construction (plan, materialize, create the
 units, then take the parameters over and hook the model)."""
+import functools
+
 import numpy as np
 import torch
+
+from .. import _refuse
 
 from . import _materialize, _plan
 from ._compat import register_pre_hook, register_state_dict_hooks
@@ -79,6 +83,11 @@ class FullyShard(Hooks, StateDicts):
             state.module.register_forward_hook(self._post_forward_hook(state))
         self.root_state = (self.states[-1] if self.states and self.states[-1].module is root
                            else None)
+        for state in self.states:  # FSDP2's spelling: module.set_requires_gradient_sync(...)
+            state.module.set_requires_gradient_sync = functools.partial(
+                self.set_requires_gradient_sync, module=state.module)
+        root.set_requires_gradient_sync = functools.partial(self.set_requires_gradient_sync,
+                                                            module=root)
         self._wrap_root_forward()
         ctx.set_prefetch(prefetch, prefetch)
 
@@ -93,6 +102,22 @@ class FullyShard(Hooks, StateDicts):
         this rank's part. Local."""
         return sum(int(np.prod(state.unit.shapes[i], dtype=np.int64))
                    for state in self.states for i in range(len(state.params)))
+
+    def set_requires_gradient_sync(self, requires_gradient_sync, module=None, recurse=True):
+        """FSDP2's set_requires_gradient_sync: False makes backward accumulate the gradients of
+        `module`'s unit (and, with recurse, of every unit under it; module None: the root, so
+        all) locally, as no_sync() does for all; True communicates them again, their sum at the
+        next backward (fsdp_unit_set_grad_sync). Also reachable as
+        module.set_requires_gradient_sync(flag, recurse=True) on each listed module and the
+        root. Local; every rank switches the same units."""
+        module = self.root if module is None else module
+        if not isinstance(requires_gradient_sync, bool):
+            _refuse("FullyShard.set_requires_gradient_sync", "requires_gradient_sync: True or "
+                    f"False, got {requires_gradient_sync!r}")
+        inside = {id(m) for m in module.modules()} if recurse else {id(module)}
+        for state in self.states:
+            if id(state.module) in inside:
+                state.unit.set_grad_sync(requires_gradient_sync)
 
     def __call__(self, *args, **kwargs):
         return self.root(*args, **kwargs)
