@@ -5,7 +5,7 @@ the global batch (the mean of every rank's loss, which is what DDP computes) wit
   block, then the root): float32 losses within 1e-5 relative over 20 steps and final parameters
   alike; bfloat16 compute (float32 masters) within 2% of a bfloat16 reference at every step;
 - float16 compute with libfsdp.GradScaler (where this PyTorch multiplies float16 on the CPU);
-- parameters without gradient: a branch no rank takes reduces as zero, ranks taking different
+- parameters without gradient: a branch no rank takes is left alone, ranks taking different
   branches with find_unused_parameters=True match the reference; no_sync() accumulation; a
   frozen parameter left as it was;
 - prefetch as a hint: a chunked loss, a state_dict() between backward and step, an evaluation pass

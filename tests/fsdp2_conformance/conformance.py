@@ -214,9 +214,10 @@ def full_grads(impl, model):
 # ---- Optimizers: torch.optim over model.parameters(), as FSDP2's tests, or libfsdp's ----------
 LIB_OPTIM = "libfsdp optimizer: ctx.optimizer over handle.units for FullyShard"
 
-NO_GRAD_STEP = ("a parameter left without gradient (p.grad None after "
-                "zero_grad(set_to_none=True)) is skipped by torch.optim, but libfsdp's optimizer "
-                "reduces it as zero and steps it, so Adam's momentum keeps moving it")
+NO_GRAD_STEP = ("a parameter left without gradient in a unit whose other parameters got one "
+                "(p.grad None after zero_grad(set_to_none=True)) is skipped by torch.optim, but "
+                "libfsdp's optimizer steps the whole unit, so Adam's momentum keeps moving it "
+                "(a unit with no gradient at all is skipped)")
 
 
 def make_optim(impl, model, sharded, lib=False, lr=1e-2):

@@ -10,7 +10,7 @@ import copy
 
 from conformance import (
     allreduce_grads, assert_close, batch, behaviour, both_optimizers, check_sharded_parity,
-    destroy, FsdpMLP, LIB_OPTIM, make_optim, nn, NO_GRAD_STEP, parity_step, rank,
+    destroy, FsdpMLP, LIB_OPTIM, make_optim, nn, parity_step, rank,
     run, torch, zero_grad)
 from torch.utils.checkpoint import checkpoint  # after conformance: it skips without PyTorch
 
@@ -136,7 +136,7 @@ both_optimizers(
     "non-root forward-backward",
     "test_fully_shard_training.py::"
     "TestFullyShard1DTrainingCore::test_non_root_forward_backward",
-    lib_known=NO_GRAD_STEP)(non_root_forward_backward)
+    )(non_root_forward_backward)
 
 
 # ---- test_multi_forward_module ----------------------------------------------------------------

@@ -24,8 +24,9 @@ in the buffer and found again after the unit is unsharded for backward. Before a
 its parameters' .grad are the library's full-gradient buffers, so autograd accumulates into them
 (what p.grad held is first taken into the gradient shard); when every gradient is in, the unit is
 resharded and its reduction starts. At the end of backward (an autograd callback) units left over
-are reduced in unit order (a parameter that got no gradient reduces as zero), every reduction is
-waited for, and p.grad shows the gradient shards.
+are reduced in unit order (a parameter that got no gradient reduces as zero; a unit that got none
+at all is not reduced, but under find_unused_parameters), every reduction is waited for, and
+p.grad shows the gradient shards.
 
 Mixed precision (`MixedPrecisionPolicy`, FSDP2's fields): shards and optimizer state stay float32,
 unshard casts to param_dtype, gradients reduce in reduce_dtype (default: param_dtype). Parameters

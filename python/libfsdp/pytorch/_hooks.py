@@ -144,10 +144,15 @@ class Hooks:
                     p.grad = None
                 if state.gathered:
                     self._reshard(state)
-                # A unit none of whose parameters requires a gradient now (frozen, also after
-                # wrapping) is not reduced: requires_grad is the same on every rank.
-                if active:
-                    if state.phase is Phase.IDLE:  # no gradient at all: zeros
+                # Not reduced: a unit none of whose parameters requires a gradient now (frozen,
+                # also after wrapping; requires_grad is the same on every rank), and one whose
+                # output never reached the loss (no gradient at all: its p.grad and gradient shard
+                # stay as they were, as PyTorch leaves such parameters; without
+                # find_unused_parameters every rank runs the same units' backward). Under
+                # find_unused_parameters a unit this rank did not use reduces zeros, since
+                # another rank may have used it.
+                if active and (state.phase is not Phase.IDLE or self.find_unused_parameters):
+                    if state.phase is Phase.IDLE:  # no gradient here: zeros
                         state.take_user_grads()
                         for i, _ in active:
                             state.unit.grad(i)
