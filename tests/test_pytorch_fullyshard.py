@@ -16,6 +16,8 @@ the global batch (the mean of every rank's loss, which is what DDP computes) wit
 - the nn.Module's own contract: torch.optim (AdamW, SGD with momentum) over model.parameters()
   against the reference, p.grad None where the reference has none, model.state_dict() and
   load_state_dict() with full tensors, clip_grad_norm_ over the parts giving the global norm;
+- reset_parameters() after to_empty() (FSDP2's meta flow after wrapping), parameters replaced
+  through p.data taken into the shard or refused;
 - requires_grad changed after wrapping: a unit frozen trains like the reference, a parameter
   frozen at wrapping and unfrozen is refused by name;
 - bad input: a clear libfsdp.Error and nothing created or changed.
@@ -364,6 +366,37 @@ def check_requires_grad_after_wrap():
     drop(sharded)
 
 
+def check_reinitialize():
+    """FSDP2's to_empty() + reset_parameters() after wrapping, as FullyShard.reset_parameters():
+    the values an unsharded model gets from the same seed; a parameter whose storage the user
+    replaced between uses (to_empty, p.data = ...) is taken into the shard, one of the wrong
+    shape refused by name."""
+    model = Branchy()
+    sharded = FullyShard(ctx, model, [model.a, model.b, model.never])
+    model.to_empty(device="cpu")  # each part replaced by an uninitialized tensor of its shape
+    torch.manual_seed(5)
+    sharded.reset_parameters()
+    ref = Branchy()
+    torch.manual_seed(5)
+    for m in (ref.a, ref.b, ref.never, ref.out):  # the units' order
+        m.reset_parameters()
+    got = sharded.state_dict()
+    check(all(torch.equal(got[k], v) for k, v in ref.state_dict().items()),
+          "reset_parameters() after to_empty(): the unsharded model's values from the seed")
+    with torch.no_grad():
+        model.a.weight.data = torch.full_like(model.a.weight, 3.0)
+    model(torch.randn(4, 8), 0).backward()
+    check(bool((sharded.state_dict()["a.weight"] == 3.0).all()),
+          "a part replaced through p.data reaches the shard")
+    before = sharded.state_dict()
+    model.a.bias.data = torch.zeros(3, 3)  # no part is 2-D: refused on every rank alike
+    expect_error("a part replaced by a tensor of another shape",
+                 lambda: model(torch.randn(4, 8), 0), "a.bias", "(3, 3)")
+    check(all(torch.equal(sharded.state_dict()[k], v) for k, v in before.items()),
+          "a refused replacement changes nothing")
+    drop(sharded)
+
+
 def check_unused(find_unused):
     """Rank r's loss takes branch r % 2 (find_unused) or every rank's branch 0; `never` is never
     used."""
@@ -648,6 +681,7 @@ check_frozen()
 check_no_sync()
 check_user_contract()
 check_requires_grad_after_wrap()
+check_reinitialize()
 for pattern in ("chunked loss", "state dict between backward and step", "evaluation pass"):
     check_prefetch_hint(pattern)
 check_low_precision_model()

@@ -82,7 +82,8 @@ class Hooks:
 
     def _pre_forward_hook(self, state):
         def hook(module, args, kwargs):
-            state.check_requires_grad()
+            if not state.gathered:
+                state.check_parameters()
             if not state.gathered:  # also in backward: recomputation (activation checkpointing)
                 self._gather(state)
             return self._cast_inputs(state.policy, state.dtype, args, kwargs)

@@ -101,15 +101,34 @@ class UnitState:
         return [(i, p) for i, (_, p) in enumerate(self.params)
                 if i in self.trainable and p.requires_grad]
 
-    def check_requires_grad(self):
-        """A parameter frozen at wrapping has no gradient memory in the unit: unfreezing it after
-        wrapping is refused (libfsdp.Error naming it) rather than training it wrongly."""
+    def check_parameters(self):
+        """Before the unit is gathered: what the user did to its parameters between uses. A
+        parameter frozen at wrapping has no gradient memory in the unit: unfreezing it is
+        refused (libfsdp.Error naming it) rather than training it wrongly. A parameter whose
+        storage was replaced by a tensor of its part's shape (module.to_empty(), p.data = ...)
+        is taken into the shard; of another shape, refused."""
         for i, (name, p) in enumerate(self.params):
             if p.requires_grad and i not in self.trainable:
                 _refuse("FullyShard", f"parameter \"{name}\" of module '{self.where}': "
                         "requires_grad was set after FullyShard wrapped it frozen, and its unit "
                         "holds no gradient for it; set requires_grad before FullyShard (freezing "
                         "after wrapping is supported)")
+        for i, (name, p) in enumerate(self.params):
+            view = self.shard_views[i]
+            if p.data.shape == view.shape and (not view.numel()
+                                               or p.data.data_ptr() == view.data_ptr()):
+                continue
+            if p.data.shape != view.shape:
+                _refuse("FullyShard", f"parameter \"{name}\" of module '{self.where}': "
+                        f"replaced by a tensor of shape {tuple(p.data.shape)}, but between uses "
+                        f"it is this rank's part of its shard, of shape {tuple(view.shape)} (load "
+                        "full values with model.load_state_dict())")
+        for i, (_, p) in enumerate(self.params):  # every one checked: now take them over
+            view = self.shard_views[i]
+            if view.numel() and p.data.data_ptr() != view.data_ptr():
+                with torch.no_grad():
+                    view.copy_(p.data)
+                p.data = view
 
     def gather(self):
         """Unshards the unit and points its parameters at the unsharded buffer (no copy)."""

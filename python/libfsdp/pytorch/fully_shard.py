@@ -119,6 +119,55 @@ class FullyShard(Hooks, StateDicts):
             if id(state.module) in inside:
                 state.unit.set_grad_sync(requires_gradient_sync)
 
+    def reset_parameters(self, param_init_fn=None, sync_module_states=True):
+        """Initializes every parameter again after wrapping (FSDP2's to_empty() then
+        reset_parameters() on the modules): one unit at a time, each module holding one of its
+        parameters gets full-size tensors, runs param_init_fn(module) or its reset_parameters(),
+        and this rank's part goes into the shard. sync_module_states: rank 0's values on every
+        rank (collective). Every module is checked first: one without reset_parameters() (and no
+        param_init_fn) is refused by name and nothing changes."""
+        call = "FullyShard.reset_parameters"
+        self._check_sharded(call)
+        if param_init_fn is not None and not callable(param_init_fn):
+            _refuse(call, "param_init_fn: a callable taking a module is needed")
+        place = {id(p): (state, i) for state in self.states
+                 for i, (_, p) in enumerate(state.params)}
+        plans = []
+        for state in self.states:
+            owners = []
+            for _, p in state.params:
+                for m, _ in _plan.holders(self.root, p):
+                    if m not in owners:
+                        owners.append(m)
+            for m in owners:
+                if param_init_fn is None and not hasattr(m, "reset_parameters"):
+                    _refuse(call, f"module '{state.where}': {type(m).__name__} holds a parameter "
+                            "and has no reset_parameters(); pass param_init_fn")
+            plans.append(owners)
+        for state, owners in zip(self.states, plans):
+            mine = {id(q): q for m in owners for q in m._parameters.values()
+                    if q is not None and id(q) in place}
+            for q in mine.values():  # full-size tensors while the modules initialize them
+                st, i = place[id(q)]
+                q.data = torch.empty(st.unit.shapes[i], dtype=st.shard_views[i].dtype)
+            try:
+                with torch.no_grad():
+                    for m in owners:
+                        (param_init_fn or (lambda mod: mod.reset_parameters()))(m)
+            except BaseException:  # the shards keep their values; the parameters view them
+                for q in mine.values():
+                    st, i = place[id(q)]
+                    q.data = st.shard_views[i]
+                raise
+            with torch.no_grad():
+                for q in mine.values():
+                    st, i = place[id(q)]
+                    if sync_module_states:
+                        _materialize.broadcast_from_rank0(self.ctx, q.data)
+                    _, param_off, length = st.unit.shard_range(i)
+                    st.shard_views[i].copy_(q.data.reshape(-1)[param_off:param_off + length])
+                    q.data = st.shard_views[i]
+
     def __call__(self, *args, **kwargs):
         return self.root(*args, **kwargs)
 
