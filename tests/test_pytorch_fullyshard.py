@@ -16,6 +16,8 @@ the global batch (the mean of every rank's loss, which is what DDP computes) wit
 - the nn.Module's own contract: torch.optim (AdamW, SGD with momentum) over model.parameters()
   against the reference, p.grad None where the reference has none, model.state_dict() and
   load_state_dict() with full tensors, clip_grad_norm_ over the parts giving the global norm;
+- register_fsdp_forward_method (forward_features alone, against the reference), unshard() and
+  reshard();
 - reset_parameters() after to_empty() (FSDP2's meta flow after wrapping), parameters replaced
   through p.data taken into the shard or refused;
 - requires_grad changed after wrapping: a unit frozen trains like the reference, a parameter
@@ -397,6 +399,64 @@ def check_reinitialize():
     drop(sharded)
 
 
+class Features(nn.Module):
+    """A model whose features are also asked for on their own (vit.forward_features)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.embed, self.block, self.head = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 1)
+
+    def forward_features(self, x):
+        return self.block(torch.relu(self.embed(x)))
+
+    def forward(self, x):
+        return self.head(self.forward_features(x))
+
+
+def check_forward_method():
+    """register_fsdp_forward_method: the root's forward_features called alone gathers the root's
+    unit, keeps saved parameters for backward and reshards, matching the unsharded model's
+    gradients; unshard()/reshard() gather and release explicitly; bad input refused."""
+    from libfsdp.pytorch import register_fsdp_forward_method
+    model, ref = Features(), Features()
+    sharded = FullyShard(ctx, model, [model.block])
+    register_fsdp_forward_method(model, "forward_features")
+    parts = {id(p): (state.unit, i) for state in sharded.states
+             for i, (_, p) in enumerate(state.params)}
+    xs = [torch.randn(4, 8, generator=torch.Generator().manual_seed(700 + r))
+          for r in range(world)]
+    model.forward_features(xs[rank]).square().mean().backward()
+    sum(ref.forward_features(x).square().mean() for x in xs).div(world).backward()
+    worst = 0.0
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        if name.startswith("head"):
+            check(p.grad is None, "forward_features alone: the head gets no gradient")
+            continue
+        unit, i = parts[id(p)]
+        _, po, n = unit.shard_range(i)
+        if n:
+            worst = max(worst, float((p.grad.as_subclass(torch.Tensor)
+                                      - q.grad.reshape(-1)[po:po + n]).abs().max()))
+    check(worst <= 1e-6, f"forward_features alone: gradients match the reference ({worst:.2e})")
+    check(not sharded._gathered, "forward_features alone: every unit resharded after backward")
+    sharded.unshard()
+    check(all(tuple(p.shape) == tuple(q.shape) for p, q in zip(model.parameters(),
+                                                                  ref.parameters())),
+          "unshard(): full parameters")
+    model.block.reshard()
+    check(model.block.weight.dim() == 1 and model.embed.weight.dim() == 2,
+          "module.reshard(): that unit's parameters are parts again, the others still full")
+    sharded.reshard()
+    check(not sharded._gathered, "reshard(): every unit released")
+    expect_error("a method of a module FullyShard did not wrap",
+                 lambda: register_fsdp_forward_method(nn.Linear(2, 2), "forward"),
+                 "not a module FullyShard wrapped")
+    expect_error("a method that does not exist",
+                 lambda: register_fsdp_forward_method(model, "nope"), "'nope'")
+    drop(sharded)
+
+
 def check_unused(find_unused):
     """Rank r's loss takes branch r % 2 (find_unused) or every rank's branch 0; `never` is never
     used."""
@@ -682,6 +742,7 @@ check_no_sync()
 check_user_contract()
 check_requires_grad_after_wrap()
 check_reinitialize()
+check_forward_method()
 for pattern in ("chunked loss", "state dict between backward and step", "evaluation pass"):
     check_prefetch_hint(pattern)
 check_low_precision_model()

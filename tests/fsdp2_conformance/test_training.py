@@ -363,8 +363,7 @@ def assert_same_params(model, ref, what):
            "test_fully_shard_training.py::TestFullyShardRegisteredParams::"
            "test_param_registration_after_forward",
            known="a resharded unit's parameters are this rank's flat parts of the shards (FSDP2: "
-                 "DTensor shards whose full_tensor() is the value), and FullyShard has no "
-                 "reshard()/unshard()")
+                 "DTensor shards of the full shape whose full_tensor() is the value)")
 def param_registration_after_forward(impl):
     for reshard_after_forward in (True, False):
         torch.manual_seed(42)

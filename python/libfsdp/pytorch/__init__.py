@@ -42,7 +42,18 @@ machine, its parameter and gradient views), _hooks.py (forward/backward hooks, t
 backward, saved tensors), _grad_shard.py (p.grad's guard against local norms), _state_dict.py
 (state dicts, also through the module's own hooks), _structures.py (tensors inside structured
 values), _compat.py (what differs between PyTorch versions)."""
+from .. import _refuse
 from .fully_shard import FullyShard
 from .policy import MixedPrecisionPolicy
 
-__all__ = ["FullyShard", "MixedPrecisionPolicy"]
+__all__ = ["FullyShard", "MixedPrecisionPolicy", "register_fsdp_forward_method"]
+
+
+def register_fsdp_forward_method(module, method_name):
+    """FSDP2's register_fsdp_forward_method(module, method_name), for a module FullyShard
+    wrapped (the root or a listed module): see FullyShard.register_forward_method."""
+    handle = module.__dict__.get("_libfsdp_handle") if hasattr(module, "__dict__") else None
+    if handle is None or handle() is None:
+        _refuse("register_fsdp_forward_method", f"module: {type(module).__name__} is not a "
+                "module FullyShard wrapped (its root or a listed submodule)")
+    handle().register_forward_method(module, method_name)

@@ -1,6 +1,7 @@
 """libfsdp.pytorch.FullyShard: the API, and its construction (plan, materialize, create the
 units, then take the parameters over and hook the model)."""
 import functools
+import weakref
 
 import numpy as np
 import torch
@@ -83,11 +84,12 @@ class FullyShard(Hooks, StateDicts):
             state.module.register_forward_hook(self._post_forward_hook(state))
         self.root_state = (self.states[-1] if self.states and self.states[-1].module is root
                            else None)
-        for state in self.states:  # FSDP2's spelling: module.set_requires_gradient_sync(...)
-            state.module.set_requires_gradient_sync = functools.partial(
-                self.set_requires_gradient_sync, module=state.module)
-        root.set_requires_gradient_sync = functools.partial(self.set_requires_gradient_sync,
-                                                            module=root)
+        # FSDP2's spelling on each listed module and the root: module.set_requires_gradient_sync,
+        # module.unshard(), module.reshard(); register_fsdp_forward_method finds the handle.
+        for module in [s.module for s in self.states if s.module is not root] + [root]:
+            for name in ("set_requires_gradient_sync", "unshard", "reshard"):
+                module.__dict__[name] = functools.partial(getattr(self, name), module=module)
+            module.__dict__["_libfsdp_handle"] = weakref.ref(self)
         self._wrap_root_forward()
         ctx.set_prefetch(prefetch, prefetch)
 
@@ -110,14 +112,67 @@ class FullyShard(Hooks, StateDicts):
         next backward (fsdp_unit_set_grad_sync). Also reachable as
         module.set_requires_gradient_sync(flag, recurse=True) on each listed module and the
         root. Local; every rank switches the same units."""
-        module = self.root if module is None else module
         if not isinstance(requires_gradient_sync, bool):
             _refuse("FullyShard.set_requires_gradient_sync", "requires_gradient_sync: True or "
                     f"False, got {requires_gradient_sync!r}")
+        for state in self._states_under(module, recurse):
+            state.unit.set_grad_sync(requires_gradient_sync)
+
+    def _states_under(self, module, recurse=True):
+        module = self.root if module is None else module
         inside = {id(m) for m in module.modules()} if recurse else {id(module)}
-        for state in self.states:
-            if id(state.module) in inside:
-                state.unit.set_grad_sync(requires_gradient_sync)
+        return [s for s in self.states if id(s.module) in inside]
+
+    def unshard(self, module=None):
+        """FSDP2's unshard(): gathers the units of `module` and of every listed module under it
+        (None: all) ahead of their forward, which then finds them gathered. Collective."""
+        self._check_sharded("FullyShard.unshard", reading=True)
+        for state in self._states_under(module):
+            if not state.gathered:
+                state.check_parameters()
+                self._gather(state)
+
+    def reshard(self, module=None):
+        """FSDP2's reshard(): releases the gathered units of `module` and of every listed module
+        under it (None: all), e.g. after a forward under reshard_after_forward=False that no
+        backward follows. Collective over the units' groups; refused inside backward."""
+        self._check_sharded("FullyShard.reshard", reading=True)
+        for state in self._states_under(module):
+            if state.gathered:
+                self._reshard(state)
+
+    def register_forward_method(self, module, method_name):
+        """FSDP2's register_fsdp_forward_method: calling module.<method_name>() (vit's
+        forward_features, a decoder's generate step) gathers and reshards `module`'s unit, casts
+        its inputs and outputs, marks the iteration (the root) and keeps saved parameters as
+        positions, as module(...) does. `module` is the root or a listed module."""
+        call = "register_fsdp_forward_method"
+        states = [s for s in self.states if s.module is module]
+        if module is not self.root and not states:
+            _refuse(call, f"module: {type(module).__name__} is neither the root nor a module "
+                    "FullyShard listed")
+        method = getattr(module, method_name, None)
+        if not callable(method):
+            _refuse(call, f"method_name: {type(module).__name__} has no method "
+                    f"{method_name!r}")
+        pre = self._pre_forward_hook(states[0]) if states else None
+        post = self._post_forward_hook(states[0]) if states else None
+
+        @functools.wraps(method)
+        def forward_method(*args, **kwargs):
+            if module is self.root:
+                cast = self._begin_forward_hook(module, args, kwargs)
+                args, kwargs = cast if cast is not None else (args, kwargs)
+            if pre is not None:
+                cast = pre(module, args, kwargs)
+                args, kwargs = cast if cast is not None else (args, kwargs)
+            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+                out = method(*args, **kwargs)
+            if post is not None:
+                cast = post(module, args, out)
+                out = cast if cast is not None else out
+            return out
+        module.__dict__[method_name] = forward_method
 
     def reset_parameters(self, param_init_fn=None, sync_module_states=True):
         """Initializes every parameter again after wrapping (FSDP2's to_empty() then
