@@ -18,7 +18,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(HERE, "..", "examples", "python")
 SIZES = {"Small": (6, 8, 512), "Medium": (12, 12, 768), "Large": (16, 16, 1024)}
-METHODS = ("DDP", "FSDP2", "libfsdp", "no-comm")
+METHODS = ("DDP", "FSDP2", "libfsdp", "libfsdp+torch.optim", "no-comm")
+# libfsdp's two forms: its own sharded AdamW, and torch.optim.AdamW over the parameter views.
+LIBFSDP = ("libfsdp", "libfsdp+torch.optim")
 
 
 def run_cell(a, env, size, precision, ckpt, rotation, workdir):
@@ -33,9 +35,12 @@ def run_cell(a, env, size, precision, ckpt, rotation, workdir):
         "FSDP2": [a.python, script("train_gpt_fsdp2.py"), "--nproc", str(a.nproc)],
         "libfsdp": [a.mpiexec, "-n", str(a.nproc), a.python, script("train_gpt_libfsdp.py"),
                     "--no-save"],
+        "libfsdp+torch.optim": [a.mpiexec, "-n", str(a.nproc), a.python,
+                                script("train_gpt_libfsdp.py"), "--no-save", "--torch-optim"],
         "no-comm": [a.python, script("train_gpt_ddp.py"), "--no-comm", "--nproc", str(a.nproc)],
     }
-    order = list(METHODS[rotation % 4:] + METHODS[:rotation % 4])
+    k = rotation % len(METHODS)
+    order = list(METHODS[k:] + METHODS[:k])
     cell = {}
     for method in order:
         tag = f"{size}-{precision}-{'ckpt' if ckpt else 'nockpt'}-{method}"
@@ -59,12 +64,12 @@ def run_cell(a, env, size, precision, ckpt, rotation, workdir):
             "methods": cell}
 
 
-def loss_gap(cell):
+def loss_gap(cell, method="libfsdp"):
     """libfsdp's largest relative loss difference per step to the run that computes the same
     thing: DDP in FP32 (the same arithmetic), FSDP2 under the same policy in BF16/FP16 (DDP uses
     autocast there, another arithmetic)."""
     ref = cell["methods"]["DDP" if cell["precision"] == "fp32" else "FSDP2"]["losses"]
-    mine = cell["methods"]["libfsdp"]["losses"]
+    mine = cell["methods"][method]["losses"]
     return max(abs(x - y) / abs(y) for x, y in zip(mine, ref))
 
 
@@ -75,15 +80,15 @@ def table(cells):
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in cells:
         m = c["methods"]
-        for method in METHODS:
+        for method in (x for x in METHODS if x in m):  # older runs lack a method
             r = m[method]
-            if method == "libfsdp":
+            if method in LIBFSDP:
                 t, s = r["tokens_per_s"], r["peak_rss_mib"]
                 ref = "DDP" if c["precision"] == "fp32" else "FSDP2"
                 ratios = (f"{t / m['FSDP2']['tokens_per_s']:.2f} | {t / m['DDP']['tokens_per_s']:.2f}"
                           f" | {t / m['no-comm']['tokens_per_s']:.2f} | "
                           f"{s / m['FSDP2']['peak_rss_mib']:.2f} | {s / m['DDP']['peak_rss_mib']:.2f}"
-                          f" | {loss_gap(c):.1e} ({ref})")
+                          f" | {loss_gap(c, method):.1e} ({ref})")
             else:
                 ratios = " |  |  |  |  | "
             lib = f"{r['library_peak_mib']:.1f}" if r["library_peak_mib"] else "-"
@@ -98,15 +103,17 @@ def table(cells):
 def summary(cells):
     """The figures of the issue, over every cell."""
     lib = [(c, c["methods"]) for c in cells]
-    ratio = lambda k, a, b: [m[a][k] / m[b][k] for _, m in lib]
+    ratio = lambda k, a, b: [m[a][k] / m[b][k] for _, m in lib if a in m]
     lines = []
-    for name, values in (("tokens/s vs FSDP2", ratio("tokens_per_s", "libfsdp", "FSDP2")),
-                         ("tokens/s vs DDP", ratio("tokens_per_s", "libfsdp", "DDP")),
-                         ("tokens/s vs no-comm", ratio("tokens_per_s", "libfsdp", "no-comm")),
-                         ("peak RSS vs FSDP2", ratio("peak_rss_mib", "libfsdp", "FSDP2")),
-                         ("peak RSS vs DDP", ratio("peak_rss_mib", "libfsdp", "DDP"))):
-        lines.append(f"- libfsdp {name}: {min(values):.2f} to {max(values):.2f} "
-                     f"(median {statistics.median(values):.2f})")
+    for mine in LIBFSDP:
+        for name, values in (("tokens/s vs FSDP2", ratio("tokens_per_s", mine, "FSDP2")),
+                             ("tokens/s vs DDP", ratio("tokens_per_s", mine, "DDP")),
+                             ("tokens/s vs no-comm", ratio("tokens_per_s", mine, "no-comm")),
+                             ("peak RSS vs FSDP2", ratio("peak_rss_mib", mine, "FSDP2")),
+                             ("peak RSS vs DDP", ratio("peak_rss_mib", mine, "DDP"))):
+            if values:
+                lines.append(f"- {mine} {name}: {min(values):.2f} to {max(values):.2f} "
+                             f"(median {statistics.median(values):.2f})")
     fp32 = [loss_gap(c) for c in cells if c["precision"] == "fp32"]
     low = [loss_gap(c) for c in cells if c["precision"] != "fp32"]
     if fp32:
@@ -135,7 +142,7 @@ def plot(cells, png):
             for c in cells:
                 if c["size"] != size or c["precision"] != prec:
                     continue
-                for method in METHODS:
+                for method in (x for x in METHODS if x in c["methods"]):
                     style = "--" if c["ckpt"] else "-"
                     ax.plot(c["methods"][method]["losses"], style,
                             label=f"{method}{' (ckpt)' if c['ckpt'] else ''}")

@@ -32,6 +32,9 @@ def arguments():
                    help="compute dtype: bf16/fp16 with float32 master weights")
     p.add_argument("--out", help="JSON output per rank; {rank} is replaced by the rank")
     p.add_argument("--no-save", action="store_true", help="libfsdp: no checkpoint at the end")
+    p.add_argument("--torch-optim", action="store_true",
+                   help="libfsdp: torch.optim.AdamW over model.parameters() (the shard views) and "
+                   "torch.amp.GradScaler, instead of the library's AdamW and GradScaler")
     return p.parse_args()
 
 
