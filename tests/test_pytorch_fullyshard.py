@@ -16,6 +16,9 @@ the global batch (the mean of every rank's loss, which is what DDP computes) wit
 - the nn.Module's own contract: torch.optim (AdamW, SGD with momentum) over model.parameters()
   against the reference, p.grad None where the reference has none, model.state_dict() and
   load_state_dict() with full tensors, clip_grad_norm_ over the parts giving the global norm;
+- loops real programs run: two backward passes where the second skips a unit, a backward that
+  raises then training on, backward(create_graph=True), a part replaced between steps in a
+  prefetched unit, a module called twice under bfloat16 compute;
 - register_fsdp_forward_method (forward_features alone, against the reference), unshard() and
   reshard();
 - reset_parameters() after to_empty() (FSDP2's meta flow after wrapping), parameters replaced
@@ -457,6 +460,87 @@ def check_forward_method():
     drop(sharded)
 
 
+class Twice(nn.Module):
+    """A listed module called twice in one forward."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(4)
+        self.lin, self.out = nn.Linear(8, 8), nn.Linear(8, 1)
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.lin(torch.tanh(self.lin(x))))).square().mean()
+
+
+def grads_against(model, ref, parts, what, tol):
+    """Every p.grad (this rank's part) against the reference's gradient, None where it is."""
+    worst = 0.0
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        check((p.grad is None) == (q.grad is None), f"{what}: {name}.grad None as the reference's")
+        if p.grad is None or q.grad is None:
+            continue
+        unit, i = parts[id(p)]
+        _, po, n = unit.shard_range(i)
+        if n:
+            want = q.grad.reshape(-1)[po:po + n].float()
+            worst = max(worst, float((p.grad.as_subclass(torch.Tensor) - want).abs().max()))
+    check(worst <= tol, f"{what}: gradients match the reference ({worst:.2e})")
+
+
+def check_loops_users_run():
+    """Loops real programs run: two backward passes before a step where the second skips a unit
+    (the first's gradients stay, as in p.grad); a backward that raises, then training on; a
+    listed module called twice under bfloat16 compute; backward(create_graph=True); a part
+    replaced between steps in a unit prefetch gathers early."""
+    model, ref = Branchy(), Branchy()
+    sharded = FullyShard(ctx, model, [model.a, model.b, model.never])
+    parts = {id(p): (state.unit, i) for state in sharded.states
+             for i, (_, p) in enumerate(state.params)}
+    xs = [torch.randn(4, 8, generator=torch.Generator().manual_seed(900 + r))
+          for r in range(world)]
+    model(xs[rank], 0).backward()
+    model(xs[rank], 1).backward()
+    for branch in (0, 1):
+        sum(ref(x, branch) for x in xs).div(world).backward()
+    grads_against(model, ref, parts, "two backward passes, the second skipping unit a", 1e-6)
+    model.zero_grad()
+    ref.zero_grad()
+    out = model(xs[rank], 0)
+    out.register_hook(lambda g: (_ for _ in ()).throw(RuntimeError("a failing loss hook")))
+    try:
+        out.backward()
+        check(False, "the failing hook raised")
+    except RuntimeError:
+        pass
+    model.zero_grad()
+    model(xs[rank], 0).backward()  # the next iteration trains as if the failed one never ran
+    sum(ref(x, 0) for x in xs).div(world).backward()
+    grads_against(model, ref, parts, "after a backward that raised", 1e-6)
+    model.zero_grad()
+    ref.zero_grad()
+    model(xs[rank], 0).backward(create_graph=True)
+    sum(ref(x, 0) for x in xs).div(world).backward()
+    grads_against(model, ref, parts, "backward(create_graph=True)", 1e-6)
+    with torch.no_grad():  # every rank replaces its part: b.weight is 3.0 in full
+        model.b.weight.data = torch.full_like(model.b.weight, 3.0)
+        ref.b.weight.fill_(3.0)
+    got, want = model(xs[rank], 1), ref(xs[rank], 1)
+    check(abs(float(got) - float(want)) <= 1e-6 * abs(float(want)),
+          f"a part replaced between steps is what the next forward computes with "
+          f"({float(got)} vs {float(want)})")
+    drop(sharded)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    model, ref = Twice(), Twice()
+    sharded = FullyShard(ctx, model, [model.lin], mp_policy=policy)
+    parts = {id(p): (state.unit, i) for state in sharded.states
+             for i, (_, p) in enumerate(state.params)}
+    ref_bf16 = copy.deepcopy(ref).to(torch.bfloat16)
+    model(xs[rank]).backward()
+    sum(ref_bf16(x.to(torch.bfloat16)) for x in xs).div(world).backward()
+    grads_against(model, ref_bf16, parts, "a module called twice under bfloat16 compute", 2e-2)
+    drop(sharded)
+
+
 def check_unused(find_unused):
     """Rank r's loss takes branch r % 2 (find_unused) or every rank's branch 0; `never` is never
     used."""
@@ -743,6 +827,7 @@ check_user_contract()
 check_requires_grad_after_wrap()
 check_reinitialize()
 check_forward_method()
+check_loops_users_run()
 for pattern in ("chunked loss", "state dict between backward and step", "evaluation pass"):
     check_prefetch_hint(pattern)
 check_low_precision_model()

@@ -13,6 +13,13 @@ from ._structures import cast, tensors
 from ._unit_state import Phase
 
 
+def _autograd_running():
+    """Whether this thread is inside autograd's backward (PyTorch >= 2.1 says so; before, a
+    root forward is taken as never running inside backward)."""
+    task = getattr(torch._C, "_current_graph_task_id", None)
+    return task is not None and task() != -1
+
+
 class Hooks:
     # ---- gathered or sharded ----------------------------------------------------------------
     def _gather(self, state):
@@ -21,8 +28,16 @@ class Hooks:
             self._hook_accumulators(state)
         self._gathered.append(state)
 
-    def _reshard(self, state):
-        state.show_shards()
+    def _reshard(self, state, placeholders=False):
+        """Releases the unit; its parameters show their shard parts, or with placeholders
+        (between forward and backward, when a unit computes in another dtype than its float32
+        shards) empty tensors of the compute dtype: a dtype change would make autograd drop the
+        parameter's AccumulateGrad node, and a module called twice in one forward would get a
+        second one (two arrivals per gradient). End of backward shows the parts."""
+        if placeholders and state.dtype != state.shard_views[0].dtype:
+            state.show_placeholders()
+        else:
+            state.show_shards()
         if state in self._gathered:
             self._gathered.remove(state)
         state.unit.reshard()
@@ -74,17 +89,23 @@ class Hooks:
         return None
 
     def _begin_forward_hook(self, module, args, kwargs):
+        if self._in_backward and not _autograd_running():
+            self._recover_from_failed_backward()
         if not self._in_backward:
-            self.ctx.begin_forward()
+            self.ctx.begin_forward()  # releases what prefetch gathered and nobody claimed
+            # What the user did to the parameters between uses, for every unit before any is
+            # gathered or prefetched in this iteration (a replaced part reaches the shard first).
+            for state in self.states:
+                if not state.gathered:
+                    state.check_parameters()
         if self.root_state is None:  # a root without parameters of its own casts as FSDP2's does
             return self._cast_inputs(self.root_policy, self.root_policy.param_dtype, args, kwargs)
         return None
 
     def _pre_forward_hook(self, state):
         def hook(module, args, kwargs):
-            if not state.gathered:
-                state.check_parameters()
             if not state.gathered:  # also in backward: recomputation (activation checkpointing)
+                state.check_parameters(take_replaced=False)  # done for all at the root's
                 self._gather(state)
             return self._cast_inputs(state.policy, state.dtype, args, kwargs)
         return hook
@@ -96,7 +117,7 @@ class Hooks:
             if not self._in_backward:
                 needs_grad = [t for t in tensors(output) if t.requires_grad]
                 if state.reshard_after_forward or not needs_grad:
-                    self._reshard(state)
+                    self._reshard(state, placeholders=bool(needs_grad))
                 for t in needs_grad:
                     t.register_hook(self._pre_backward_hook(state))
             if state.policy.output_dtype is not None:  # each unit's, as FSDP2 casts
@@ -124,8 +145,7 @@ class Hooks:
     def _grad_done_hook(self, state, index):
         def hook(param):
             if state.gradient_arrived(index):
-                for _, p in state.active():
-                    p.grad = None
+                state.take_grads_from_autograd()
                 self._reshard(state)
                 if not self.find_unused_parameters:
                     state.start_reduction()
@@ -141,8 +161,8 @@ class Hooks:
                 if state.phase is Phase.REDUCING:
                     continue
                 active = state.active()
-                for _, p in active:
-                    p.grad = None
+                if state.phase is Phase.BACKWARD:  # p.grad are the library's buffers
+                    state.take_grads_from_autograd()
                 if state.gathered:
                     self._reshard(state)
                 # Not reduced: a unit none of whose parameters requires a gradient now (frozen,
@@ -162,11 +182,38 @@ class Hooks:
             for r in requests:
                 r.wait()
             for state in self.states:
+                if state.shows_placeholders:
+                    state.show_shards()
                 state.show_grads(self.find_unused_parameters)
         finally:
             self._in_backward = False
             for state in self.states:
                 state.end_backward()
+
+    def _recover_from_failed_backward(self):
+        """A backward that raised never ran _finish_backward (autograd skips its callbacks): the
+        next forward puts every unit back as between steps. p.grad is what the user had
+        before that backward; gradients that backward wrote stay in the library's buffers and
+        add to the next reduction, as autograd's partial accumulation stays in p.grad."""
+        for r in self._requests:
+            try:
+                r.wait()
+            except Exception:  # noqa: BLE001 - its error was that backward's
+                pass
+        self._requests = []
+        for state in self.states:
+            if state.phase is not Phase.IDLE:  # p.grad are the library's buffers
+                for _, p in state.active():
+                    p.grad = None
+            if state.gathered:
+                self._reshard(state)
+            elif state.shows_placeholders:
+                state.show_shards()
+            if state.user_grads is not None:
+                for i, g in state.user_grads.items():
+                    state.params[i][1].grad = g
+            state.end_backward()
+        self._in_backward = False
 
     # ---- saved tensors ------------------------------------------------------------------------
     def _pack(self, t):

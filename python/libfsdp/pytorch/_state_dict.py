@@ -6,6 +6,15 @@ import numpy as np
 import torch
 
 from .. import _refuse
+from ._materialize import broadcast_from_rank0
+
+
+def error_of(call, message):
+    """The libfsdp.Error that _refuse(call, message) raises, as a value (for an agreement)."""
+    try:
+        _refuse(call, message)
+    except Exception as e:  # noqa: BLE001
+        return e
 
 
 class StateDicts:
@@ -86,10 +95,14 @@ class StateDicts:
         every rank)."""
         call = "FullyShard.load_state_dict"
         self._check_sharded(call)
-        if not isinstance(state_dict, dict):
-            _refuse(call, f"state_dict: a dict is needed, got {type(state_dict).__name__}")
-        names, buffers = self._names()
         reads = not from_rank0 or self.ctx.group()[0] == 0
+        if reads and not isinstance(state_dict, dict):  # (the others' is not read)
+            error = error_of(call, f"state_dict: a dict is needed, got "
+                             f"{type(state_dict).__name__}")
+            if from_rank0:
+                self._agree_with_rank0(error)
+            raise error
+        names, buffers = self._names()
         entries = [(state, i, names[id(p)]) for state in self.states
                    for i, (_, p) in enumerate(state.params)]
         error = None
@@ -123,11 +136,12 @@ class StateDicts:
                     continue
                 shard_off, param_off, length = state.unit.shard_range(i)
                 shard[shard_off:shard_off + length] = v.reshape(-1)[param_off:param_off + length]
-        if reads:
-            with torch.no_grad():
-                for name, b in buffers.items():
-                    if name in state_dict:
-                        b.copy_(state_dict[name])
+        with torch.no_grad():
+            for name, b in buffers.items():  # buffers and ignored parameters
+                if reads and name in state_dict:
+                    b.copy_(state_dict[name])
+                if from_rank0:  # rank 0's (the check made sure it has every one)
+                    broadcast_from_rank0(self.ctx, b)
 
     def _state_dict_hook(self, module, state_dict, prefix, local_metadata):
         """model.state_dict(): each parameter's full master values at its original shape, in

@@ -55,6 +55,8 @@ class UnitState:
         self.start = 0        # offset of parameter 0 from the region's start, in bytes
         self.region = None    # torch view of the unsharded parameters while gathered
         self.grad_views = None  # per trainable parameter: its part of the gradient shard
+        self.grad_buffers = {}  # in backward: index -> the full-gradient buffer given to autograd
+        self.shows_placeholders = False  # between forward and backward: see show_placeholders
         self.accumulators = {}  # index -> hooked AccumulateGrad node (PyTorch < 2.1 only)
         shard = torch.from_numpy(unit.shard())  # float32 or float64: the storage dtype
         self.shard_views = []  # per parameter: its part of this rank's shard (1-D torch view)
@@ -89,7 +91,7 @@ class UnitState:
     def end_backward(self):
         """Any phase -> IDLE, forgetting this backward's gradients."""
         self.phase, self.pending = Phase.IDLE, 0
-        self.got_grad, self.user_grads = {}, None
+        self.got_grad, self.user_grads, self.grad_buffers = {}, None, {}
 
     # ---- parameters ---------------------------------------------------------------------------
     @property
@@ -101,18 +103,21 @@ class UnitState:
         return [(i, p) for i, (_, p) in enumerate(self.params)
                 if i in self.trainable and p.requires_grad]
 
-    def check_parameters(self):
+    def check_parameters(self, take_replaced=True):
         """Before the unit is gathered: what the user did to its parameters between uses. A
         parameter frozen at wrapping has no gradient memory in the unit: unfreezing it is
         refused (libfsdp.Error naming it) rather than training it wrongly. A parameter whose
         storage was replaced by a tensor of its part's shape (module.to_empty(), p.data = ...)
-        is taken into the shard; of another shape, refused."""
+        is taken into the shard (take_replaced; the root's pre-hook does it for every unit before
+        any is gathered or prefetched); of another shape, refused."""
         for i, (name, p) in enumerate(self.params):
             if p.requires_grad and i not in self.trainable:
                 _refuse("FullyShard", f"parameter \"{name}\" of module '{self.where}': "
                         "requires_grad was set after FullyShard wrapped it frozen, and its unit "
                         "holds no gradient for it; set requires_grad before FullyShard (freezing "
                         "after wrapping is supported)")
+        if not take_replaced or self.shows_placeholders:
+            return
         for i, (name, p) in enumerate(self.params):
             view = self.shard_views[i]
             if p.data.shape == view.shape and (not view.numel()
@@ -159,15 +164,39 @@ class UnitState:
         for (_, p), view in zip(self.params, self.shard_views):
             p.data = view
         self.region = None
+        self.shows_placeholders = False
+
+    def show_placeholders(self):
+        """Points the parameters at empty tensors of the compute dtype (not resharded here)."""
+        for _, p in self.params:
+            p.data = torch.empty(0, dtype=self.dtype)
+        self.region = None
+        self.shows_placeholders = True
 
     # ---- gradients ----------------------------------------------------------------------------
     def give_grad_buffers(self):
         """Points the active parameters' .grad at the library's full-gradient buffers (zeroed,
         or holding earlier micro-batches under no_sync), so autograd accumulates into them."""
+        self.grad_buffers = {}
         for i, p in self.active():
             ptr = ctypes.c_void_p()
             _check(_lib.fsdp_grad_data(self.unit._handle, i, ctypes.byref(ptr)))
-            p.grad = torch_view(ptr.value, self.unit.param_dtype, self.unit.shapes[i])
+            p.grad = self.grad_buffers[i] = torch_view(ptr.value, self.unit.param_dtype,
+                                                       self.unit.shapes[i])
+
+    def take_grads_from_autograd(self):
+        """Every gradient of this backward is in: the library's buffers hold them and p.grad
+        lets go. Autograd rebinds p.grad instead of adding in place under
+        backward(create_graph=True): that gradient is copied into the buffer."""
+        for i, p in self.active():
+            buf = self.grad_buffers.get(i)
+            g = p.grad
+            if buf is not None and g is not None and (g.data_ptr() != buf.data_ptr()
+                                                      or g.shape != buf.shape):
+                with torch.no_grad():
+                    buf.copy_(g.detach())
+            p.grad = None
+        self.grad_buffers = {}
 
     def take_user_grads(self):
         """Before a backward touches the unit: p.grad as the user left it becomes what the
@@ -199,8 +228,9 @@ class UnitState:
     def gradient_views(self):
         """Per trainable parameter, its part of this rank's gradient shard (1-D GradShard views;
         the shard's address is fixed once it exists)."""
+        grad = self.unit.shard_grad()  # writes the zeros of a shard zero_grads marked, first
         if self.grad_views is None:
-            grad = torch.from_numpy(self.unit.shard_grad())
+            grad = torch.from_numpy(grad)
             self.grad_views = {}
             for i in sorted(self.trainable):
                 shard_off, _, length = self.unit.shard_range(i)

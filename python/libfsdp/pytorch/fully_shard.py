@@ -222,6 +222,10 @@ class FullyShard(Hooks, StateDicts):
                     _, param_off, length = st.unit.shard_range(i)
                     st.shard_views[i].copy_(q.data.reshape(-1)[param_off:param_off + length])
                     q.data = st.shard_views[i]
+        if sync_module_states:  # what reset_parameters() set beside them: buffers, ignored ones
+            for t in list(self.root.buffers()) + [p for p in self.root.parameters()
+                                                   if id(p) in self._ignored]:
+                _materialize.broadcast_from_rank0(self.ctx, t)
 
     def __call__(self, *args, **kwargs):
         return self.root(*args, **kwargs)
