@@ -1,5 +1,6 @@
 // C entry points for contexts.
 #include <algorithm>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -52,6 +53,31 @@ const fsdp::Group& group_of(const Context& c, int group) {
     case FSDP_GROUP_REPLICATE: return c.groups().replicate();
     default:
       fail(Errc::InvalidArgument, "group = " + std::to_string(group) + ": not an fsdp_group_t");
+  }
+}
+
+// What fsdp_broadcast and fsdp_allreduce share: their arguments (`args`, fingerprinted) checked
+// on this rank by `check`, agreed over the world group (every rank calls them, whichever group
+// they name; a refusal on any rank fails every rank), then nothing of ours left running on the
+// progress thread. Returns when the caller may communicate.
+template <class Check>
+void agreed_group_call(Context& c, const char* call, const char* what,
+                       std::initializer_list<uint64_t> args, Check check) {
+  fsdp::Fingerprint f;
+  for (const uint64_t a : args) f.add(a);
+  const fsdp::CallScope scope = c.begin_call(fsdp::capi::context_call(call, f.value()));
+  const std::optional<Error> local = fsdp::attempt(check);
+  fsdp::agree(c.groups().world(), what, f.value(), local);
+  c.scheduler().quiesce();
+}
+
+// body(offset, n) over [0, total) in pieces of at most `chunk` (MPI counts are ints).
+template <class Body>
+void in_int_counts(size_t total, size_t chunk, Body body) {
+  for (size_t done = 0; done < total;) {
+    const int n = static_cast<int>(std::min(total - done, chunk));
+    body(done, n);
+    done += static_cast<size_t>(n);
   }
 }
 
@@ -151,31 +177,23 @@ fsdp_status_t fsdp_broadcast(fsdp_context_t ctx, fsdp_group_t group, int root, v
                              size_t bytes) {
   return guard(__func__, [&] {
     Context& c = context_from(ctx, "ctx");
-    fsdp::Fingerprint f;
-    f.add(static_cast<uint64_t>(enum_int(group)));
-    f.add(static_cast<uint64_t>(static_cast<int64_t>(root)));
-    f.add(static_cast<uint64_t>(bytes));
-    const fsdp::CallScope call =
-        c.begin_call(fsdp::capi::context_call("fsdp_broadcast", f.value()));
     const fsdp::Group* g = nullptr;
-    const std::optional<Error> local = fsdp::attempt([&] {
-      g = &group_of(c, enum_int(group));
-      if (root < 0 || root >= g->size)
-        fail(Errc::InvalidArgument, "root = " + std::to_string(root) + ": the group has " +
-                                        std::to_string(g->size) + " ranks");
-      if (!data && bytes > 0)
-        fail(Errc::InvalidArgument, "data: NULL for " + std::to_string(bytes) + " bytes");
-    });
-    // Over the world group: every rank calls it, whichever group it names.
-    fsdp::agree(c.groups().world(), "fsdp_broadcast arguments (group, root, bytes)", f.value(),
-                local);
-    c.scheduler().quiesce();  // nothing of ours runs on the progress thread meanwhile
+    agreed_group_call(
+        c, "fsdp_broadcast", "fsdp_broadcast arguments (group, root, bytes)",
+        {static_cast<uint64_t>(enum_int(group)), static_cast<uint64_t>(static_cast<int64_t>(root)),
+         static_cast<uint64_t>(bytes)},
+        [&] {
+          g = &group_of(c, enum_int(group));
+          if (root < 0 || root >= g->size)
+            fail(Errc::InvalidArgument, "root = " + std::to_string(root) + ": the group has " +
+                                            std::to_string(g->size) + " ranks");
+          if (!data && bytes > 0)
+            fail(Errc::InvalidArgument, "data: NULL for " + std::to_string(bytes) + " bytes");
+        });
     char* p = static_cast<char*>(data);
-    for (size_t done = 0; done < bytes;) {  // MPI counts are ints
-      const int n = static_cast<int>(std::min<size_t>(bytes - done, size_t{1} << 30));
+    in_int_counts(bytes, size_t{1} << 30, [&](size_t done, int n) {
       fsdp::mpi_check(MPI_Bcast(p + done, n, MPI_BYTE, root, g->comm), "MPI_Bcast");
-      done += static_cast<size_t>(n);
-    }
+    });
   });
 }
 
@@ -183,37 +201,29 @@ fsdp_status_t fsdp_allreduce(fsdp_context_t ctx, fsdp_group_t group, fsdp_reduce
                              double* data, size_t count) {
   return guard(__func__, [&] {
     Context& c = context_from(ctx, "ctx");
-    fsdp::Fingerprint f;
-    f.add(static_cast<uint64_t>(enum_int(group)));
-    f.add(static_cast<uint64_t>(enum_int(op)));
-    f.add(static_cast<uint64_t>(count));
-    const fsdp::CallScope call =
-        c.begin_call(fsdp::capi::context_call("fsdp_allreduce", f.value()));
     const fsdp::Group* g = nullptr;
     MPI_Op mpi_op = MPI_SUM;
-    const std::optional<Error> local = fsdp::attempt([&] {
-      g = &group_of(c, enum_int(group));
-      switch (enum_int(op)) {
-        case FSDP_OP_SUM: mpi_op = MPI_SUM; break;
-        case FSDP_OP_MAX: mpi_op = MPI_MAX; break;
-        case FSDP_OP_MIN: mpi_op = MPI_MIN; break;
-        default:
-          fail(Errc::InvalidArgument,
-               "op = " + std::to_string(enum_int(op)) + ": not an fsdp_reduce_op_t");
-      }
-      if (!data && count > 0)
-        fail(Errc::InvalidArgument, "data: NULL for " + std::to_string(count) + " values");
-    });
-    // Over the world group: every rank calls it, whichever group it names.
-    fsdp::agree(c.groups().world(), "fsdp_allreduce arguments (group, op, count)", f.value(),
-                local);
-    c.scheduler().quiesce();                // nothing of ours runs on the progress thread meanwhile
-    for (size_t done = 0; done < count;) {  // MPI counts are ints
-      const int n = static_cast<int>(std::min<size_t>(count - done, size_t{1} << 27));
+    agreed_group_call(
+        c, "fsdp_allreduce", "fsdp_allreduce arguments (group, op, count)",
+        {static_cast<uint64_t>(enum_int(group)), static_cast<uint64_t>(enum_int(op)),
+         static_cast<uint64_t>(count)},
+        [&] {
+          g = &group_of(c, enum_int(group));
+          switch (enum_int(op)) {
+            case FSDP_OP_SUM: mpi_op = MPI_SUM; break;
+            case FSDP_OP_MAX: mpi_op = MPI_MAX; break;
+            case FSDP_OP_MIN: mpi_op = MPI_MIN; break;
+            default:
+              fail(Errc::InvalidArgument,
+                   "op = " + std::to_string(enum_int(op)) + ": not an fsdp_reduce_op_t");
+          }
+          if (!data && count > 0)
+            fail(Errc::InvalidArgument, "data: NULL for " + std::to_string(count) + " values");
+        });
+    in_int_counts(count, size_t{1} << 27, [&](size_t done, int n) {
       fsdp::mpi_check(MPI_Allreduce(MPI_IN_PLACE, data + done, n, MPI_DOUBLE, mpi_op, g->comm),
                       "MPI_Allreduce");
-      done += static_cast<size_t>(n);
-    }
+    });
   });
 }
 
