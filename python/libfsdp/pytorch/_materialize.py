@@ -2,7 +2,7 @@
 from its parameters' values."""
 import torch
 
-from ._plan import holders
+from ._plan import owners as owners_of
 from .policy import LIB_DTYPE
 
 
@@ -17,13 +17,7 @@ def materialize(root, module, params, init_fn, replaced):
     parameter (a listed module's own buffer; those under listed modules materialized before
     are on the CPU already), with its reset_parameters() if it has one. Returns params with the
     new parameters; `replaced` gets (dict, key, old tensor) for each tensor replaced."""
-    owners = []
-    for name, p in params:
-        if p.device.type != "meta":
-            continue
-        for m, attr in holders(root, p):
-            if m not in owners:
-                owners.append(m)
+    owners = owners_of(root, [p for _, p in params if p.device.type == "meta"])
     buffer_only = [m for m in module.modules() if m not in owners and
                    _has_meta(m._buffers.values()) and not _has_meta(m._parameters.values())]
     if not owners and not buffer_only:
@@ -44,13 +38,19 @@ def materialize(root, module, params, init_fn, replaced):
                 m._buffers[attr] = torch.zeros(b.shape, dtype=b.dtype)
     with torch.no_grad():
         for m in owners:
-            (init_fn or (lambda mod: mod.reset_parameters()))(m)
+            initialize(m, init_fn)
         for m in buffer_only:
-            if init_fn is not None:
-                init_fn(m)
-            elif hasattr(m, "reset_parameters"):
-                m.reset_parameters()
+            if init_fn is not None or hasattr(m, "reset_parameters"):
+                initialize(m, init_fn)
     return [(name, fresh.get(id(p), p)) for name, p in params]
+
+
+def initialize(module, init_fn):
+    """init_fn(module), or the module's own reset_parameters() (FSDP2's convention)."""
+    if init_fn is not None:
+        init_fn(module)
+    else:
+        module.reset_parameters()
 
 
 def broadcast_from_rank0(ctx, tensor):

@@ -171,6 +171,16 @@ def ignored_ids(root, ignored_params):
     return frozenset(out)
 
 
+def owners(root, params):
+    """The modules holding any of `params` (Parameters), in the order first met."""
+    out = []
+    for p in params:
+        for m, _ in holders(root, p):
+            if m not in out:
+                out.append(m)
+    return out
+
+
 def holders(root, p):
     """(module, attribute) pairs that hold parameter p."""
     return [(m, n) for m in root.modules() for n, q in m._parameters.items() if q is p]

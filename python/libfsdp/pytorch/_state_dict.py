@@ -127,15 +127,12 @@ class StateDicts:
                 key = key_of.get((id(state), i))
                 full.append(None if key is None else
                             state_dict[key].detach().to(dtype).contiguous().numpy())
-            shard = state.unit.shard()
             for i, v in enumerate(full):
                 if from_rank0:  # rank 0's values, one parameter at a time (fsdp_broadcast)
                     v = self.ctx.broadcast(np.ascontiguousarray(v) if reads else
                                            np.zeros(state.unit.shapes[i], state.unit.dtype))
-                if v is None:
-                    continue
-                shard_off, param_off, length = state.unit.shard_range(i)
-                shard[shard_off:shard_off + length] = v.reshape(-1)[param_off:param_off + length]
+                if v is not None:
+                    state.write_part(i, v)
         with torch.no_grad():
             for name, b in buffers.items():  # buffers and ignored parameters
                 if reads and name in state_dict:
@@ -173,7 +170,6 @@ class StateDicts:
         for state in self.states:
             for i, (_, p) in enumerate(state.params):
                 shape = tuple(state.unit.shapes[i])
-                _, param_off, length = state.unit.shard_range(i)
                 for name in names[id(p)]:
                     v = state_dict.get(prefix + name)
                     if not isinstance(v, torch.Tensor):
@@ -181,7 +177,7 @@ class StateDicts:
                     if tuple(v.shape) != shape:
                         _refuse(call, f"state_dict[\"{prefix + name}\"]: shape "
                                 f"{tuple(v.shape)}, but the parameter has shape {shape}")
-                    cut[prefix + name] = v.detach().reshape(-1)[param_off:param_off + length]
+                    cut[prefix + name] = state.part_of(i, v.detach())
         state_dict.update(cut)
 
     @staticmethod

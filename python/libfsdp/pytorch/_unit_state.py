@@ -64,6 +64,17 @@ class UnitState:
             shard_off, _, length = unit.shard_range(i)
             self.shard_views.append(shard[shard_off:shard_off + length])
 
+    def part_of(self, i, full):
+        """This rank's part of parameter i's full value (a tensor or array of its shape): the
+        elements its shard holds, flattened."""
+        _, param_off, length = self.unit.shard_range(i)
+        return full.reshape(-1)[param_off:param_off + length]
+
+    def write_part(self, i, full):
+        """Writes this rank's part of parameter i's full value into the shard."""
+        with torch.no_grad():
+            self.shard_views[i].copy_(torch.as_tensor(self.part_of(i, full)))
+
     # ---- the training-state machine ---------------------------------------------------------
     def begin_backward(self):
         """IDLE -> BACKWARD: the gradients of active() are now awaited."""

@@ -189,11 +189,7 @@ class FullyShard(Hooks, StateDicts):
                  for i, (_, p) in enumerate(state.params)}
         plans = []
         for state in self.states:
-            owners = []
-            for _, p in state.params:
-                for m, _ in _plan.holders(self.root, p):
-                    if m not in owners:
-                        owners.append(m)
+            owners = _plan.owners(self.root, [p for _, p in state.params])
             for m in owners:
                 if param_init_fn is None and not hasattr(m, "reset_parameters"):
                     _refuse(call, f"module '{state.where}': {type(m).__name__} holds a parameter "
@@ -208,7 +204,7 @@ class FullyShard(Hooks, StateDicts):
             try:
                 with torch.no_grad():
                     for m in owners:
-                        (param_init_fn or (lambda mod: mod.reset_parameters()))(m)
+                        _materialize.initialize(m, param_init_fn)
             except BaseException:  # the shards keep their values; the parameters view them
                 for q in mine.values():
                     st, i = place[id(q)]
@@ -219,9 +215,8 @@ class FullyShard(Hooks, StateDicts):
                     st, i = place[id(q)]
                     if sync_module_states:
                         _materialize.broadcast_from_rank0(self.ctx, q.data)
-                    _, param_off, length = st.unit.shard_range(i)
-                    st.shard_views[i].copy_(q.data.reshape(-1)[param_off:param_off + length])
-                    q.data = st.shard_views[i]
+                    full, q.data = q.data, st.shard_views[i]
+                    st.write_part(i, full)
         if sync_module_states:  # what reset_parameters() set beside them: buffers, ignored ones
             for t in list(self.root.buffers()) + [p for p in self.root.parameters()
                                                    if id(p) in self._ignored]:
