@@ -34,9 +34,13 @@ for must in test_pytorch_fullyshard_torch2.np2 test_pytorch_hf.np2 test_python_b
 done
 regex="^($(sed 's/[.+]/\\&/g' <<< "$names" | paste -sd '|'))\$"
 # -FA: no fixture setup pulled in (it would need the build); -j: the stand-ins take no time.
-"$ctest" -R "$regex" -FA '.*' -j 2 --output-on-failure > ctest.log 2>&1
+# --repeat until-pass: a stand-in under mpiexec was once killed by SIGPIPE in Hydra's output
+# forwarding on this loaded machine (a failure, retried); Skipped and Passed are never repeated.
+"$ctest" -R "$regex" -FA '.*' -j 2 --repeat until-pass:3 --output-on-failure > ctest.log 2>&1
 # "  3/21 Test  #7: test_pytorch_hf.np2 ..............***Skipped   0.01 sec"
-results=$(sed -n 's/^ *[0-9]*\/[0-9]* *Test *#[0-9]*: *\([^ ]*\) [. ]*\(.*\)$/\1 \2/p' ctest.log)
+# (a repeated test's last result counts)
+results=$(sed -n 's/^ *[0-9]*\/[0-9]* *Test *#[0-9]*: *\([^ ]*\) [. ]*\(.*\)$/\1 \2/p' ctest.log |
+          tac | awk '!seen[$1]++')
 count=0
 while read -r name status; do
   [ -n "$name" ] || continue
