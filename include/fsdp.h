@@ -1148,7 +1148,9 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_scale(fsdp_grad_scaler_t scaler, doub
 
 /** Divides the gradient shards of `opt`'s units by the scale and looks for inf/NaN on every rank
  *  (one all-reduce over the world group: collective). FSDP_ERR_STATE if already done since the
- *  last update; FSDP_ERR_INVALID_ARGUMENT if a unit does not compute in float16.
+ *  last update, or if a unit holds a gradient written through fsdp_grad_data that no reduction
+ *  took (since 0.9; nothing is scaled); FSDP_ERR_INVALID_ARGUMENT if a unit does not compute in
+ *  float16.
  *  @param[in] scaler the gradient scaler
  *  @param[in] opt the optimizer
  *  @return FSDP_SUCCESS; STATE (already unscaled this step), INVALID_ARGUMENT (a unit not computing
@@ -1157,7 +1159,9 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_scale(fsdp_grad_scaler_t scaler, doub
 FSDP_EXPORT fsdp_status_t fsdp_grad_scaler_unscale(fsdp_grad_scaler_t scaler, fsdp_optimizer_t opt);
 
 /** Unscales if not done yet, then steps `opt` unless any rank found inf/NaN: every rank skips
- *  the same steps. *skipped (may be NULL) says which. Collective over the world group.
+ *  the same steps. *skipped (may be NULL) says which. Collective over the world group. Checks
+ *  first what fsdp_optimizer_step checks (an unsharded unit, a gradient no reduction took: STATE),
+ *  also for a step an inf would skip, so a refused call scales and steps nothing (since 0.9).
  *  @param[in] scaler the gradient scaler
  *  @param[in] opt the optimizer
  *  @param[out] skipped may be NULL; 1 if the step was skipped

@@ -127,6 +127,21 @@ static void check_scaler(fsdp_context_t ctx, fsdp_dtype_t compute) {
       for (size_t e = 0; e < NA; ++e) ((float*)g)[e] = (float)scale;
       if (inf_here) ((float*)g)[3] = INFINITY;
     }
+    if (step == 1 || step == 2) { /* written, not reduced: refused, nothing scaled or stepped */
+      float *gs0 = NULL, *p0 = NULL, gcopy[NA + NF + 16], pcopy[NA + NF + 16];
+      size_t gn0 = 0, pn0 = 0;
+      CHECK_OK(fsdp_shard_grad(u, (void**)&gs0, &gn0));
+      CHECK_OK(fsdp_shard_data(u, (void**)&p0, &pn0));
+      memcpy(gcopy, gs0, gn0 * sizeof(float));
+      memcpy(pcopy, p0, pn0 * sizeof(float));
+      int skipped = -1;
+      CHECK_FAILS(fsdp_grad_scaler_step(sc, opt, &skipped), FSDP_ERR_STATE, "no reduction took");
+      CHECK_FAILS(fsdp_grad_scaler_unscale(sc, opt), FSDP_ERR_STATE, "no reduction took");
+      CHECK_MSG(skipped == -1, "a refused scaler step leaves its output alone");
+      CHECK_MSG(memcmp(gcopy, gs0, gn0 * sizeof(float)) == 0 &&
+                    memcmp(pcopy, p0, pn0 * sizeof(float)) == 0,
+                "a refused scaler step changes neither the gradient shard nor the shard");
+    }
     CHECK_OK(fsdp_reduce_grads(u));
     /* A shard never exceeds the whole unit plus each section's padding (under 8 + 8 elements). */
     float *shard = NULL, before[NA + NF + 16];

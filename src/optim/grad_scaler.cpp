@@ -28,6 +28,7 @@ void GradScaler::unscale(Optimizer& opt) {
   // PyTorch multiplies by the float reciprocal of the scale.
   const double inv = static_cast<double>(static_cast<float>(1.0 / scale_));
   ctx_.before_shard_update();
+  opt.check_steppable(/*for_update=*/false);  // an unreduced gradient: refused, nothing scaled
   std::vector<Span> spans;
   for (Unit* u : opt.units()) {
     bool zero = true;
@@ -45,6 +46,10 @@ void GradScaler::unscale(Optimizer& opt) {
 }
 
 bool GradScaler::step(Optimizer& opt) {
+  // Checked before the unscale, and also when an infinity will skip the step: a refused step
+  // changes nothing, and a gradient no reduction took is an error either way.
+  ctx_.before_shard_update();
+  opt.check_steppable(/*for_update=*/true);
   if (!unscaled_) unscale(opt);
   if (found_inf_) return true;
   opt.step();

@@ -163,8 +163,19 @@ void Optimizer::step() {
   // First: what prefetch gathered and nobody claimed is released (no unshard of the caller's),
   // and the caller's queued work is ordered before ours; neither changes anything it sees.
   ctx_.before_shard_update();
-  for (const Unit* u : units_) {  // checked before any update: a refused step changes nothing
-    if (u->is_unsharded())
+  check_steppable(/*for_update=*/true);  // before any update: a refused step changes nothing
+  for (UnitState& s : states_) {
+    bool zero = true;
+    void* grad = s.unit->grad_shard_if_any(&zero);
+    TraceSpan span(ctx_.trace(), "optimizer_step", s.unit->trace_name(),
+                   grad && !zero ? s.unit->grad_shard_bytes() : 0);
+    if (grad && !zero) step_unit(s, grad);
+  }
+}
+
+void Optimizer::check_steppable(bool for_update) const {
+  for (const Unit* u : units_) {
+    if (for_update && u->is_unsharded())
       fail(Errc::State, label() + ": " + u->label() +
                             " is unsharded; reshard it before the step (the update would not "
                             "reach its unsharded copy)");
@@ -174,13 +185,6 @@ void Optimizer::step() {
                " has a gradient written through fsdp_grad_data that no reduction took: call "
                "fsdp_reduce_grads (with gradient sync on) before the step, or fsdp_zero_grads "
                "to discard it (the step would not see it)");
-  }
-  for (UnitState& s : states_) {
-    bool zero = true;
-    void* grad = s.unit->grad_shard_if_any(&zero);
-    TraceSpan span(ctx_.trace(), "optimizer_step", s.unit->trace_name(),
-                   grad && !zero ? s.unit->grad_shard_bytes() : 0);
-    if (grad && !zero) step_unit(s, grad);
   }
 }
 

@@ -60,6 +60,10 @@ class Optimizer {
   // One update of every unit whose gradient shard holds a gradient (units whose gradient was
   // zeroed and not reduced since are skipped, like parameters whose grad is None in PyTorch).
   void step();
+  // Refuses (Errc::State, naming the unit) what a step cannot take: a gradient written through
+  // fsdp_grad_data that no reduction took, and, when `for_update`, an unsharded unit. Called
+  // before anything changes, so a refused step (or unscale) changes nothing.
+  void check_steppable(bool for_update) const;
   void zero_grad();
   // Updates made to `unit` so far (the bias-correction step t).
   int64_t steps(const Unit& unit) const;
