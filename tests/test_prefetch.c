@@ -7,7 +7,9 @@
  *   - a chunked loss: the last unit used again on its own after the full forward;
  *   - a state dict between backward and the optimizer step (every unit unsharded and read);
  *   - long random sequences of legal calls: unshard/reshard/reduce in varying orders, synchronous
- *     and asynchronous, evaluation passes, begin_* calls, optimizer steps, zeroing, accumulation.
+ *     and asynchronous, evaluation passes, begin_* calls, optimizer steps, zeroing, accumulation
+ *     (gradient sync turned off and on), gradient clipping, and checkpoint saves and loads; the
+ *     last unit computes in bfloat16.
  * Every call must succeed; what the caller reads and the final shards must be bitwise identical to
  * the prefetch-off run; after every fsdp_begin_forward/fsdp_begin_backward and optimizer step where
  * the caller holds no unit, the library holds no unsharded parameters; and at the end every
@@ -21,7 +23,22 @@
 
 #include "harness.h"
 
-enum { NU = 5, NP = 2 };
+enum { NU = 5, NP = 2, BF16_UNIT = NU - 1 };
+
+static char ckpt_dir[64]; /* the random loop's checkpoints */
+
+static float bf16_to_float(uint16_t h) {
+  const uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static uint16_t float_to_bf16(float f) { /* truncation: the same in every run */
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  return (uint16_t)(bits >> 16);
+}
 
 typedef struct {
   fsdp_context_t ctx;
@@ -29,6 +46,7 @@ typedef struct {
   fsdp_optimizer_t opt;
   double acc; /* everything the caller read, folded in a fixed order */
   int held[NU], written[NU];
+  int sync_off; /* fsdp_set_grad_sync(ctx, 0) in force: reductions accumulate */
   fsdp_request_t unshard_req[NU], reduce_req[NU];
 } model_t;
 
@@ -59,7 +77,9 @@ static void build(model_t* m, int prefetch, int max_unsharded, int debug) {
       uint64_t s = (uint64_t)(k * NP + i) * 7919u + 17u;
       for (int64_t e = 0; e < n[i]; ++e) v[i][e] = (float)(th_uniform(&s) - 0.5);
     }
-    CHECK_OK(fsdp_unit_create(m->ctx, NP, d, (const void* const*)v, &m->u[k]));
+    fsdp_unit_options_t o = FSDP_UNIT_OPTIONS_INIT;
+    if (k == BF16_UNIT) o.param_dtype = FSDP_BFLOAT16;
+    CHECK_OK(fsdp_unit_create_ex(m->ctx, NP, d, (const void* const*)v, &o, &m->u[k]));
     for (int i = 0; i < NP; ++i) free(v[i]);
   }
   fsdp_hyperparams_t hp = FSDP_SGD_DEFAULTS;
@@ -81,11 +101,13 @@ static void unshard(model_t* m, int k, int async) {
 
 static void read_params(model_t* m, int k) {
   for (int i = 0; i < NP; ++i) {
-    float* p = NULL;
-    CHECK_OK(fsdp_param_data(m->u[k], i, (void**)&p));
+    void* p = NULL;
+    CHECK_OK(fsdp_param_data(m->u[k], i, &p));
     if (!p) return;
     double s = 0.0;
-    for (int64_t e = 0; e < numel_of(k, i); ++e) s += p[e] * (double)(e % 5 + 1);
+    for (int64_t e = 0; e < numel_of(k, i); ++e)
+      s += (k == BF16_UNIT ? bf16_to_float(((uint16_t*)p)[e]) : ((float*)p)[e]) *
+           (double)(e % 5 + 1);
     m->acc = m->acc * 0.5 + s;
   }
 }
@@ -100,11 +122,16 @@ static void reshard(model_t* m, int k) {
 static void write_grads(model_t* m, int k) {
   const double f = m->acc - floor(m->acc);
   for (int i = 0; i < NP; ++i) {
-    float* g = NULL;
-    CHECK_OK(fsdp_grad_data(m->u[k], i, (void**)&g));
+    void* g = NULL;
+    CHECK_OK(fsdp_grad_data(m->u[k], i, &g));
     if (!g) return;
-    for (int64_t e = 0; e < numel_of(k, i); ++e)
-      g[e] += (float)(0.01 * (double)(e % 7) - 0.02 + 0.1 * f + 0.003 * th_rank());
+    for (int64_t e = 0; e < numel_of(k, i); ++e) {
+      const float d = (float)(0.01 * (double)(e % 7) - 0.02 + 0.1 * f + 0.003 * th_rank());
+      if (k == BF16_UNIT)
+        ((uint16_t*)g)[e] = float_to_bf16(bf16_to_float(((uint16_t*)g)[e]) + d);
+      else
+        ((float*)g)[e] += d;
+    }
   }
   m->written[k] = 1;
 }
@@ -115,7 +142,12 @@ static void reduce(model_t* m, int k, int async) {
     CHECK_OK(fsdp_reduce_grads_async(m->u[k], &m->reduce_req[k]));
   else
     CHECK_OK(fsdp_reduce_grads(m->u[k]));
-  m->written[k] = 0;
+  m->written[k] = m->sync_off; /* without sync the gradient is kept for the next micro-batch */
+}
+
+static void wait_reductions(model_t* m) {
+  for (int k = 0; k < NU; ++k)
+    if (m->reduce_req[k]) CHECK_OK(fsdp_wait(&m->reduce_req[k]));
 }
 
 /* Where the caller holds no unit, the library holds no unsharded parameters either. (Where it
@@ -143,6 +175,10 @@ static void begin_backward(model_t* m) {
 }
 
 static void step(model_t* m) {
+  if (m->sync_off) { /* the accumulation's last micro-batch communicates */
+    CHECK_OK(fsdp_set_grad_sync(m->ctx, 1));
+    m->sync_off = 0;
+  }
   for (int k = 0; k < NU; ++k) {
     if (m->held[k]) reshard(m, k);
     if (m->written[k]) reduce(m, k, 0);
@@ -212,12 +248,37 @@ static uint64_t next_random(uint64_t* s) {
   return *s;
 }
 
+/* Gradient clipping: a norm over every gradient shard (collective), folded into what was read. */
+static void clip(model_t* m) {
+  wait_reductions(m);
+  double norm = 0.0;
+  CHECK_OK(fsdp_clip_grad_norm(m->ctx, 0.5, 2.0, &norm));
+  m->acc = m->acc * 0.5 + norm;
+}
+
+/* A checkpoint saved and loaded back between phases (units resharded, reductions done first): the
+ * load gives back what was saved, so the run continues unchanged. */
+static void checkpoint_round_trip(model_t* m) {
+  for (int k = 0; k < NU; ++k) {
+    if (m->held[k]) reshard(m, k);
+    if (m->written[k] && !m->sync_off) reduce(m, k, 0);
+  }
+  wait_reductions(m);
+  if (th_zero_copy(m->ctx)) MPI_Barrier(MPI_COMM_WORLD);
+  char path[128];
+  snprintf(path, sizeof path, "%s/random.h5", ckpt_dir);
+  const fsdp_checkpoint_options_t o = FSDP_CHECKPOINT_OPTIONS_INIT;
+  CHECK_OK(fsdp_checkpoint_save(m->ctx, path, &o));
+  CHECK_OK(fsdp_checkpoint_load(m->ctx, path, &o, NULL));
+  check_nothing_stranded(m, "after a checkpoint save and load");
+}
+
 /* The same seed on every rank: every rank makes the same calls. */
 static void run_random(model_t* m, uint64_t seed) {
   uint64_t s = seed;
   for (int op = 0; op < 400; ++op) {
     const int k = (int)(next_random(&s) % NU), async = (int)(next_random(&s) % 2);
-    switch (next_random(&s) % 12) {
+    switch (next_random(&s) % 15) {
       case 0: begin_forward(m); break;
       case 1: begin_backward(m); break;
       case 2:
@@ -239,6 +300,14 @@ static void run_random(model_t* m, uint64_t seed) {
         break;
       case 10:
         if (next_random(&s) % 3 == 0) step(m);
+        break;
+      case 11: clip(m); break;
+      case 12: /* accumulation: gradient sync off (reductions keep the gradient), or on again */
+        m->sync_off = !m->sync_off;
+        CHECK_OK(fsdp_set_grad_sync(m->ctx, !m->sync_off));
+        break;
+      case 13:
+        if (next_random(&s) % 4 == 0) checkpoint_round_trip(m);
         break;
       default: /* a whole pass, forward or backward order */
         for (int j = 0; j < NU; ++j)
@@ -379,6 +448,10 @@ static void check_counts_and_trace(void) {
 
 int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_prefetch");
+  strcpy(ckpt_dir, "/tmp/fsdp-prefetch-ckpt-XXXXXX");
+  if (th_rank() == 0 && !mkdtemp(ckpt_dir)) ckpt_dir[0] = 0;
+  MPI_Bcast(ckpt_dir, sizeof ckpt_dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  CHECK_MSG(ckpt_dir[0] != 0, "a directory for the checkpoints");
   check_counts_and_trace();
   static const struct { int max_unsharded, debug; } variants[] = {{0, 0}, {3, 0}, {0, 1}};
   for (int loop = 0; loop < LOOPS; ++loop) {
@@ -398,6 +471,13 @@ int main(int argc, char** argv) {
       }
       release(&off);
     }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (th_rank() == 0) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/random.h5", ckpt_dir);
+    remove(path);
+    rmdir(ckpt_dir);
   }
   return th_finish();
 }
