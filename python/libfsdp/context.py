@@ -4,7 +4,7 @@ import ctypes
 import numpy as np
 
 from . import _capi
-from . import _check, _choice, _lib, _refuse
+from . import _check, _choice, _lib, _refuse, _refuse_device_memory
 from .optimizer import Optimizer
 from .request import Request
 from .unit import Unit
@@ -16,6 +16,12 @@ class Context:
     def __init__(self, handle):
         self._handle = handle
         self.units = []
+        self._on_device = self.placement()["memory_space"] == "cuda"
+
+    def _host_memory(self, call):
+        """Refuses (libfsdp.Error, FSDP_ERR_UNSUPPORTED) a numpy view of a CUDA context's memory."""
+        if self._on_device:
+            _refuse_device_memory(call)
 
     # ---- groups and state --------------------------------------------------------------------
     def group(self, which="world"):

@@ -70,6 +70,7 @@ class Optimizer:
         """This rank's state buffer `name` of `unit` ("exp_avg", "exp_avg_sq"; "momentum"), a
         numpy view laid out like unit.shard_grad() (allocated as zeros if no update made it yet).
         Writing it, with set_steps, restores the optimizer from another source. Local."""
+        unit.context._host_memory("Optimizer.state")
         ptr, n = ctypes.c_void_p(), ctypes.c_size_t()
         _check(_lib.fsdp_optimizer_state(self._handle, unit._handle, str(name).encode(),
                                          ctypes.byref(ptr), ctypes.byref(n)))

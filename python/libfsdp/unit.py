@@ -150,6 +150,7 @@ class Unit:
     def param(self, param):
         """The unsharded parameter (by index or name) as an array of its shape in param_dtype,
         viewing the library's buffer: valid until reshard(); writes are discarded there."""
+        self.context._host_memory("Unit.param")
         i = self.index(param)
         ptr = ctypes.c_void_p()
         _check(_lib.fsdp_param_data(self._handle, i, ctypes.byref(ptr)))
@@ -175,6 +176,7 @@ class Unit:
     def grad(self, param):
         """The full gradient buffer of a parameter (shape, param_dtype) to write or add into;
         valid until reduce_grads()."""
+        self.context._host_memory("Unit.grad")
         i = self.index(param, "fsdp_grad_data")
         ptr = ctypes.c_void_p()
         _check(_lib.fsdp_grad_data(self._handle, i, ctypes.byref(ptr)))
@@ -217,12 +219,14 @@ class Unit:
 
     def shard(self):
         """This rank's master shard (1-D, the unit's dtype, padding included); unit's life."""
+        self.context._host_memory("Unit.shard")
         ptr, n = ctypes.c_void_p(), ctypes.c_size_t()
         _check(_lib.fsdp_shard_data(self._handle, ctypes.byref(ptr), ctypes.byref(n)))
         return _view(ptr.value, self.dtype, (n.value,))
 
     def shard_grad(self):
         """This rank's gradient shard (1-D); fetch again after zero_grads()."""
+        self.context._host_memory("Unit.shard_grad")
         ptr, n = ctypes.c_void_p(), ctypes.c_size_t()
         _check(_lib.fsdp_shard_grad(self._handle, ctypes.byref(ptr), ctypes.byref(n)))
         return _view(ptr.value, self.dtype, (n.value,))

@@ -1,36 +1,25 @@
 #!/usr/bin/env bash
-# The GPU run (doc/gpu.md), on a machine with a GPU after `make build`: every GPU test
-# (ctest -L gpu), then bench_gpu on every visible GPU, then one line each: the tests' verdict and
-# the benchmark's ratios against raw NCCL (target <= 1.05) and against the copy bandwidth
-# (target >= 0.8). Exit status: nonzero when a test failed or the benchmark did not run.
+# The GPU run (doc/gpu.md, "The first run"), on a machine with a GPU after a CUDA + NCCL build
+# (`make gpu-check` configures and builds it): every GPU test (ctest -L gpu), then bench_gpu with
+# one rank per GPU, then the verdict (share/scripts/gpu_verdict.py): one line per finding and
+# "gpu-check: PASS" or "gpu-check: FAIL: <reasons>". Exit status 0 on PASS only.
 # Usage: gpu-check.sh [build dir] [mpiexec]
 set -uo pipefail
 build=${1:-build}
 mpiexec=${2:-$(command -v mpiexec.mpich || command -v mpiexec)}
-gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
-[ "${gpus:-0}" -ge 1 ] || { echo "gpu-check: no GPU visible (nvidia-smi -L)"; exit 77; }
-(cd "$build" && ctest -L gpu --output-on-failure) | tee "$build/gpu-tests.log"
-tests=${PIPESTATUS[0]}
-"$mpiexec" -n "$gpus" "$build/bench/bench_gpu" | tee "$build/bench_gpu.jsonl"
-bench=${PIPESTATUS[0]}
-echo "---- gpu-check: $gpus GPU(s)"
-grep -E "tests passed|tests failed" "$build/gpu-tests.log" | tail -1
-python3 - "$build/bench_gpu.jsonl" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    line = line.strip()
-    if not line.startswith("{"):
-        continue
-    r = json.loads(line)
-    if "MiB" in r:
-        print(f"{r['MiB']:>6} MiB  unshard/ncclAllGather {r['ratio']:.3f}  "
-              f"reduce_grads/ncclReduceScatter {r['ratio_rs']:.3f}  (target <= 1.05)")
-    elif "cast_fraction_of_copy_bw" in r:
-        print(f"cast {r['cast_fraction_of_copy_bw']:.3f}, AdamW {r['adamw_fraction_of_copy_bw']:.3f}"
-              f" of the copy bandwidth {r['copy_GBps']} GB/s (target >= 0.8)")
-    elif "cudaMalloc_per_step" in r:
-        print(f"cudaMalloc per steady-state step: {r['cudaMalloc_per_step']} (target 0)")
-PY
-[ "$tests" = 0 ] && [ "$bench" = 0 ] && echo "gpu-check: PASS" && exit 0
-echo "gpu-check: FAIL (tests $tests, bench_gpu $bench)"
-exit 1
+here=$(cd "$(dirname "$0")" && pwd)
+python=$(command -v python3 || command -v python)
+[ -x "$build/tests/fsdp_gpu_probe" ] || { echo "gpu-check: $build has no CUDA build (fsdp_gpu_probe)"; exit 1; }
+# GPUs as the CUDA runtime counts them (CUDA_VISIBLE_DEVICES and MIG honoured), and its error.
+probe=$("$build/tests/fsdp_gpu_probe" 2>&1 | head -1)
+smi=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+echo "probe: $probe"
+gpus=$(sed -n 's/^devices=\([0-9]*\).*/\1/p' <<<"$probe")
+(cd "$build" && ctest -L gpu --output-on-failure) 2>&1 | tee "$build/gpu-tests.log"
+: >"$build/bench_gpu.jsonl"
+if [ "${gpus:-0}" -ge 1 ]; then
+  "$mpiexec" -n "$gpus" "$build/bench/bench_gpu" | tee "$build/bench_gpu.jsonl"
+fi
+echo "---- gpu-check"
+"$python" "$here/gpu_verdict.py" --probe "$probe" --smi "${smi:-0}" \
+  --tests "$build/gpu-tests.log" --bench "$build/bench_gpu.jsonl"

@@ -183,15 +183,20 @@ int main(int argc, char** argv) {
   cfg.memory_space = FSDP_MEMORY_CUDA;
   if (!std::strcmp(mode, "mpi")) cfg.transport = FSDP_TRANSPORT_MPI;
   if (!std::strcmp(mode, "nccl")) cfg.transport = FSDP_TRANSPORT_NCCL;
-  // A device other than 0 where there is one; the application's current device stays another.
-  cfg.device = count > 1 ? count - 1 - th_rank() % (count - 1) : 0;
-  // The stream is on the library's device; the application then makes device 0 current, which
-  // no call may change.
+  // With >= 2 GPUs each rank's library works on the GPU after its own (distinct per rank while
+  // ranks <= GPUs, as NCCL needs) and the application keeps its own current: the guard must put
+  // it back. With one GPU both are 0 and the device checks below cannot fail (said on rank 0).
+  cfg.device = count > 1 ? (th_rank() + 1) % count : 0;
+  const int app_device = count > 1 ? th_rank() % count : 0;
+  if (count == 1 && th_rank() == 0)
+    std::printf("note: one GPU: the current-device checks compare device 0 with itself\n");
+  // The stream is on the library's device; the application then makes its own device current,
+  // which no call may change.
   r.lib_device = cfg.device;
   CHECK(cudaSetDevice(cfg.device) == cudaSuccess);
   CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking) == cudaSuccess);
-  CHECK(cudaSetDevice(0) == cudaSuccess);
-  r.device = 0;
+  CHECK(cudaSetDevice(app_device) == cudaSuccess);
+  r.device = app_device;
   CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &r.ctx));
   check_device_kept(r, "the current device after fsdp_init");
   CHECK_OK(fsdp_set_stream(r.ctx, r.stream));

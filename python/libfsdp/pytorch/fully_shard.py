@@ -38,6 +38,7 @@ class FullyShard(Hooks, StateDicts):
     def __init__(self, ctx, root, submodules=(), *, mp_policy=None, reshard_after_forward=True,
                  prefetch=True, find_unused_parameters=False, param_init_fn=None,
                  sync_module_states=True, ignored_params=None):
+        ctx._host_memory("FullyShard")  # a CUDA context: refused before anything is touched
         plan, ignored, self.root_policy = _plan.plan(ctx, root, submodules, mp_policy,
                                                      param_init_fn, ignored_params,
                                                      reshard_after_forward)

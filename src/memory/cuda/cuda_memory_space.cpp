@@ -22,6 +22,19 @@ class EventMark final : public StreamMark {
 
 }  // namespace
 
+void CudaMemorySpace::set_caller_stream(cudaStream_t s) {
+  if (s != nullptr && s != cudaStreamLegacy && s != cudaStreamPerThread) {
+    int on = -1;
+    check(cudaStreamGetDevice(s, &on), "cudaStreamGetDevice");
+    if (on != device_)
+      fail(Errc::InvalidArgument,
+           "stream: created on CUDA device " + std::to_string(on) + ", but this context works on " +
+               "device " + std::to_string(device_) + " (create the stream after cudaSetDevice(" +
+               std::to_string(device_) + "); fsdp_context_placement tells the device)");
+  }
+  caller_ = s;
+}
+
 CudaMemorySpace::CudaMemorySpace(int device) : device_(device) {
   DeviceGuard guard(device_);
   int sms = 1;

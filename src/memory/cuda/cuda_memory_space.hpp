@@ -25,7 +25,10 @@ class CudaMemorySpace final : public MemorySpace {
   bool host_accessible() const override { return false; }
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
-  void set_caller_stream(cudaStream_t s) { caller_ = s; }
+  // The caller's stream must belong to this space's device (an event recorded on a stream of
+  // another device fails later, far from the cause): refused with Errc::InvalidArgument naming
+  // both devices. The legacy and per-thread default streams follow the current device: taken.
+  void set_caller_stream(cudaStream_t s);
   // Called over and over while synchronize() (and the norms and finiteness checks, which read
   // back) wait for the stream: it may throw to end the wait. The NCCL transport sets one that
   // aborts its communicators on an asynchronous NCCL error or after fsdp_abort, so a wait on a
