@@ -62,7 +62,7 @@ typedef struct {
   ncclComm_t comm;
   void *full, *shard;
   size_t count; /* elements per rank */
-  void* tmp; /* the raw reduce-scatter's out-of-place result */
+  void* tmp;    /* the raw reduce-scatter's out-of-place result */
   void* src;
   void* dst;
   size_t bytes;
@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
            WARMUP, REPS);
 
   if (size_ < 2 && rank_ == 0)
-    printf("{\"nccl\": \"not measured: needs >= 2 ranks on >= 2 GPUs (one rank moves nothing)\"}\n");
+    printf(
+        "{\"nccl\": \"not measured: needs >= 2 ranks on >= 2 GPUs (one rank moves nothing)\"}\n");
   for (size_t mib = 1; size_ >= 2 && mib <= max_mib; mib *= 4) {
     const size_t total = mib << 20, numel = total / 4, per_rank = numel / (size_t)size_;
     op_t o;

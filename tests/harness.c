@@ -90,6 +90,10 @@ double th_uniform(uint64_t* state) {
   return (double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
+long th_local_failures(void) {
+  return checks_failed;
+}
+
 int th_finish(void) {
   long local[2] = {checks_passed, checks_failed}, total[2] = {0, 0};
   MPI_Allreduce(local, total, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);

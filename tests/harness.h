@@ -9,7 +9,8 @@
 #include "fsdp.h"
 
 void th_init(int* argc, char*** argv, const char* name);
-int th_finish(void); /* calls MPI_Finalize; returns the process exit status */
+int th_finish(void);          /* calls MPI_Finalize; returns the process exit status */
+long th_local_failures(void); /* this rank's failed checks so far (no communication) */
 int th_rank(void);
 int th_size(void);
 void th_record(int ok, const char* file, int line, const char* expr, const char* detail);

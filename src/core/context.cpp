@@ -81,21 +81,30 @@ Context::Context(std::unique_ptr<ProcessGroups> groups, const Topology& topo,
 }
 
 Context::~Context() {
-  watchdog_.reset();
-  // Waits for a background save; it uses its own communicators.
-  parts_[static_cast<int>(PartSlot::Checkpoints)].reset();
-  worker_->drain();
-  for (auto& [id, u] : units_) {
-    try {
-      u->complete_pending();
-    } catch (...) {  // reported to nobody: the context is going
+  {
+    // The teardown waits (a background save, collectives in flight, the progress thread): it is
+    // a call the watchdog watches, so a wait a dead peer never ends is reported, interrupted and,
+    // if stuck inside MPI or NCCL, ends the job after the grace period: never a silent hang.
+    CallInfo teardown;
+    teardown.call = "fsdp_finalize";
+    teardown.collective = false;
+    CallScope scope(call_log_, teardown);
+    // Waits for a background save; it uses its own communicators.
+    parts_[static_cast<int>(PartSlot::Checkpoints)].reset();
+    worker_->drain();
+    for (auto& [id, u] : units_) {
+      try {
+        u->complete_pending();
+      } catch (...) {  // reported to nobody: the context is going
+      }
     }
+    scheduler_->clear_requests();
+    parts_[static_cast<int>(PartSlot::Optimizers)].reset();  // they use units
+    units_.clear();  // units return their buffers to the pool before it goes
+    worker_.reset();
+    partial_sums_.reset();  // before the memory spaces of the backend
   }
-  scheduler_->clear_requests();
-  parts_[static_cast<int>(PartSlot::Optimizers)].reset();  // they use units
-  units_.clear();  // units return their buffers to the pool before it goes
-  worker_.reset();
-  partial_sums_.reset();  // before the memory spaces of the backend
+  watchdog_.reset();  // last of the waits; the transport's own teardown follows (members)
 }
 
 void Context::abort() {

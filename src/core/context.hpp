@@ -158,7 +158,7 @@ class Context {
   bool grad_sync_ = true;
   std::unique_ptr<Trace> trace_;  // declared before worker_: outlives the progress thread
   std::unique_ptr<CommWorker> worker_;
-  std::unique_ptr<Watchdog> watchdog_;  // stopped first (~Context)
+  std::unique_ptr<Watchdog> watchdog_;  // watches ~Context's waits, then stopped
   std::unique_ptr<Scheduler> scheduler_;
   std::optional<Rank0Roots> rank0_roots_;
   std::unique_ptr<ContextPart> parts_[kPartSlots];

@@ -30,8 +30,20 @@ void Watchdog::abort_job(const std::string& why) {
   std::fprintf(stderr, "libfsdp rank %d: watchdog: %s: aborting the job (MPI_Abort)\n", rank_,
                why.c_str());
   std::fflush(stderr);
-  MPI_Abort(comm_, 3);
-  std::abort();  // MPI_Abort does not return; should it, the job still ends
+  // MPI_Abort itself can block behind the thread that is stuck inside MPI (MPICH at
+  // MPI_THREAD_MULTIPLE was seen printing its abort message and then spinning forever): it runs
+  // on a thread of its own, and if the process still lives after kAbortWait this rank exits, which
+  // the launcher (Hydra, srun) reports as a failed process and ends the job for.
+  constexpr auto kAbortWait = std::chrono::seconds(5);
+  const MPI_Comm comm = comm_;
+  std::thread([comm] { MPI_Abort(comm, 3); }).detach();
+  std::this_thread::sleep_for(kAbortWait);
+  std::fprintf(stderr,
+               "libfsdp rank %d: watchdog: MPI_Abort did not end the job within %lld s: exiting "
+               "this process (status 3)\n",
+               rank_, static_cast<long long>(kAbortWait.count()));
+  std::fflush(stderr);
+  std::_Exit(3);
 }
 
 void Watchdog::run() {

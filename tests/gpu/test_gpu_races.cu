@@ -54,9 +54,13 @@ long long spin_cycles() {
   return (long long)khz * 20;  // 20 ms
 }
 
-bool equal_to_fill(const float* device_data, size_t n, float value) {
+// Read on the caller's stream, which the library's calls order (a plain cudaMemcpy runs on the
+// legacy stream, which does not wait for a non-blocking stream: it could race the all-gather).
+bool equal_to_fill(cudaStream_t stream, const float* device_data, size_t n, float value) {
   std::vector<float> host(n);
-  CHECK(cudaMemcpy(host.data(), device_data, n * sizeof(float), cudaMemcpyDefault) == cudaSuccess);
+  CHECK(cudaMemcpyAsync(host.data(), device_data, n * sizeof(float), cudaMemcpyDefault, stream) ==
+        cudaSuccess);
+  CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
   for (size_t i = 0; i < n; ++i)
     if (host[i] != value + float(i % 1000)) return false;
   return true;
@@ -132,7 +136,9 @@ void gradients_after_zero(Run& r, fsdp_unit_t u) {
     CHECK(cudaStreamSynchronize(r.stream) == cudaSuccess);
     // This rank's slice of the flat gradient: element i of the shard is flat index off + i.
     std::vector<float> host(numel);
-    CHECK(cudaMemcpy(host.data(), shard, numel * sizeof(float), cudaMemcpyDefault) == cudaSuccess);
+    CHECK(cudaMemcpyAsync(host.data(), shard, numel * sizeof(float), cudaMemcpyDefault, r.stream) ==
+          cudaSuccess);
+    CHECK(cudaStreamSynchronize(r.stream) == cudaSuccess);
     size_t off = size_t(th_rank()) * numel;  // one parameter, full sharding over the world
     int bad = 0;
     for (size_t i = 0; i < numel && off + i < kN; ++i)
@@ -155,7 +161,8 @@ void read_before_reshard(Run& r, fsdp_unit_t a, fsdp_unit_t b) {
     void* p = nullptr;
     CHECK_OK(fsdp_unshard(a));
     CHECK_OK(fsdp_param_data(a, 0, &p));
-    if (rep == 0) CHECK_MSG(equal_to_fill(static_cast<float*>(p), kN, 1.0f), "step 0 all-gather");
+    if (rep == 0)
+      CHECK_MSG(equal_to_fill(r.stream, static_cast<float*>(p), kN, 1.0f), "step 0 all-gather");
     {
       OnDevice on(r);
       spin<<<1, 1, 0, r.stream>>>(spin_cycles());
@@ -165,7 +172,8 @@ void read_before_reshard(Run& r, fsdp_unit_t a, fsdp_unit_t b) {
     CHECK_OK(fsdp_unshard(b));
     CHECK_OK(fsdp_reshard(b));
     CHECK(cudaStreamSynchronize(r.stream) == cudaSuccess);
-    CHECK_MSG(equal_to_fill(out, kN, 1.0f), "a read before fsdp_reshard sees the unit's values");
+    CHECK_MSG(equal_to_fill(r.stream, out, kN, 1.0f),
+              "a read before fsdp_reshard sees the unit's values");
   }
   cudaFree(out);
   check_device_kept(r, "the current device after unshard and reshard");

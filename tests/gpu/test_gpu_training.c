@@ -1,5 +1,6 @@
-/* Training on the GPU against the same training on the host, in one program: two units (float32,
- * one with bfloat16 compute), AdamW with clipping, three steps. A CUDA context and a host context
+/* Training on the GPU against the same training on the host, in one program: three units (float32;
+ * bfloat16 compute reduced in bfloat16; bfloat16 compute reduced in float32), AdamW with clipping,
+ * three steps. A CUDA context and a host context
  * get the same initial values and gradients. The host reference uses the transport the CUDA
  * context resolved to where that one's arithmetic is the host's (MPI staging runs the host's MPI
  * collectives in the same order): there unsharded parameters, gradient shards and updated shards
@@ -11,7 +12,9 @@
  * The CUDA context's checkpoint is loaded by a host context and compared bit for bit, and its
  * steady-state steps must not call cudaMalloc.
  *
- * Argument: auto | mpi | nccl | offload (the CUDA context's transport or CPU offload).
+ * Argument: auto | mpi | nccl | offload | async | hybrid: the CUDA context's transport, CPU
+ * offload, the asynchronous calls with prefetch on (the progress thread's path), or hybrid
+ * sharding (factor 2: run on 4 ranks; both contexts use it).
  * Exit 77 (skipped) when a rank sees no CUDA device. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -21,11 +24,15 @@
 
 #include "harness.h"
 
-enum { N0 = 1000, N1 = 333, STEPS = 3 };
+enum { NU = 3, N0 = 1000, N1 = 333, N2 = 517, STEPS = 3 };
+static const int NUMEL[NU] = {N0, N1, N2};
+static const int BF16[NU] = {0, 1, 1};        /* the unit computes in bfloat16 */
+static const int REDUCE_BF16[NU] = {0, 1, 0}; /* and reduces in bfloat16 (unit 2: in float32) */
+static int async_calls = 0;                   /* mode async */
 
 typedef struct {
   fsdp_context_t ctx;
-  fsdp_unit_t u[2];
+  fsdp_unit_t u[NU];
   fsdp_optimizer_t opt;
 } model_t;
 
@@ -38,20 +45,23 @@ static const double LR = 1e-2;
 
 static void make_model(model_t* m, const fsdp_config_t* cfg) {
   CHECK_OK(fsdp_init(MPI_COMM_WORLD, cfg, &m->ctx));
-  static const int64_t s0[1] = {N0}, s1[2] = {37, 9};
-  fsdp_param_desc_t d0 = {"a.w", 1, s0, FSDP_FLOAT32, 1}, d1 = {"b.w", 2, s1, FSDP_FLOAT32, 1};
-  static float v0[N0], v1[N1];
-  fill(v0, N0, 11);
-  fill(v1, N1, 12);
-  const void* p0[1] = {v0};
-  const void* p1[1] = {v1};
-  CHECK_OK(fsdp_unit_create(m->ctx, 1, &d0, p0, &m->u[0]));
-  fsdp_unit_options_t o = FSDP_UNIT_OPTIONS_INIT;
-  o.param_dtype = FSDP_BFLOAT16;
-  CHECK_OK(fsdp_unit_create_ex(m->ctx, 1, &d1, p1, &o, &m->u[1]));
+  static const int64_t s0[1] = {N0}, s1[2] = {37, 9}, s2[1] = {N2};
+  fsdp_param_desc_t d[NU] = {{"a.w", 1, s0, FSDP_FLOAT32, 1},
+                             {"b.w", 2, s1, FSDP_FLOAT32, 1},
+                             {"c.w", 1, s2, FSDP_FLOAT32, 1}};
+  static float v[NU][N0];
+  for (int k = 0; k < NU; ++k) {
+    fill(v[k], NUMEL[k], 11 + (uint64_t)k);
+    const void* p[1] = {v[k]};
+    fsdp_unit_options_t o = FSDP_UNIT_OPTIONS_INIT;
+    if (BF16[k]) o.param_dtype = FSDP_BFLOAT16;
+    if (BF16[k] && !REDUCE_BF16[k]) o.reduce_dtype = FSDP_FLOAT32;
+    CHECK_OK(fsdp_unit_create_ex(m->ctx, 1, &d[k], p, &o, &m->u[k]));
+  }
   fsdp_hyperparams_t h = FSDP_ADAMW_DEFAULTS;
   h.lr = LR;
-  CHECK_OK(fsdp_optimizer_create(m->ctx, FSDP_OPTIMIZER_ADAMW, &h, 2, m->u, &m->opt));
+  CHECK_OK(fsdp_optimizer_create(m->ctx, FSDP_OPTIMIZER_ADAMW, &h, NU, m->u, &m->opt));
+  if (async_calls) CHECK_OK(fsdp_set_prefetch(m->ctx, 1, 1));
 }
 
 static void free_model(model_t* m) {
@@ -94,10 +104,10 @@ static int params_close(const void* a, const void* b, size_t n, int bf16, double
   return 1;
 }
 
-/* The gradient rank r writes for unit k at `step`, as both contexts see it (bfloat16 for unit 1). */
+/* The gradient rank r writes for unit k at `step`, as both contexts see it (bfloat16 units). */
 static void rank_gradient(float* g, int n, int step, int k, int r) {
   fill(g, n, 100 + (uint64_t)(step * 10 + k * 3 + r));
-  if (k == 1)
+  if (BF16[k])
     for (int i = 0; i < n; ++i) {
       uint16_t b = 0;
       CHECK_OK(fsdp_convert(&b, FSDP_BFLOAT16, &g[i], FSDP_FLOAT32, 1));
@@ -109,7 +119,7 @@ static void rank_gradient(float* g, int n, int step, int k, int r) {
  * bound of the mean of W rank gradients summed in the reduce dtype in any order. */
 static void sum_bounds(double* tol, size_t sn, size_t first, int n, int step, int k) {
   const int W = th_size();
-  const double u = k == 1 ? 1.0 / 256.0 : 1.0 / 16777216.0; /* bfloat16, float32 unit roundoff */
+  const double u = REDUCE_BF16[k] ? 1.0 / 256.0 : 1.0 / 16777216.0; /* the reduce dtype's */
   float* g = malloc((size_t)n * sizeof(float));
   for (size_t j = 0; j < sn; ++j) tol[j] = 0.0;
   for (int r = 0; r < W; ++r) {
@@ -131,6 +141,17 @@ int main(int argc, char** argv) {
   if (!strcmp(mode, "mpi")) gpu.transport = FSDP_TRANSPORT_MPI;
   if (!strcmp(mode, "nccl")) gpu.transport = FSDP_TRANSPORT_NCCL;
   if (!strcmp(mode, "offload")) gpu.cpu_offload = 1;
+  async_calls = !strcmp(mode, "async");
+  const int hybrid = !strcmp(mode, "hybrid");
+  if (hybrid) {
+    if (th_size() % 2 != 0) {
+      if (th_rank() == 0) printf("skipped: hybrid sharding (factor 2) needs an even rank count\n");
+      MPI_Finalize();
+      return 77;
+    }
+    gpu.strategy = FSDP_HYBRID_SHARD;
+    gpu.sharding_factor = 2;
+  }
 
   model_t host, dev;
   make_model(&dev, &gpu);
@@ -143,6 +164,8 @@ int main(int argc, char** argv) {
    * transport. Bit for bit there and on one rank; NCCL's sums are held to their error bound. */
   fsdp_config_t ref = FSDP_CONFIG_INIT;
   if (transport == FSDP_TRANSPORT_MPI) ref.transport = FSDP_TRANSPORT_MPI;
+  ref.strategy = gpu.strategy;
+  ref.sharding_factor = gpu.sharding_factor;
   make_model(&host, &ref);
   const int exact = transport == FSDP_TRANSPORT_MPI || th_size() == 1;
   const double* const exact_tol = NULL;
@@ -167,18 +190,30 @@ int main(int argc, char** argv) {
 
   uint64_t after_warmup = 0;
   for (int step = 0; step < STEPS; ++step) {
-    for (int k = 0; k < 2; ++k) {
-      const int n = k == 0 ? N0 : N1;
-      const size_t pbytes = (size_t)n * (k == 0 ? 4 : 2);
-      CHECK_OK(fsdp_unshard(host.u[k]));
-      CHECK_OK(fsdp_unshard(dev.u[k]));
+    if (async_calls) { /* an order for prefetch to follow (recorded at step 0) */
+      CHECK_OK(fsdp_begin_forward(host.ctx));
+      CHECK_OK(fsdp_begin_forward(dev.ctx));
+    }
+    for (int k = 0; k < NU; ++k) {
+      const int n = NUMEL[k];
+      const size_t pbytes = (size_t)n * (BF16[k] ? 2 : 4);
+      if (async_calls) { /* the progress thread's all-gather, maybe claimed from a prefetch */
+        fsdp_request_t hr = NULL, dr = NULL;
+        CHECK_OK(fsdp_unshard_async(host.u[k], &hr));
+        CHECK_OK(fsdp_unshard_async(dev.u[k], &dr));
+        CHECK_OK(fsdp_wait(&hr));
+        CHECK_OK(fsdp_wait(&dr));
+      } else {
+        CHECK_OK(fsdp_unshard(host.u[k]));
+        CHECK_OK(fsdp_unshard(dev.u[k]));
+      }
       void *hp = NULL, *dp = NULL, *hg = NULL, *dg = NULL;
       CHECK_OK(fsdp_param_data(host.u[k], 0, &hp));
       CHECK_OK(fsdp_param_data(dev.u[k], 0, &dp));
       char* got = malloc(pbytes);
       CHECK(cudaMemcpyAsync(got, dp, pbytes, cudaMemcpyDefault, stream) == cudaSuccess);
       CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
-      CHECK_MSG(params_close(got, hp, (size_t)n, k == 1, param_bound),
+      CHECK_MSG(params_close(got, hp, (size_t)n, BF16[k], param_bound),
                 "unsharded parameters differ from the host's");
       free(got);
       /* The same gradient on both (rank- and step-dependent), written on the caller's stream. */
@@ -186,7 +221,7 @@ int main(int argc, char** argv) {
       fill(g, n, 100 + (uint64_t)(step * 10 + k * 3 + th_rank()));
       CHECK_OK(fsdp_grad_data(host.u[k], 0, &hg));
       CHECK_OK(fsdp_grad_data(dev.u[k], 0, &dg));
-      if (k == 0) {
+      if (!BF16[k]) {
         memcpy(hg, g, (size_t)n * 4);
         CHECK(cudaMemcpyAsync(dg, g, (size_t)n * 4, cudaMemcpyHostToDevice, stream) == cudaSuccess);
       } else { /* bfloat16 gradients: the host's conversion, written on both */
@@ -200,8 +235,16 @@ int main(int argc, char** argv) {
       free(g);
       CHECK_OK(fsdp_reshard(host.u[k]));
       CHECK_OK(fsdp_reshard(dev.u[k]));
-      CHECK_OK(fsdp_reduce_grads(host.u[k]));
-      CHECK_OK(fsdp_reduce_grads(dev.u[k]));
+      if (async_calls) { /* the reduction on the progress thread */
+        fsdp_request_t hr = NULL, dr = NULL;
+        CHECK_OK(fsdp_reduce_grads_async(host.u[k], &hr));
+        CHECK_OK(fsdp_reduce_grads_async(dev.u[k], &dr));
+        CHECK_OK(fsdp_wait(&hr));
+        CHECK_OK(fsdp_wait(&dr));
+      } else {
+        CHECK_OK(fsdp_reduce_grads(host.u[k]));
+        CHECK_OK(fsdp_reduce_grads(dev.u[k]));
+      }
       size_t sn = 0;
       void *hs = NULL, *ds = NULL;
       CHECK_OK(fsdp_shard_grad(host.u[k], &hs, &sn));
@@ -232,7 +275,7 @@ int main(int argc, char** argv) {
   CHECK_MSG(th_allocation_calls(dev.ctx) == after_warmup, "steady-state steps called cudaMalloc");
 
   /* The updated shards: equal wherever the gradients were equal. */
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < NU; ++k) {
     void *hs = NULL, *ds = NULL;
     size_t sn = 0;
     CHECK_OK(fsdp_shard_data(host.u[k], &hs, &sn));
@@ -253,14 +296,15 @@ int main(int argc, char** argv) {
   model_t back;
   make_model(&back, NULL);
   CHECK_OK(fsdp_checkpoint_load(back.ctx, path, &copts, NULL));
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < NU; ++k) {
     void *bs = NULL, *ds = NULL;
     size_t sn = 0;
     CHECK_OK(fsdp_shard_data(back.u[k], &bs, &sn));
     CHECK_OK(fsdp_shard_data(dev.u[k], &ds, NULL));
     float* shard = malloc(sn * sizeof(float) + 1);
     fetch(shard, ds, sn * sizeof(float));
-    CHECK_MSG(same_or_close(bs, shard, sn, exact_tol, -1.0), "checkpoint of the GPU context differs");
+    CHECK_MSG(same_or_close(bs, shard, sn, exact_tol, -1.0),
+              "checkpoint of the GPU context differs");
     free(shard);
   }
   free_model(&back);

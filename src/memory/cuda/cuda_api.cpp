@@ -1,10 +1,12 @@
 // cuda_api.hpp in a build with CUDA (NCCL optional: FSDP_HAVE_NCCL).
 #include "memory/cuda/cuda_api.hpp"
 
+#include <cuda.h>
 #include <mpi.h>
 
 #include "memory/cuda/cuda_check.hpp"
 #include "memory/cuda/cuda_memory_space.hpp"
+#include "memory/cuda/device_guard.hpp"
 #include "memory/cuda/pinned_memory_space.hpp"
 
 namespace fsdp::cuda {
@@ -19,6 +21,46 @@ bool built_with_nccl() {
 #else
   return false;
 #endif
+}
+
+namespace {
+
+// cuCtxGetCurrent / cuCtxSetCurrent, looked up once through the runtime (no link to libcuda).
+struct ContextCalls {
+  CUresult (*get)(CUcontext*) = nullptr;
+  CUresult (*set)(CUcontext) = nullptr;
+  ContextCalls() {
+    cudaDriverEntryPointQueryResult found{};
+    void* fn = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault,
+                                         &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+      get = reinterpret_cast<CUresult (*)(CUcontext*)>(fn);
+    fn = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &fn, 12000, cudaEnableDefault,
+                                         &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+      set = reinterpret_cast<CUresult (*)(CUcontext)>(fn);
+    (void)cudaGetLastError();
+  }
+};
+
+const ContextCalls& context_calls() {
+  static const ContextCalls calls;
+  return calls;
+}
+
+}  // namespace
+
+bool thread_has_context() noexcept {
+  const ContextCalls& c = context_calls();
+  CUcontext ctx = nullptr;
+  if (!c.get || !c.set || c.get(&ctx) != CUDA_SUCCESS) return true;  // unknown: as before
+  return ctx != nullptr;
+}
+
+void clear_thread_context() noexcept {
+  if (const ContextCalls& c = context_calls(); c.set) c.set(nullptr);
 }
 
 int device_count() noexcept {

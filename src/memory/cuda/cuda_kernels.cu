@@ -47,8 +47,8 @@ struct alignas(16) Pack {
 };
 
 template <class Dst, class Src>
-__global__ void convert_packed_kernel(Pack<Dst>* __restrict__ dst, const Pack<Src>* __restrict__ src,
-                                      std::size_t packs) {
+__global__ void convert_packed_kernel(Pack<Dst>* __restrict__ dst,
+                                      const Pack<Src>* __restrict__ src, std::size_t packs) {
   using C = Compute<Dst, Src>;
   FSDP_GRID_STRIDE(i, packs) {
     const Pack<Src> in = src[i];
@@ -157,8 +157,8 @@ void convert(const Launch& l, void* dst, DType dst_t, const void* src, DType src
       using Dst = std::remove_pointer_t<decltype(d)>;
       using Src = std::remove_pointer_t<decltype(s)>;
       std::size_t done = 0;
-      const bool aligned = (reinterpret_cast<std::uintptr_t>(dst) |
-                            reinterpret_cast<std::uintptr_t>(src)) % 16 == 0;
+      const bool aligned =
+          (reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) % 16 == 0;
       if (aligned && n >= kPack) {  // the library's buffers are 16-byte aligned (doc/gpu.md)
         const std::size_t packs = n / kPack;
         convert_packed_kernel<<<grid_for(l, packs), kThreads, 0, l.stream>>>(

@@ -61,6 +61,8 @@ CudaMemorySpace::~CudaMemorySpace() {
 }
 
 void CudaMemorySpace::release() noexcept {
+  // The thread left as it was found (device_guard.hpp): no context created on another GPU.
+  const bool had_context = thread_has_context();
   int previous = 0;
   const bool restore = cudaGetDevice(&previous) == cudaSuccess && previous != device_;
   cudaSetDevice(device_);
@@ -78,7 +80,10 @@ void CudaMemorySpace::release() noexcept {
   if (stream_) cudaStreamDestroy(stream_);
   caller_done_ = library_done_ = nullptr;
   stream_ = nullptr;
-  if (restore) cudaSetDevice(previous);
+  if (!had_context)
+    clear_thread_context();
+  else if (restore)
+    cudaSetDevice(previous);
 }
 
 Launch CudaMemorySpace::launch() {

@@ -1,6 +1,8 @@
-// Makes a device current on the calling thread for the guard's life, then makes the thread's
-// previous device current again: the library never leaves the application's thread on another
-// GPU than the one it chose (cudaSetDevice is per thread and sticky).
+// Makes a device current on the calling thread for the guard's life, then leaves the thread as it
+// found it: its previous device current again, or, on a thread that had no CUDA context (the
+// progress thread, the application's thread before it chose a device), no context at all. Setting
+// device 0 back there would create a primary context on GPU 0 in every rank (CUDA >= 12 makes
+// cudaSetDevice create it: about 0.5 GB each, and an error on an EXCLUSIVE_PROCESS GPU 0).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,20 +11,32 @@
 
 namespace fsdp::cuda {
 
+// The thread's current CUDA context (nullptr: none), through the driver's cuCtxGetCurrent and
+// cuCtxSetCurrent found at run time (the library links the runtime only). Where the driver
+// entry points are missing, "unknown" is reported as a context (the old behaviour).
+bool thread_has_context() noexcept;
+void clear_thread_context() noexcept;
+
 class DeviceGuard {
  public:
   DeviceGuard() = default;  // guards nothing
   explicit DeviceGuard(int device) {
+    had_context_ = thread_has_context();
     check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) {
+    if (!had_context_ || previous_ != device) {
       check(cudaSetDevice(device), "cudaSetDevice");
       switched_ = true;
     }
   }
   ~DeviceGuard() {
-    if (switched_) cudaSetDevice(previous_);
+    if (!switched_) return;
+    if (had_context_)
+      cudaSetDevice(previous_);
+    else
+      clear_thread_context();
   }
-  DeviceGuard(DeviceGuard&& o) noexcept : previous_(o.previous_), switched_(o.switched_) {
+  DeviceGuard(DeviceGuard&& o) noexcept
+      : previous_(o.previous_), switched_(o.switched_), had_context_(o.had_context_) {
     o.switched_ = false;
   }
   DeviceGuard(const DeviceGuard&) = delete;
@@ -32,6 +46,7 @@ class DeviceGuard {
  private:
   int previous_ = 0;
   bool switched_ = false;
+  bool had_context_ = true;
 };
 
 }  // namespace fsdp::cuda

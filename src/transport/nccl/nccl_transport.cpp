@@ -34,13 +34,35 @@ char* at(void* base, std::size_t bytes) {
   return static_cast<char*>(base) + bytes;
 }
 
+// Every rank of the group ends alike: rank 0's failure to make the id reaches the others with the
+// id (they would otherwise wait in MPI_Bcast), and after ncclCommInitRank the group agrees on
+// success, so a rank whose initialization failed after NCCL's bootstrap does not leave the others
+// to go on alone. (A rank failing inside NCCL's bootstrap can still leave the others blocked in
+// ncclCommInitRank: NCCL itself waits for every rank there.)
 ncclComm_t create_comm(const Group& g) {
-  ncclUniqueId id;
-  if (g.rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  mpi_check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, g.comm), "MPI_Bcast (NCCL unique id)");
+  struct {
+    int ok;
+    ncclUniqueId id;
+  } msg{};
+  std::string why;
+  if (g.rank == 0) {
+    const ncclResult_t r = ncclGetUniqueId(&msg.id);
+    msg.ok = r == ncclSuccess;
+    if (!msg.ok) why = ncclGetErrorString(r);
+  }
+  mpi_check(MPI_Bcast(&msg, sizeof msg, MPI_BYTE, 0, g.comm), "MPI_Bcast (NCCL unique id)");
+  if (!msg.ok)
+    fail(Errc::Nccl, "ncclGetUniqueId failed on rank 0 of the group" +
+                         (why.empty() ? std::string() : ": " + why));
   ncclComm_t comm = nullptr;
-  nccl_check(ncclCommInitRank(&comm, g.size, id, g.rank), "ncclCommInitRank");
-  return comm;
+  const ncclResult_t r = ncclCommInitRank(&comm, g.size, msg.id, g.rank);
+  int ok = r == ncclSuccess, all = 0;
+  mpi_check(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, g.comm),
+            "MPI_Allreduce (NCCL initialization agreed)");
+  if (all) return comm;
+  if (ok) ncclCommAbort(comm);  // the others failed: this rank's communicator is unusable
+  if (!ok) nccl_check(r, "ncclCommInitRank");
+  fail(Errc::Nccl, "ncclCommInitRank failed on another rank of the group");
 }
 
 }  // namespace
@@ -49,10 +71,13 @@ NcclTransport::NcclTransport(CudaMemorySpace& memory, const Group& shard, const 
     : memory_(memory) {
   DeviceGuard device(memory_.device());
   try {
-    for (const Group* g : {&shard, &replicate})
-      if (g->size > 1 && !comms_.count(g->comm)) comms_[g->comm] = create_comm(*g);
+    for (const Group* g : {&shard, &replicate}) {
+      bool made = false;
+      for (const auto& entry : comms_) made = made || entry.first == g->comm;
+      if (g->size > 1 && !made) comms_.emplace_back(g->comm, create_comm(*g));
+    }
   } catch (...) {
-    for (auto& [mpi, comm] : comms_) ncclCommDestroy(comm);
+    for (auto it = comms_.rbegin(); it != comms_.rend(); ++it) ncclCommDestroy(it->second);
     throw;
   }
   memory_.set_wait_check([this] { check_while_waiting(); });
@@ -63,39 +88,62 @@ NcclTransport::~NcclTransport() {
   if (aborted_) return;  // ncclCommAbort already freed them
   DeviceGuard device(memory_.device());
   cudaStreamSynchronize(memory_.stream());
-  for (auto& [mpi, comm] : comms_) ncclCommDestroy(comm);
+  for (auto it = comms_.rbegin(); it != comms_.rend(); ++it) ncclCommDestroy(it->second);
 }
 
 void NcclTransport::abort() {
   if (aborted_.exchange(true)) return;
   std::unique_lock<std::timed_mutex> lock(enqueue_, std::defer_lock);
-  // A call stuck inside NCCL for this long is abandoned: aborting is then the only way out.
+  // A call stuck inside NCCL for this long is abandoned: aborting is then the only way out
+  // (ncclCommAbort is what ends a call blocked in NCCL on another thread).
   (void)lock.try_lock_for(std::chrono::seconds(10));
+  std::lock_guard<std::mutex> comms(comms_mutex_);  // no wait's check is reading them now
   for (auto& [mpi, comm] : comms_) ncclCommAbort(comm);
 }
 
+void NcclTransport::interrupt_for_timeout() {
+  timed_out_ = true;
+  abort();
+}
+
+namespace {
+[[noreturn]] void fail_aborted(bool timed_out, const char* where) {
+  if (timed_out)
+    fail(Errc::Timeout, std::string("NCCL communicators were aborted by the watchdog's timeout ") +
+                            where + " (fsdp_config_t.timeout_s; doc/debugging.md)");
+  fail(Errc::Aborted, std::string("NCCL communicators were aborted (fsdp_abort) ") + where);
+}
+}  // namespace
+
 void NcclTransport::check_while_waiting() {
-  if (aborted_) fail(Errc::Aborted, "NCCL communicators were aborted while waiting for the device");
-  for (auto& [mpi, comm] : comms_) {
-    ncclResult_t async = ncclSuccess;
-    if (ncclCommGetAsyncError(comm, &async) != ncclSuccess) continue;
-    if (async != ncclSuccess && async != ncclInProgress) {
-      abort();  // the stream's collectives return, and every later call is refused
-      fail(Errc::Nccl, std::string("NCCL asynchronous error while waiting for the device (a peer "
-                                   "failed or left?): ") +
-                           ncclGetErrorString(async) + "; the communicators were aborted");
+  ncclResult_t error = ncclSuccess;
+  {
+    std::lock_guard<std::mutex> comms(comms_mutex_);
+    if (aborted_) fail_aborted(timed_out_, "while waiting for the device");
+    for (auto& [mpi, comm] : comms_) {
+      ncclResult_t async = ncclSuccess;
+      if (ncclCommGetAsyncError(comm, &async) != ncclSuccess) continue;
+      if (async != ncclSuccess && async != ncclInProgress) error = async;
     }
+  }
+  if (error != ncclSuccess) {
+    abort();  // the stream's collectives return, and every later call is refused
+    fail(Errc::Nccl, std::string("NCCL asynchronous error while waiting for the device (a peer "
+                                 "failed or left?): ") +
+                         ncclGetErrorString(error) + "; the communicators were aborted");
   }
 }
 
 ncclComm_t NcclTransport::comm_for(const Group& g) {
-  if (aborted_) fail(Errc::Aborted, "NCCL communicators were aborted (fsdp_abort)");
-  auto it = comms_.find(g.comm);
-  if (it == comms_.end()) fail(Errc::Internal, "NCCL transport: no communicator for the group");
+  if (aborted_) fail_aborted(timed_out_, "before this call");
+  ncclComm_t comm = nullptr;
+  for (const auto& entry : comms_)
+    if (entry.first == g.comm) comm = entry.second;
+  if (!comm) fail(Errc::Internal, "NCCL transport: no communicator for the group");
   ncclResult_t async = ncclSuccess;
-  nccl_check(ncclCommGetAsyncError(it->second, &async), "ncclCommGetAsyncError");
+  nccl_check(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError");
   nccl_check(async, "NCCL asynchronous error (an earlier collective failed)");
-  return it->second;
+  return comm;
 }
 
 void NcclTransport::all_gather(const void* shard, void* full, std::size_t count, DType t,

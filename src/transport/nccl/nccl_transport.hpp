@@ -14,8 +14,9 @@
 #include <nccl.h>
 
 #include <atomic>
-#include <map>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "base/group.hpp"
 #include "memory/cuda/cuda_memory_space.hpp"
@@ -40,6 +41,9 @@ class NcclTransport final : public Transport {
   // Local and callable from any thread: refuses new collectives, then aborts the communicators
   // (in-flight NCCL kernels return, so waits on the stream end).
   void abort() override;
+  // The watchdog's error mode: aborted as by abort(), but later calls and waits fail with
+  // Errc::Timeout (the watchdog's cause), not Errc::Aborted.
+  void interrupt_for_timeout() override;
 
  private:
   // The group's communicator; throws Errc::Nccl when NCCL reported an asynchronous error on it,
@@ -51,12 +55,21 @@ class NcclTransport final : public Transport {
   void check_while_waiting();
 
   CudaMemorySpace& memory_;
-  std::map<MPI_Comm, ncclComm_t> comms_;  // made in the constructor, never changed after
+  // Made in the constructor in group order (shard, then replicate: the same on every rank),
+  // never changed after, destroyed in reverse creation order. Not a map keyed by the MPI handle:
+  // handle values, hence a map's order, can differ between ranks, and ncclCommDestroy
+  // communicates, so ranks destroying in different orders could deadlock at finalize.
+  std::vector<std::pair<MPI_Comm, ncclComm_t>> comms_;
   // NCCL communicators are not thread-safe: a collective is queued (progress thread or caller)
   // under this lock, and abort (fsdp_abort, the watchdog, a failed wait) takes it before
   // ncclCommAbort, waiting a bounded time for a call stuck inside NCCL.
   std::timed_mutex enqueue_;
+  // Held while a wait's check reads the communicators and while abort() frees them: a check
+  // never reads a communicator ncclCommAbort freed (abort sets aborted_ first, the check reads it
+  // under this lock).
+  std::mutex comms_mutex_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> timed_out_{false};  // aborted by the watchdog's timeout
 };
 
 }  // namespace fsdp::cuda
