@@ -54,6 +54,16 @@ expect("one GPU: NCCL never ran between ranks (np1 passes take no collective)",
        ("devices=1 driver=13000 runtime=13000 error=none", 1, ctest(one_gpu),
         [json.dumps({"nccl": "not measured: needs >= 2 ranks on >= 2 GPUs"})] + GOOD_BENCH[1:]),
        False, ["NCCL not exercised: needs >= 2 GPUs", "test_gpu_training.nccl.np2", "FAIL"])
+expect("one GPU: the 2-GPU fault tests skip, named, and only NCCL's absence fails",
+       ("devices=1 driver=13000 runtime=13000 error=none", 1,
+        ctest(one_gpu + [("test_gpu_faults.abort.np2", "Skipped"),
+                         ("test_gpu_training.hybrid.np4", "Passed")]),
+        [json.dumps({"nccl": "not measured"})] + GOOD_BENCH[1:]),
+       False, ["needs >= 2 GPUs, skipped: test_gpu_faults.abort.np2 test_gpu_training.nccl.np2",
+               "gpu-check: FAIL: NCCL not exercised: needs >= 2 GPUs"])
+expect("two GPUs: a fault test that skips is a failure",
+       (OK_PROBE, 2, ctest(GOOD_TESTS + [("test_gpu_faults.timeout.np2", "Skipped")]), GOOD_BENCH),
+       False, ["tests skipped while a GPU is visible: test_gpu_faults.timeout.np2"])
 expect("a skip while a GPU is visible is no pass",
        (OK_PROBE, 2, ctest(GOOD_TESTS + [("test_gpu_races.auto.np2", "Skipped")]), GOOD_BENCH),
        False, ["tests skipped while a GPU is visible: test_gpu_races.auto.np2"])

@@ -27,6 +27,12 @@ def parse_tests(text):
     return {m.group(1): m.group(2) for m in RESULT.finditer(text)}
 
 
+def needs_two_gpus(name):
+    """Tests that need one GPU per rank on >= 2 ranks (NCCL refuses two ranks on one GPU): the
+    nccl variants beyond one rank and the NCCL fault tests."""
+    return (".nccl." in name and not name.endswith(".np1")) or name.startswith("test_gpu_faults")
+
+
 def nccl_exercised(results):
     """NCCL moved data between ranks: an nccl variant on >= 2 ranks passed."""
     return any(".nccl." in n and not n.endswith(".np1") and r == "Passed"
@@ -56,10 +62,14 @@ def verdict(probe, smi, tests_text, bench_lines):
     failed = sorted(n for n, r in results.items() if r not in ("Passed", "Skipped"))
     if failed:
         failures.append("tests failed: " + " ".join(failed))
-    nccl_skips = sorted(n for n, r in results.items() if r == "Skipped" and ".nccl." in n)
-    other_skips = sorted(n for n, r in results.items() if r == "Skipped" and ".nccl." not in n)
+    skips = sorted(n for n, r in results.items() if r == "Skipped")
+    multi = [n for n in skips if needs_two_gpus(n) and devices < 2]
+    other_skips = [n for n in skips if n not in multi]
+    if multi:
+        lines.append("needs >= 2 GPUs, skipped: " + " ".join(multi))
     if other_skips and devices > 0:
         failures.append("tests skipped while a GPU is visible: " + " ".join(other_skips))
+    nccl_skips = [n for n in multi if ".nccl." in n]
     if nccl_exercised(results):
         lines.append("NCCL: exercised between ranks")
     else:

@@ -294,7 +294,7 @@ int main(int argc, char** argv) {
   const fsdp_checkpoint_options_t copts = FSDP_CHECKPOINT_OPTIONS_INIT;
   CHECK_OK(fsdp_checkpoint_save(dev.ctx, path, &copts));
   model_t back;
-  make_model(&back, NULL);
+  make_model(&back, &ref); /* the same strategy: the same shards */
   CHECK_OK(fsdp_checkpoint_load(back.ctx, path, &copts, NULL));
   for (int k = 0; k < NU; ++k) {
     void *bs = NULL, *ds = NULL;
