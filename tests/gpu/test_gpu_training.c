@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "sum_bound.h"
 
 enum { NU = 3, N0 = 1000, N1 = 333, N2 = 517, STEPS = 3 };
 static const int NUMEL[NU] = {N0, N1, N2};
@@ -119,7 +120,7 @@ static void rank_gradient(float* g, int n, int step, int k, int r) {
  * bound of the mean of W rank gradients summed in the reduce dtype in any order. */
 static void sum_bounds(double* tol, size_t sn, size_t first, int n, int step, int k) {
   const int W = th_size();
-  const double u = REDUCE_BF16[k] ? 1.0 / 256.0 : 1.0 / 16777216.0; /* the reduce dtype's */
+  const double u = REDUCE_BF16[k] ? SUM_BOUND_U_BFLOAT16 : SUM_BOUND_U_FLOAT32;
   float* g = malloc((size_t)n * sizeof(float));
   for (size_t j = 0; j < sn; ++j) tol[j] = 0.0;
   for (int r = 0; r < W; ++r) {
@@ -127,7 +128,7 @@ static void sum_bounds(double* tol, size_t sn, size_t first, int n, int step, in
     for (size_t j = 0; j < sn; ++j)
       if (first + j < (size_t)n) tol[j] += fabs(g[first + j]) / W;
   }
-  for (size_t j = 0; j < sn; ++j) tol[j] *= W * u + 1.0 / 16777216.0;
+  for (size_t j = 0; j < sn; ++j) tol[j] = sum_bound(tol[j], W, u);
   free(g);
 }
 
