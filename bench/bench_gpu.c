@@ -10,7 +10,7 @@
  *   the float32 -> bfloat16 cast of an unshard and the AdamW step, as a fraction of the device's
  *   memory bandwidth, itself measured as a device-to-device cudaMemcpy        [>= 0.8]
  *   cudaMalloc calls per steady-state training step                           [0]
- * One rank per GPU (NCCL refuses two ranks on one device). Prints JSON lines; exits 77 without a
+ * Timed with CUDA events on the caller's stream (time_median). One rank per GPU (NCCL refuses two ranks on one device). Prints JSON lines; exits 77 without a
  * device.
  *
  *   mpiexec -n <GPUs> build/bench/bench_gpu [max MiB, default 256]   */
@@ -35,24 +35,33 @@ enum { WARMUP = 3, REPS = 10 };
   } while (0)
 
 static int rank_, size_;
+static cudaStream_t stream_; /* the caller's stream (fsdp_set_stream) and the raw baselines' */
 
-static double now(void) {
-  return MPI_Wtime();
-}
-
-/* Median seconds of fn(arg) over REPS after WARMUP, the device idle and ranks aligned first. */
+/* Median seconds of fn(arg) over REPS after WARMUP, the device idle and ranks aligned first, timed
+ * by CUDA events on the caller's stream: the library orders its work after that stream and, at
+ * the call that hands memory out (fsdp_param_data, fsdp_shard_grad, fsdp_shard_data), that stream
+ * after the unit's work, so the events bracket the library's GPU work as they bracket the raw
+ * baseline's (CPU time in between counts only while the GPU waits for it). The slowest rank's. */
 static double time_median(void (*fn)(void*), void* arg) {
   double t[REPS];
+  cudaEvent_t start, stop;
+  CUDA_TRY(cudaEventCreate(&start));
+  CUDA_TRY(cudaEventCreate(&stop));
   for (int i = 0; i < WARMUP + REPS; ++i) {
     CUDA_TRY(cudaDeviceSynchronize());
     MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = now();
+    CUDA_TRY(cudaEventRecord(start, stream_));
     fn(arg);
-    CUDA_TRY(cudaDeviceSynchronize());
-    double dt = now() - t0, slowest = 0;
+    CUDA_TRY(cudaEventRecord(stop, stream_));
+    CUDA_TRY(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    CUDA_TRY(cudaEventElapsedTime(&ms, start, stop));
+    double dt = ms / 1e3, slowest = 0;
     MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (i >= WARMUP) t[i - WARMUP] = slowest;
   }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
   return median(t, REPS);
 }
 
@@ -72,36 +81,40 @@ static void lib_unshard(void* a) {
   op_t* o = a;
   TRY(fsdp_unshard(o->unit));
   void* p = NULL;
-  TRY(fsdp_param_data(o->unit, 0, &p)); /* orders the caller's (default) stream after it */
+  TRY(fsdp_param_data(o->unit, 0, &p)); /* orders the caller's stream after it */
   TRY(fsdp_reshard(o->unit));
 }
 static void raw_all_gather(void* a) {
   op_t* o = a;
-  ncclAllGather(o->shard, o->full, o->count, ncclFloat32, o->comm, 0);
+  ncclAllGather(o->shard, o->full, o->count, ncclFloat32, o->comm, stream_);
 }
 static void lib_reduce(void* a) {
   op_t* o = a;
   void* g = NULL;
   TRY(fsdp_grad_data(o->unit, 0, &g));
   TRY(fsdp_reduce_grads(o->unit));
+  void* s = NULL;
+  TRY(fsdp_shard_grad(o->unit, &s, NULL)); /* orders the caller's stream after the reduction */
 }
 static void raw_reduce_scatter(void* a) {
   op_t* o = a;
-  ncclReduceScatter(o->full, o->shard, o->count, ncclFloat32, ncclSum, o->comm, 0);
+  ncclReduceScatter(o->full, o->shard, o->count, ncclFloat32, ncclSum, o->comm, stream_);
 }
 static void raw_reduce_same_work(void* a) {
   op_t* o = a;
-  CUDA_TRY(cudaMemsetAsync(o->full, 0, o->count * (size_t)size_ * 4, 0));
-  ncclReduceScatter(o->full, o->tmp, o->count, ncclFloat32, ncclSum, o->comm, 0);
-  CUDA_TRY(cudaMemcpyAsync(o->shard, o->tmp, o->count * 4, cudaMemcpyDeviceToDevice, 0));
+  CUDA_TRY(cudaMemsetAsync(o->full, 0, o->count * (size_t)size_ * 4, stream_));
+  ncclReduceScatter(o->full, o->tmp, o->count, ncclFloat32, ncclSum, o->comm, stream_);
+  CUDA_TRY(cudaMemcpyAsync(o->shard, o->tmp, o->count * 4, cudaMemcpyDeviceToDevice, stream_));
 }
 static void d2d_copy(void* a) {
   op_t* o = a;
-  CUDA_TRY(cudaMemcpyAsync(o->dst, o->src, o->bytes, cudaMemcpyDeviceToDevice, 0));
+  CUDA_TRY(cudaMemcpyAsync(o->dst, o->src, o->bytes, cudaMemcpyDeviceToDevice, stream_));
 }
 static void lib_adamw(void* a) {
   op_t* o = a;
   TRY(fsdp_optimizer_step(o->opt));
+  void* s = NULL;
+  TRY(fsdp_shard_data(o->unit, &s, NULL)); /* orders the caller's stream after the update */
 }
 
 static fsdp_unit_t make_unit(fsdp_context_t ctx, size_t numel, fsdp_dtype_t param_dtype) {
@@ -136,6 +149,8 @@ int main(int argc, char** argv) {
   int device = 0;
   TRY(fsdp_context_placement(ctx, NULL, &device, NULL, NULL));
   CUDA_TRY(cudaSetDevice(device));
+  CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  TRY(fsdp_set_stream(ctx, stream_));
   struct cudaDeviceProp prop;
   CUDA_TRY(cudaGetDeviceProperties(&prop, device));
 
@@ -196,6 +211,7 @@ int main(int argc, char** argv) {
     MPI_Comm self_comm;
     MPI_Comm_dup(MPI_COMM_SELF, &self_comm);
     TRY(fsdp_init(self_comm, &cfg, &solo));
+    TRY(fsdp_set_stream(solo, stream_));
     op_t s;
     memset(&s, 0, sizeof s);
     s.unit = make_unit(solo, numel, FSDP_BFLOAT16);
@@ -241,6 +257,7 @@ int main(int argc, char** argv) {
   cudaFree(o.dst);
   ncclCommDestroy(comm);
   TRY(fsdp_finalize(&ctx));
+  cudaStreamDestroy(stream_);
   MPI_Finalize();
   return 0;
 }

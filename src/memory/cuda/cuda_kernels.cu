@@ -90,6 +90,32 @@ __global__ void adamw_kernel(T* __restrict__ p, const T* __restrict__ g, T* __re
   }
 }
 
+// Eight elements a thread through 16-byte-aligned packs, as convert_packed_kernel: the same
+// adamw_update per element, so the same bits (measured on an H200: 0.76-0.80 of the copy
+// bandwidth element by element).
+template <class T>
+__global__ void adamw_packed_kernel(Pack<T>* __restrict__ p, const Pack<T>* __restrict__ g,
+                                    Pack<T>* __restrict__ m, Pack<T>* __restrict__ v,
+                                    std::size_t packs, numeric::AdamWCoefficients<T> c) {
+  FSDP_GRID_STRIDE(i, packs) {
+    Pack<T> pp = p[i], mm = m[i], vv = v[i];
+    const Pack<T> gg = g[i];
+#pragma unroll
+    for (std::size_t k = 0; k < kPack; ++k)
+      numeric::adamw_update(pp.v[k], gg.v[k], mm.v[k], vv.v[k], c);
+    p[i] = pp;
+    m[i] = mm;
+    v[i] = vv;
+  }
+}
+
+bool aligned16(const void* a, const void* b, const void* c = nullptr, const void* d = nullptr) {
+  return (reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b) |
+          reinterpret_cast<std::uintptr_t>(c) | reinterpret_cast<std::uintptr_t>(d)) %
+             16 ==
+         0;
+}
+
 template <class T>
 __global__ void scale_kernel(T* __restrict__ x, std::size_t n, T f) {
   FSDP_GRID_STRIDE(i, n) {
@@ -157,9 +183,8 @@ void convert(const Launch& l, void* dst, DType dst_t, const void* src, DType src
       using Dst = std::remove_pointer_t<decltype(d)>;
       using Src = std::remove_pointer_t<decltype(s)>;
       std::size_t done = 0;
-      const bool aligned =
-          (reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) % 16 == 0;
-      if (aligned && n >= kPack) {  // the library's buffers are 16-byte aligned (doc/gpu.md)
+      if (aligned16(dst, src) &&
+          n >= kPack) {  // the library's buffers are 16-byte aligned (doc/gpu.md)
         const std::size_t packs = n / kPack;
         convert_packed_kernel<<<grid_for(l, packs), kThreads, 0, l.stream>>>(
             static_cast<Pack<Dst>*>(dst), static_cast<const Pack<Src>*>(src), packs);
@@ -205,9 +230,19 @@ void adamw_step(const Launch& l, void* param, const void* grad, void* exp_avg, v
   if (n == 0) return;
   with_storage_type(t, "CUDA kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    adamw_kernel<<<grid_for(l, n), kThreads, 0, l.stream>>>(
-        static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
-        static_cast<T*>(exp_avg_sq), n, numeric::adamw_coefficients<T>(args));
+    const auto c = numeric::adamw_coefficients<T>(args);
+    std::size_t done = 0;
+    if (n >= kPack && aligned16(param, grad, exp_avg, exp_avg_sq)) {
+      const std::size_t packs = n / kPack;
+      adamw_packed_kernel<<<grid_for(l, packs), kThreads, 0, l.stream>>>(
+          static_cast<Pack<T>*>(param), static_cast<const Pack<T>*>(grad),
+          static_cast<Pack<T>*>(exp_avg), static_cast<Pack<T>*>(exp_avg_sq), packs, c);
+      done = packs * kPack;
+    }
+    if (done < n)
+      adamw_kernel<<<grid_for(l, n - done), kThreads, 0, l.stream>>>(
+          static_cast<T*>(param) + done, static_cast<const T*>(grad) + done,
+          static_cast<T*>(exp_avg) + done, static_cast<T*>(exp_avg_sq) + done, n - done, c);
   });
   launched("adamw kernel");
 }
