@@ -103,28 +103,33 @@ Context::~Context() {
     units_.clear();  // units return their buffers to the pool before it goes
     worker_.reset();
     partial_sums_.reset();  // before the memory spaces of the backend
+    {
+      // From here the watchdog's interrupt leaves the transport alone (it is going), and the
+      // job still ends after the grace period if its teardown never returns.
+      std::lock_guard<std::mutex> lock(abort_mutex_);
+      tearing_down_ = true;
+    }
+    backend_.reset();  // the transport's teardown (NCCL: stream wait, ncclCommDestroy) is watched
   }
-  watchdog_.reset();  // last of the waits; the transport's own teardown follows (members)
+  watchdog_.reset();
 }
 
 void Context::abort() {
-  {
-    std::lock_guard<std::mutex> lock(abort_mutex_);
-    if (aborted_) return;
-    abort_reason_ = "fsdp_abort was called";
-    aborted_.store(true, std::memory_order_release);
-  }
+  // Under the lock, so that the teardown never frees the transport under it (bounded: a
+  // transport's abort waits at most 10 s for a call stuck inside it).
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  if (aborted_ || tearing_down_) return;
+  abort_reason_ = "fsdp_abort was called";
+  aborted_.store(true, std::memory_order_release);
   transport().abort();
 }
 
 void Context::interrupt(const std::string& report) {
-  {
-    std::lock_guard<std::mutex> lock(abort_mutex_);
-    if (aborted_) return;
-    abort_reason_ = "watchdog timeout: " + report;
-    aborted_.store(true, std::memory_order_release);
-  }
-  transport().interrupt_for_timeout();
+  std::lock_guard<std::mutex> lock(abort_mutex_);  // as in abort()
+  if (aborted_) return;
+  abort_reason_ = "watchdog timeout: " + report;
+  aborted_.store(true, std::memory_order_release);
+  if (!tearing_down_) transport().interrupt_for_timeout();
 }
 
 std::string Context::abort_reason() const {

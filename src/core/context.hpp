@@ -149,6 +149,7 @@ class Context {
   std::unique_ptr<Scratch> partial_sums_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mutex_;
+  bool tearing_down_ = false;  // ~Context is freeing the backend (under abort_mutex_)
   std::string abort_reason_;
   void interrupt(const std::string& report);  // the watchdog's error mode
   CallLog call_log_;
