@@ -132,6 +132,22 @@ static void sum_bounds(double* tol, size_t sn, size_t first, int n, int step, in
   free(g);
 }
 
+/* One call on the host unit and the CUDA one: the synchronous form, or in async mode the
+ * asynchronous one on both, then both waits. */
+static void on_both(fsdp_unit_t h, fsdp_unit_t d, fsdp_status_t (*sync)(fsdp_unit_t),
+                    fsdp_status_t (*async)(fsdp_unit_t, fsdp_request_t*)) {
+  if (!async_calls) {
+    CHECK_OK(sync(h));
+    CHECK_OK(sync(d));
+    return;
+  }
+  fsdp_request_t hr = NULL, dr = NULL;
+  CHECK_OK(async(h, &hr));
+  CHECK_OK(async(d, &dr));
+  CHECK_OK(fsdp_wait(&hr));
+  CHECK_OK(fsdp_wait(&dr));
+}
+
 int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_gpu_training");
   const char* mode = argc > 1 ? argv[1] : "auto";
@@ -198,16 +214,8 @@ int main(int argc, char** argv) {
     for (int k = 0; k < NU; ++k) {
       const int n = NUMEL[k];
       const size_t pbytes = (size_t)n * (BF16[k] ? 2 : 4);
-      if (async_calls) { /* the progress thread's all-gather, maybe claimed from a prefetch */
-        fsdp_request_t hr = NULL, dr = NULL;
-        CHECK_OK(fsdp_unshard_async(host.u[k], &hr));
-        CHECK_OK(fsdp_unshard_async(dev.u[k], &dr));
-        CHECK_OK(fsdp_wait(&hr));
-        CHECK_OK(fsdp_wait(&dr));
-      } else {
-        CHECK_OK(fsdp_unshard(host.u[k]));
-        CHECK_OK(fsdp_unshard(dev.u[k]));
-      }
+      /* async: the progress thread's all-gather, maybe claimed from a prefetch */
+      on_both(host.u[k], dev.u[k], fsdp_unshard, fsdp_unshard_async);
       void *hp = NULL, *dp = NULL, *hg = NULL, *dg = NULL;
       CHECK_OK(fsdp_param_data(host.u[k], 0, &hp));
       CHECK_OK(fsdp_param_data(dev.u[k], 0, &dp));
@@ -236,16 +244,7 @@ int main(int argc, char** argv) {
       free(g);
       CHECK_OK(fsdp_reshard(host.u[k]));
       CHECK_OK(fsdp_reshard(dev.u[k]));
-      if (async_calls) { /* the reduction on the progress thread */
-        fsdp_request_t hr = NULL, dr = NULL;
-        CHECK_OK(fsdp_reduce_grads_async(host.u[k], &hr));
-        CHECK_OK(fsdp_reduce_grads_async(dev.u[k], &dr));
-        CHECK_OK(fsdp_wait(&hr));
-        CHECK_OK(fsdp_wait(&dr));
-      } else {
-        CHECK_OK(fsdp_reduce_grads(host.u[k]));
-        CHECK_OK(fsdp_reduce_grads(dev.u[k]));
-      }
+      on_both(host.u[k], dev.u[k], fsdp_reduce_grads, fsdp_reduce_grads_async);
       size_t sn = 0;
       void *hs = NULL, *ds = NULL;
       CHECK_OK(fsdp_shard_grad(host.u[k], &hs, &sn));
