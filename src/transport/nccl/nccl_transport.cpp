@@ -1,5 +1,7 @@
 #include "transport/nccl/nccl_transport.hpp"
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <string>
 
@@ -65,6 +67,17 @@ ncclComm_t create_comm(const Group& g) {
   fail(Errc::Nccl, "ncclCommInitRank failed on another rank of the group");
 }
 
+// ncclCommRevoke where the loaded NCCL has it (>= 2.28), else nullptr.
+using RevokeFn = ncclResult_t (*)(ncclComm_t, int);
+RevokeFn revoke_call() {
+  static const RevokeFn fn = [] {
+    int version = 0;
+    if (ncclGetVersion(&version) != ncclSuccess || version < 22800) return RevokeFn(nullptr);
+    return reinterpret_cast<RevokeFn>(dlsym(RTLD_DEFAULT, "ncclCommRevoke"));
+  }();
+  return fn;
+}
+
 }  // namespace
 
 NcclTransport::NcclTransport(CudaMemorySpace& memory, const Group& shard, const Group& replicate)
@@ -98,6 +111,11 @@ void NcclTransport::abort() {
   // (ncclCommAbort is what ends a call blocked in NCCL on another thread).
   (void)lock.try_lock_for(std::chrono::seconds(10));
   std::lock_guard<std::mutex> comms(comms_mutex_);  // no wait's check is reading them now
+  // Every communicator's in-flight work stopped first (ncclCommRevoke, NCCL >= 2.28, looked up
+  // at run time so that an older libnccl still loads), then each aborted: aborting one while a
+  // kernel of another still waits for a peer could wait on that kernel.
+  if (const auto revoke = revoke_call())
+    for (auto& [mpi, comm] : comms_) revoke(comm, 0 /* NCCL_REVOKE_DEFAULT */);
   for (auto& [mpi, comm] : comms_) ncclCommAbort(comm);
 }
 
