@@ -11,9 +11,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 python=$(command -v python3 || command -v python)
 [ -x "$build/tests/fsdp_gpu_probe" ] || { echo "gpu-check: $build has no CUDA build (fsdp_gpu_probe)"; exit 1; }
 # GPUs as the CUDA runtime counts them (CUDA_VISIBLE_DEVICES and MIG honoured), and its error.
-probe=$("$build/tests/fsdp_gpu_probe" 2>&1 | head -1)
+probe=$("$build/tests/fsdp_gpu_probe" 2>"$build/gpu-probe.err" | head -1)
 smi=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 echo "probe: $probe"
+[ -s "$build/gpu-probe.err" ] && cat "$build/gpu-probe.err"
 gpus=$(sed -n 's/^devices=\([0-9]*\).*/\1/p' <<<"$probe")
 (cd "$build" && ctest -L gpu --output-on-failure) 2>&1 | tee "$build/gpu-tests.log"
 : >"$build/bench_gpu.jsonl"

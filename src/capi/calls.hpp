@@ -43,12 +43,6 @@ inline CallInfo context_call(const char* call, uint64_t args = 0) {
   return c;
 }
 
-inline uint64_t text_fingerprint(const char* text) {
-  Fingerprint f;
-  if (text) f.add(std::string(text));
-  return f.value();
-}
-
 // A wait: logged for the watchdog, not compared across ranks.
 inline CallInfo wait_call(const char* call) {
   CallInfo c;

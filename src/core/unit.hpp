@@ -74,7 +74,6 @@ class Unit {
   bool grad_unreduced() const { return grad_written_; }
   // Whether the shard lives in the node's unsharded copy (see above).
   bool zero_copy() const { return unsharded_.in_place(); }
-  bool has_pending_grad() const { return static_cast<bool>(full_grad_); }
   // Gradient sync for this unit alone (FSDP2's per-module set_requires_gradient_sync); it
   // communicates when both this and the context's setting (fsdp_set_grad_sync) are on.
   void set_grad_sync(bool on) { own_grad_sync_ = on; }
@@ -82,7 +81,6 @@ class Unit {
   // Ties this unit uses (alias index = num_params() + position), and units tied to this one.
   const std::vector<Tie>& ties() const { return ties_; }
   void add_tie(Tie t) { ties_.push_back(std::move(t)); }
-  const std::vector<uint64_t>& tied_users() const { return tied_users_; }
   void add_tied_user(uint64_t id) { tied_users_.push_back(id); }
   void remove_tied_user(uint64_t id);
 
@@ -97,7 +95,6 @@ class Unit {
   // Optimizers using the unit: it cannot be destroyed while any does.
   void add_user() { ++users_; }
   void remove_user() { --users_; }
-  int users() const { return users_; }
 
   // What the progress thread is doing for the unit, if anything.
   enum class Pending { None, Unshard, Reduce };

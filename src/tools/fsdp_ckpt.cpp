@@ -4,7 +4,6 @@
 // exit status 2; `diff` exits 1 when the checkpoints differ, `verify` when a checksum fails.
 #include <fcntl.h>
 #include <mpi.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -13,6 +13,7 @@ int main(void) {
   const cudaError_t e = cudaGetDeviceCount(&n);
   printf("devices=%d driver=%d runtime=%d error=%s\n", e == cudaSuccess ? n : 0, driver, runtime,
          e == cudaSuccess ? "none" : cudaGetErrorName(e));
+  fflush(stdout);
   if (e != cudaSuccess) fprintf(stderr, "cudaGetDeviceCount: %s\n", cudaGetErrorString(e));
   return e == cudaSuccess ? 0 : 1;
 }

@@ -137,12 +137,4 @@ bool NodeSlots::contains(const void* p) const {
   return false;
 }
 
-std::size_t NodeSlots::node_bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::size_t n = 0;
-  for (const Slot& s : slots_)
-    if (s.window) n += s.capacity;
-  return n;
-}
-
 }  // namespace fsdp::shm

@@ -82,8 +82,7 @@ class NodeSlots {
   void seal(Lease& lease);
   // Whether `p` points into a slot.
   bool contains(const void* p) const;
-  // Bytes of the node's slots (the same on every team rank), and windows created so far.
-  std::size_t node_bytes() const;
+  // Windows created so far.
   uint64_t allocation_calls() const {
     return allocation_calls_.load(std::memory_order_relaxed) + private_memory_.allocation_calls();
   }
