@@ -30,7 +30,7 @@ enum class Env : int {
   Debug,
   ProgressThread,
   Trace,
-  // Test hook (tests/test_checkpoint_kill.sh): kills a rank inside a checkpoint save.
+  // Test hook (tests/fault/checkpoint_kill.sh): kills a rank inside a checkpoint save.
   CkptTestKillRank,
 };
 constexpr int kEnvCount = static_cast<int>(Env::CkptTestKillRank) + 1;

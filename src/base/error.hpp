@@ -1,4 +1,4 @@
-// Errors raised inside the core. The C boundary (src/capi/guard.cpp) turns them into status codes;
+// Errors raised inside the core. The C boundary (src/capi/guard.hpp) turns them into status codes;
 // nothing else in the library catches them.
 #pragma once
 
@@ -7,7 +7,7 @@
 
 namespace fsdp {
 
-// The values equal fsdp_status_t's (checked by static_assert in src/capi/guard.cpp), so the core
+// The values equal fsdp_status_t's (checked by static_assert in src/capi/errors.cpp), so the core
 // does not depend on the C header.
 enum class Errc : int {
   InvalidArgument = 1,

@@ -15,7 +15,6 @@
 
 namespace fsdp {
 
-// A point in a memory space's queue of work (a CUDA event), for the caller's stream to wait on.
 // `count` elements of dtype `dtype` at `data`, in some memory space.
 struct Span {
   const void* data;
@@ -23,6 +22,7 @@ struct Span {
   DType dtype;
 };
 
+// A point in a memory space's queue of work (a CUDA event), for the caller's stream to wait on.
 class StreamMark {
  public:
   virtual ~StreamMark() = default;

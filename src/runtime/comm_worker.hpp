@@ -1,7 +1,7 @@
 // The context's progress thread: collectives started asynchronously (unshard_async, prefetch,
 // reduce_grads_async) run here, in submission order, while the caller computes. Submission order
 // is program order, the same on every rank, so collectives match across ranks whatever the
-// timing. Calls that communicate synchronously first drain the queue (Context::drain), so the
+// timing. Calls that communicate synchronously first drain the queue (CommWorker::drain), so the
 // two never interleave on a communicator.
 //
 // It needs MPI_THREAD_MULTIPLE (the caller may use MPI meanwhile). Without it, submit() runs the
