@@ -1,15 +1,14 @@
 // Writing one checkpoint file: the HDF5 structure (groups, datasets at their full shapes,
 // attributes, checksums, /index) created by the first writer (or collectively with parallel
 // HDF5: FSDP_CKPT_METADATA), then every rank's pieces written straight into the datasets'
-// contiguous storage (pwrite by default, or MPI-IO: FSDP_CKPT_DATA_IO), then an atomic commit. Knows nothing of units: fsdp-ckpt import
-// uses it too.
+// contiguous storage (pwrite by default, or MPI-IO: FSDP_CKPT_DATA_IO), then an atomic commit.
+// Knows nothing of units: fsdp-ckpt import uses it too.
 //
 // Why the data bypasses H5Dwrite: HDF5 1.10 (Debian 12) has no multi-dataset I/O, so a model of
 // 2,000 parameters would cost 2,000 collective H5Dwrite calls (each a synchronisation of every
-// writer); one pass of pwrite calls (or one collective MPI-IO call per round) moves all of a rank's
-// pieces at once. The
-// datasets are contiguous, unfiltered and allocated at creation, so their file offsets are fixed
-// and the file is an ordinary HDF5 file.
+// writer); one pass of pwrite calls (or one collective MPI-IO call per round) moves all of a
+// rank's pieces at once. The datasets are contiguous, unfiltered and allocated at creation, so
+// their file offsets are fixed and the file is an ordinary HDF5 file.
 #pragma once
 
 #include <mpi.h>
