@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpu_reason.h"
 #include "harness.h"
 
 static fsdp_context_t ctx_;
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_gpu_faults");
   const char* mode = argc > 1 ? argv[1] : "abort";
   int count = 0;
+  gpu_print_runtime_error();
   if (th_skip_without_gpu(1, &count)) return 77;
   if (th_size() != 2) {
     if (th_rank() == 0) printf("skipped: needs exactly 2 ranks\n");

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fsdp.h"
+#include "gpu_reason.h"
 extern "C" {
 #include "harness.h"
 }
@@ -185,6 +186,7 @@ int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_gpu_races");
   const char* mode = argc > 1 ? argv[1] : "auto";
   int count = 0;
+  gpu_print_runtime_error();
   if (th_skip_without_gpu(!std::strcmp(mode, "nccl"), &count)) return 77;
   Run r;
   fsdp_config_t cfg = FSDP_CONFIG_INIT;

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_reason.h"
 #include "harness.h"
 #include "sum_bound.h"
 
@@ -152,6 +153,7 @@ int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_gpu_training");
   const char* mode = argc > 1 ? argv[1] : "auto";
   int count = 0;
+  gpu_print_runtime_error();
   if (th_skip_without_gpu(!strcmp(mode, "nccl"), &count)) return 77;
   fsdp_config_t gpu = FSDP_CONFIG_INIT;
   gpu.memory_space = FSDP_MEMORY_CUDA;
