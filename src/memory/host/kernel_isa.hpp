@@ -6,6 +6,7 @@
 #pragma once
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #define FSDP_HOST_KERNELS_AVX2 1
 #define FSDP_AVX2_KERNEL __attribute__((target("avx2"), flatten))
 #else
@@ -19,7 +20,10 @@ namespace fsdp::host {
 // float32 to float16 with it; every CPU with AVX2 has it).
 inline bool avx2_usable() {
 #if FSDP_HOST_KERNELS_AVX2
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // F16C through cpuid (leaf 1, ECX bit 29): clang 14's __builtin_cpu_supports has no "f16c".
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  return __builtin_cpu_supports("avx2") && f16c;
 #else
   return false;
 #endif
