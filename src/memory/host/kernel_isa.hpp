@@ -1,8 +1,8 @@
 // The instruction sets the host kernels (host_kernels.cpp, optimizer_kernels.cpp) are compiled
 // for: the target's baseline and, on x86-64 with GCC or Clang, AVX2 (with F16C) too, picked at
 // first use when the CPU has both. Each entry point's body is compiled once per set with
-// everything it calls inlined into it (flatten), so its loops vectorize for that set. The results are the same bits
-// (host_kernels.hpp says why).
+// everything it calls inlined into it (flatten), so its loops vectorize for that set. The
+// results are the same bits (host_kernels.hpp says why).
 #pragma once
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
