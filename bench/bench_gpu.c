@@ -10,8 +10,8 @@
  *   the float32 -> bfloat16 cast of an unshard and the AdamW step, as a fraction of the device's
  *   memory bandwidth, itself measured as a device-to-device cudaMemcpy        [>= 0.8]
  *   cudaMalloc calls per steady-state training step                           [0]
- * Timed with CUDA events on the caller's stream (time_median). One rank per GPU (NCCL refuses two ranks on one device). Prints JSON lines; exits 77 without a
- * device.
+ * Timed with CUDA events on the caller's stream (time_median). One rank per GPU (NCCL refuses two
+ * ranks on one device). Prints JSON lines; exits 77 without a device.
  *
  *   mpiexec -n <GPUs> build/bench/bench_gpu [max MiB, default 256]   */
 #include <cuda_runtime.h>

@@ -22,22 +22,20 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "precision_ref.h"
 
 enum { NU = 5, NP = 2, BF16_UNIT = NU - 1 };
 
 static char ckpt_dir[64]; /* the random loop's checkpoints */
 
 static float bf16_to_float(uint16_t h) {
-  const uint32_t bits = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
+  return (float)ref_decode(h, REF_BF16);
 }
 
-static uint16_t float_to_bf16(float f) { /* truncation: the same in every run */
-  uint32_t bits;
-  memcpy(&bits, &f, sizeof bits);
-  return (uint16_t)(bits >> 16);
+static uint16_t float_to_bf16(float f) { /* the library's rounding: the same in every run */
+  uint16_t b = 0;
+  CHECK_OK(fsdp_convert(&b, FSDP_BFLOAT16, &f, FSDP_FLOAT32, 1));
+  return b;
 }
 
 typedef struct {

@@ -57,20 +57,10 @@ def _check(status):
         raise Error(status, _lib.fsdp_last_error().decode())
 
 
-def _refuse(call, message):
+def _refuse(call, message, status=_capi.ERR_INVALID_ARGUMENT):
     """An error the binding found in its own arguments, before calling the library: recorded as
     the library's last error so every layer reports alike; nothing was touched."""
-    _lib.fsdp_record_error(_capi.ERR_INVALID_ARGUMENT, call.encode(), message.encode())
-    raise Error(_capi.ERR_INVALID_ARGUMENT, _lib.fsdp_last_error().decode())
-
-
-def _refuse_device_memory(call):
-    """Views are numpy arrays over host memory: a CUDA context's memory is refused (the device path
-    through __cuda_array_interface__ / DLPack and fsdp_set_stream does not exist yet)."""
-    status = _capi.STATUS_NAMES.index("FSDP_ERR_UNSUPPORTED")
-    _lib.fsdp_record_error(status, call.encode(),
-                           b"ctx: a CUDA context (memory_space='cuda') keeps this memory on the "
-                           b"GPU; the Python binding gives numpy views of host memory only")
+    _lib.fsdp_record_error(status, call.encode(), message.encode())
     raise Error(status, _lib.fsdp_last_error().decode())
 
 

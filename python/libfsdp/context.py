@@ -4,7 +4,7 @@ import ctypes
 import numpy as np
 
 from . import _capi
-from . import _check, _choice, _lib, _refuse, _refuse_device_memory
+from . import _check, _choice, _lib, _refuse
 from .optimizer import Optimizer
 from .request import Request
 from .unit import Unit
@@ -19,9 +19,12 @@ class Context:
         self._on_device = self.placement()["memory_space"] == "cuda"
 
     def _host_memory(self, call):
-        """Refuses (libfsdp.Error, FSDP_ERR_UNSUPPORTED) a numpy view of a CUDA context's memory."""
+        """Refuses (libfsdp.Error, FSDP_ERR_UNSUPPORTED) a numpy view of a CUDA context's memory:
+        the binding's views are host memory (no __cuda_array_interface__ / DLPack path yet)."""
         if self._on_device:
-            _refuse_device_memory(call)
+            _refuse(call, "ctx: a CUDA context (memory_space='cuda') keeps this memory on the GPU; "
+                    "the Python binding gives numpy views of host memory only",
+                    _capi.STATUS_NAMES.index("FSDP_ERR_UNSUPPORTED"))
 
     # ---- groups and state --------------------------------------------------------------------
     def group(self, which="world"):

@@ -24,11 +24,15 @@ void GradScaler::unscale(Optimizer& opt) {
     fail(Errc::State, label() +
                           ": gradients were already unscaled for this step (call "
                           "fsdp_grad_scaler_update after the step)");
+  ctx_.before_shard_update();
+  opt.check_steppable(/*for_update=*/false);  // an unreduced gradient: refused, nothing scaled
+  unscale_checked(opt);
+}
+
+void GradScaler::unscale_checked(Optimizer& opt) {
   TraceSpan span(ctx_.trace(), "unscale", "", 0);
   // PyTorch multiplies by the float reciprocal of the scale.
   const double inv = static_cast<double>(static_cast<float>(1.0 / scale_));
-  ctx_.before_shard_update();
-  opt.check_steppable(/*for_update=*/false);  // an unreduced gradient: refused, nothing scaled
   std::vector<Span> spans;
   for (Unit* u : opt.units()) {
     bool zero = true;
@@ -50,7 +54,7 @@ bool GradScaler::step(Optimizer& opt) {
   // changes nothing, and a gradient no reduction took is an error either way.
   ctx_.before_shard_update();
   opt.check_steppable(/*for_update=*/true);
-  if (!unscaled_) unscale(opt);
+  if (!unscaled_) unscale_checked(opt);
   if (found_inf_) return true;
   opt.step();
   return false;

@@ -38,6 +38,9 @@ class GradScaler {
   void restore(double scale, int growth_tracker) { scale_ = scale, clean_steps_ = growth_tracker; }
 
  private:
+  // unscale's work, after the shards were made ready and the optimizer's units checked.
+  void unscale_checked(Optimizer& opt);
+
   Context& ctx_;
   const uint64_t id_;
   double scale_;

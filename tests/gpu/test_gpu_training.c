@@ -24,6 +24,7 @@
 
 #include "gpu_reason.h"
 #include "harness.h"
+#include "precision_ref.h"
 #include "sum_bound.h"
 
 enum { NU = 3, N0 = 1000, N1 = 333, N2 = 517, STEPS = 3 };
@@ -76,13 +77,6 @@ static void fetch(void* out, const void* p, size_t bytes) {
   CHECK(cudaMemcpy(out, p, bytes, cudaMemcpyDefault) == cudaSuccess);
 }
 
-static float bf16_value(uint16_t h) {
-  const uint32_t bits = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 /* Elements equal bit for bit, or (tol != NULL) within tol[i] (a scalar tolerance when bound). */
 static int same_or_close(const float* a, const float* b, size_t n, const double* tol,
                          double bound) {
@@ -99,38 +93,28 @@ static int same_or_close(const float* a, const float* b, size_t n, const double*
 static int params_close(const void* a, const void* b, size_t n, int bf16, double bound) {
   if (bound < 0) return memcmp(a, b, n * (bf16 ? 2 : 4)) == 0;
   for (size_t i = 0; i < n; ++i) {
-    const double x = bf16 ? bf16_value(((const uint16_t*)a)[i]) : ((const float*)a)[i];
-    const double y = bf16 ? bf16_value(((const uint16_t*)b)[i]) : ((const float*)b)[i];
+    const double x = bf16 ? ref_decode(((const uint16_t*)a)[i], REF_BF16) : ((const float*)a)[i];
+    const double y = bf16 ? ref_decode(((const uint16_t*)b)[i], REF_BF16) : ((const float*)b)[i];
     if (fabs(x - y) > bound + (bf16 ? fmax(fabs(x), fabs(y)) / 256.0 : 0.0)) return 0;
   }
   return 1;
 }
 
 /* The gradient rank r writes for unit k at `step`, as both contexts see it (bfloat16 units). */
-static void rank_gradient(float* g, int n, int step, int k, int r) {
-  fill(g, n, 100 + (uint64_t)(step * 10 + k * 3 + r));
-  if (BF16[k])
+typedef struct {
+  int step, k;
+} grad_id_t;
+
+static void rank_gradient(float* g, int r, const void* arg) {
+  const grad_id_t* id = arg;
+  const int n = NUMEL[id->k];
+  fill(g, n, 100 + (uint64_t)(id->step * 10 + id->k * 3 + r));
+  if (BF16[id->k])
     for (int i = 0; i < n; ++i) {
       uint16_t b = 0;
       CHECK_OK(fsdp_convert(&b, FSDP_BFLOAT16, &g[i], FSDP_FLOAT32, 1));
-      g[i] = bf16_value(b);
+      g[i] = (float)ref_decode(b, REF_BF16);
     }
-}
-
-/* Per element of this rank's gradient shard (sn elements from flat position `first`): the error
- * bound of the mean of W rank gradients summed in the reduce dtype in any order. */
-static void sum_bounds(double* tol, size_t sn, size_t first, int n, int step, int k) {
-  const int W = th_size();
-  const double u = REDUCE_BF16[k] ? SUM_BOUND_U_BFLOAT16 : SUM_BOUND_U_FLOAT32;
-  float* g = malloc((size_t)n * sizeof(float));
-  for (size_t j = 0; j < sn; ++j) tol[j] = 0.0;
-  for (int r = 0; r < W; ++r) {
-    rank_gradient(g, n, step, k, r);
-    for (size_t j = 0; j < sn; ++j)
-      if (first + j < (size_t)n) tol[j] += fabs(g[first + j]) / W;
-  }
-  for (size_t j = 0; j < sn; ++j) tol[j] = sum_bound(tol[j], W, u);
-  free(g);
 }
 
 /* One call on the host unit and the CUDA one: the synchronous form, or in async mode the
@@ -253,7 +237,9 @@ int main(int argc, char** argv) {
       CHECK_OK(fsdp_shard_grad(dev.u[k], &ds, NULL));
       float* shard = malloc(sn * sizeof(float) + 1);
       double* tol = malloc(sn * sizeof(double) + 1);
-      sum_bounds(tol, sn, (size_t)srank * sn, n, step, k);
+      const grad_id_t id = {step, k};
+      sum_bounds(tol, sn, (size_t)srank * sn, n, th_size(),
+                 REDUCE_BF16[k] ? SUM_BOUND_U_BFLOAT16 : SUM_BOUND_U_FLOAT32, rank_gradient, &id);
       CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
       fetch(shard, ds, sn * sizeof(float));
       CHECK_MSG(same_or_close(hs, shard, sn, exact ? exact_tol : tol, -1.0),

@@ -116,6 +116,19 @@ bool aligned16(const void* a, const void* b, const void* c = nullptr, const void
          0;
 }
 
+// n elements: packed(packs) over the first n / kPack packs when every pointer is 16-byte aligned
+// (the library's buffers are: doc/gpu.md), then tail(first, count) element by element over the
+// rest (or over everything).
+template <class Packed, class Tail>
+void packs_then_tail(std::size_t n, bool aligned, Packed packed, Tail tail) {
+  std::size_t done = 0;
+  if (aligned && n >= kPack) {
+    packed(n / kPack);
+    done = n / kPack * kPack;
+  }
+  if (done < n) tail(done, n - done);
+}
+
 template <class T>
 __global__ void scale_kernel(T* __restrict__ x, std::size_t n, T f) {
   FSDP_GRID_STRIDE(i, n) {
@@ -182,17 +195,18 @@ void convert(const Launch& l, void* dst, DType dst_t, const void* src, DType src
     with_element_type(src_t, [&](auto* s) {
       using Dst = std::remove_pointer_t<decltype(d)>;
       using Src = std::remove_pointer_t<decltype(s)>;
-      std::size_t done = 0;
-      if (aligned16(dst, src) &&
-          n >= kPack) {  // the library's buffers are 16-byte aligned (doc/gpu.md)
-        const std::size_t packs = n / kPack;
-        convert_packed_kernel<<<grid_for(l, packs), kThreads, 0, l.stream>>>(
-            static_cast<Pack<Dst>*>(dst), static_cast<const Pack<Src>*>(src), packs);
-        done = packs * kPack;
-      }
-      if (done < n)
-        convert_kernel<<<grid_for(l, n - done), kThreads, 0, l.stream>>>(
-            static_cast<Dst*>(dst) + done, static_cast<const Src*>(src) + done, n - done);
+      Dst* const out = static_cast<Dst*>(dst);
+      const Src* const in = static_cast<const Src*>(src);
+      packs_then_tail(
+          n, aligned16(dst, src),
+          [&](std::size_t packs) {
+            convert_packed_kernel<<<grid_for(l, packs), kThreads, 0, l.stream>>>(
+                reinterpret_cast<Pack<Dst>*>(out), reinterpret_cast<const Pack<Src>*>(in), packs);
+          },
+          [&](std::size_t first, std::size_t count) {
+            convert_kernel<<<grid_for(l, count), kThreads, 0, l.stream>>>(out + first, in + first,
+                                                                          count);
+          });
     });
   });
   launched("convert kernel");
@@ -231,18 +245,21 @@ void adamw_step(const Launch& l, void* param, const void* grad, void* exp_avg, v
   with_storage_type(t, "CUDA kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const auto c = numeric::adamw_coefficients<T>(args);
-    std::size_t done = 0;
-    if (n >= kPack && aligned16(param, grad, exp_avg, exp_avg_sq)) {
-      const std::size_t packs = n / kPack;
-      adamw_packed_kernel<<<grid_for(l, packs), kThreads, 0, l.stream>>>(
-          static_cast<Pack<T>*>(param), static_cast<const Pack<T>*>(grad),
-          static_cast<Pack<T>*>(exp_avg), static_cast<Pack<T>*>(exp_avg_sq), packs, c);
-      done = packs * kPack;
-    }
-    if (done < n)
-      adamw_kernel<<<grid_for(l, n - done), kThreads, 0, l.stream>>>(
-          static_cast<T*>(param) + done, static_cast<const T*>(grad) + done,
-          static_cast<T*>(exp_avg) + done, static_cast<T*>(exp_avg_sq) + done, n - done, c);
+    T* const p = static_cast<T*>(param);
+    const T* const g = static_cast<const T*>(grad);
+    T* const m = static_cast<T*>(exp_avg);
+    T* const v = static_cast<T*>(exp_avg_sq);
+    packs_then_tail(
+        n, aligned16(p, g, m, v),
+        [&](std::size_t packs) {
+          adamw_packed_kernel<<<grid_for(l, packs), kThreads, 0, l.stream>>>(
+              reinterpret_cast<Pack<T>*>(p), reinterpret_cast<const Pack<T>*>(g),
+              reinterpret_cast<Pack<T>*>(m), reinterpret_cast<Pack<T>*>(v), packs, c);
+        },
+        [&](std::size_t first, std::size_t count) {
+          adamw_kernel<<<grid_for(l, count), kThreads, 0, l.stream>>>(
+              p + first, g + first, m + first, v + first, count, c);
+        });
   });
   launched("adamw kernel");
 }

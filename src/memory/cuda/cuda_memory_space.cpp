@@ -61,11 +61,7 @@ CudaMemorySpace::~CudaMemorySpace() {
 }
 
 void CudaMemorySpace::release() noexcept {
-  // The thread left as it was found (device_guard.hpp): no context created on another GPU.
-  const bool had_context = thread_has_context();
-  int previous = 0;
-  const bool restore = cudaGetDevice(&previous) == cudaSuccess && previous != device_;
-  cudaSetDevice(device_);
+  const DeviceGuard device = DeviceGuard::quiet(device_);  // the thread left as it was found
   if (stream_) cudaStreamSynchronize(stream_);
   cudaFree(norm_partials_);
   cudaFree(results_);
@@ -80,10 +76,6 @@ void CudaMemorySpace::release() noexcept {
   if (stream_) cudaStreamDestroy(stream_);
   caller_done_ = library_done_ = nullptr;
   stream_ = nullptr;
-  if (!had_context)
-    clear_thread_context();
-  else if (restore)
-    cudaSetDevice(previous);
 }
 
 Launch CudaMemorySpace::launch() {

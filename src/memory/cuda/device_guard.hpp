@@ -20,13 +20,13 @@ void clear_thread_context() noexcept;
 class DeviceGuard {
  public:
   DeviceGuard() = default;  // guards nothing
-  explicit DeviceGuard(int device) {
-    had_context_ = thread_has_context();
-    check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (!had_context_ || previous_ != device) {
-      check(cudaSetDevice(device), "cudaSetDevice");
-      switched_ = true;
-    }
+  explicit DeviceGuard(int device) { enter(device, /*strict=*/true); }
+  // The same for teardown (noexcept): CUDA errors are ignored; a previous device the runtime
+  // cannot tell is not restored.
+  static DeviceGuard quiet(int device) noexcept {
+    DeviceGuard g;
+    g.enter(device, /*strict=*/false);
+    return g;
   }
   ~DeviceGuard() {
     if (!switched_) return;
@@ -44,6 +44,17 @@ class DeviceGuard {
   DeviceGuard& operator=(DeviceGuard&&) = delete;
 
  private:
+  void enter(int device, bool strict) {
+    had_context_ = thread_has_context();
+    const cudaError_t got = cudaGetDevice(&previous_);
+    if (strict) check(got, "cudaGetDevice");
+    if (!had_context_ || got != cudaSuccess || previous_ != device) {
+      const cudaError_t set = cudaSetDevice(device);
+      if (strict) check(set, "cudaSetDevice");
+      switched_ = !had_context_ || got == cudaSuccess;
+    }
+  }
+
   int previous_ = 0;
   bool switched_ = false;
   bool had_context_ = true;
