@@ -5,13 +5,20 @@
 # <name><suffix>.np<n>. SETUP / REQUIRES: CTest fixtures (a test that writes a file / reads it).
 # LINK: more libraries for the program (fsdp::fortran for a Fortran test).
 # Oversubscription (4 ranks on 2 cores) must work: MPICH allows it; Open MPI needs a flag.
-if(NOT DEFINED FSDP_MPIEXEC_OVERSUBSCRIBE)
+# FSDP_MPIEXEC_HYDRA: the launcher is MPICH's Hydra (its -disable-auto-cleanup lets a fault test's
+# survivors report after a peer was killed).
+if(NOT DEFINED FSDP_MPIEXEC_OVERSUBSCRIBE OR NOT DEFINED FSDP_MPIEXEC_HYDRA)
   execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _mpiexec_version
                   ERROR_VARIABLE _mpiexec_version RESULT_VARIABLE _ignored)
   if(_mpiexec_version MATCHES "Open MPI|OpenRTE")
     set(FSDP_MPIEXEC_OVERSUBSCRIBE --oversubscribe CACHE STRING "mpiexec flag for more ranks than cores")
   else()
     set(FSDP_MPIEXEC_OVERSUBSCRIBE "" CACHE STRING "mpiexec flag for more ranks than cores")
+  endif()
+  if(_mpiexec_version MATCHES "HYDRA")
+    set(FSDP_MPIEXEC_HYDRA ON CACHE BOOL "mpiexec is MPICH's Hydra")
+  else()
+    set(FSDP_MPIEXEC_HYDRA OFF CACHE BOOL "mpiexec is MPICH's Hydra")
   endif()
 endif()
 
