@@ -736,6 +736,35 @@ FSDP_EXPORT fsdp_status_t fsdp_reduce_grads(fsdp_unit_t unit);
  */
 FSDP_EXPORT fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit);
 
+/** Since 0.9: marks trainable parameter `index` of `unit` as having no gradient (`none` = 1;
+ *  PyTorch's p.grad = None), or gives it its gradient back (`none` = 0). A parameter's gradient
+ *  is None from the unit's creation and after fsdp_zero_grads (every parameter's, as PyTorch's
+ *  zero_grad(set_to_none=True) leaves them) until fsdp_reduce_grads with gradient sync on or
+ *  fsdp_shard_grad gives the gradient shard (its zeros included); this call marks one parameter
+ *  alone until the next of those: its part of the gradient shard is zeroed. libfsdp's
+ *  optimizers skip a parameter whose gradient is None: its state, its update count
+ *  (fsdp_optimizer_param_steps) and its weight decay stay as they are, as torch.optim leaves a
+ *  parameter whose grad is None. Local; every rank of the unit's groups must mark the same
+ *  parameters (a framework agrees on them first, for instance with fsdp_allreduce, as
+ *  libfsdp.pytorch.FullyShard does), or the ranks' parts of one parameter are updated
+ *  differently. Waits for the unit's reduction in flight.
+ *  @param[in] unit the unit
+ *  @param[in] index a parameter of the unit (not a tie's alias index)
+ *  @param[in] none 1: no gradient; 0: its part of the gradient shard is its gradient (zeros
+ *  when the whole shard had none: the other parameters keep none)
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE (index); INVALID_ARGUMENT (a frozen parameter);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_grad_set_none(fsdp_unit_t unit, int index, int none);
+
+/** Since 0.9: for every parameter i of `unit`, whether its gradient is None
+ *  (fsdp_grad_set_none): none[i] = 1 if so, else 0; frozen parameters read 1. Local.
+ *  @param[in] unit the unit
+ *  @param[out] none `count` flags
+ *  @param[in] count the unit's parameter count (fsdp_unit_info's nparams)
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL none, count not the parameter count);
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_grad_none(fsdp_unit_t unit, int* none, int count);
+
 /* ---- The sharded view, for optimizers written by the caller ---------------------------------- */
 
 /** This rank's parameter shard: `numel` elements of the unit's dtype, padding included. The
@@ -1098,6 +1127,31 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_steps(fsdp_optimizer_t opt, fsdp_unit_t
  * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_steps(fsdp_optimizer_t opt, fsdp_unit_t unit,
                                                    int64_t steps);
+
+/** Since 0.9: updates `opt` made to parameter `index` of `unit` (AdamW's bias-correction step t
+ *  for that parameter). It is the unit's count (fsdp_optimizer_steps, the largest of its
+ *  parameters') unless steps skipped the parameter (fsdp_grad_set_none). Local.
+ *  @param[in] opt the optimizer
+ *  @param[in] unit one of the optimizer's units
+ *  @param[in] index a parameter of the unit; a frozen one's count is 0
+ *  @param[out] steps the count
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE (index); INVALID_ARGUMENT (NULL steps, a unit the optimizer
+ * does not update); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a
+ * bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_param_steps(fsdp_optimizer_t opt, fsdp_unit_t unit,
+                                                     int index, int64_t* steps);
+
+/** Since 0.9: sets the update count of parameter `index` of `unit` alone (>= 0), as
+ *  fsdp_optimizer_set_steps does for all of them. Local.
+ *  @param[in] opt the optimizer
+ *  @param[in] unit one of the optimizer's units
+ *  @param[in] index a trainable parameter of the unit
+ *  @param[in] steps >= 0
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE (index); INVALID_ARGUMENT (steps < 0, a frozen parameter, a
+ * unit the optimizer does not update); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or
+ * FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_param_steps(fsdp_optimizer_t opt, fsdp_unit_t unit,
+                                                         int index, int64_t steps);
 
 /** Clips the gradients of every unit of the context by their total `norm_type`-norm (>= 1, or
  *  INFINITY), taken over all ranks, padding and frozen parameters excluded and hybrid replicas

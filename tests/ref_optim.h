@@ -1,5 +1,5 @@
-/* Reference optimizer updates for the tests: PyTorch's single-tensor AdamW, written here in plain
- * float32 in PyTorch's operation order, independently of the library. */
+/* Reference optimizer updates for the tests: PyTorch's single-tensor SGD and AdamW, written here in
+ * plain float32 in PyTorch's operation order, independently of the library. */
 #ifndef FSDP_TEST_REF_OPTIM_H
 #define FSDP_TEST_REF_OPTIM_H
 
@@ -19,6 +19,21 @@ static void ref_adamw_step(float* p, float* m, float* v, const float* g, size_t 
     v[e] = v[e] * b2f + b2c * (g[e] * g[e]);
     const float denom = sqrtf(v[e]) / bc2f + eps;
     p[e] = p[e] + step * (m[e] / denom);
+  }
+}
+
+/* One SGD step of n elements: p and the momentum buffer buf updated in place from gradient g;
+ * `first`: the buffer starts as the gradient (PyTorch's momentum_buffer None). */
+static void ref_sgd_step(float* p, float* buf, const float* g, size_t n, int first, float lr,
+                         float wd, float momentum, float dampening, int nesterov) {
+  for (size_t e = 0; e < n; ++e) {
+    float d = g[e];
+    if (wd != 0.0f) d = d + wd * p[e];
+    if (momentum != 0.0f) {
+      buf[e] = first ? d : momentum * buf[e] + (1.0f - dampening) * d;
+      d = nesterov ? d + momentum * buf[e] : buf[e];
+    }
+    p[e] = p[e] + (-lr) * d;
   }
 }
 

@@ -41,15 +41,8 @@ static hp_t group_of(int p, const hp_t* dflt, const hp_t* nodecay) {
 }
 
 static void ref_sgd(ref_t* r, int p, const float* g, hp_t h) {
-  for (int64_t e = 0; e < SIZES[p]; ++e) {
-    float d = g[e];
-    if (h.wd != 0.0f) d = d + h.wd * r->p[p][e];
-    if (h.momentum != 0.0f) {
-      r->buf[p][e] = r->t == 1 ? d : h.momentum * r->buf[p][e] + (1.0f - h.dampening) * d;
-      d = h.nesterov ? d + h.momentum * r->buf[p][e] : r->buf[p][e];
-    }
-    r->p[p][e] = r->p[p][e] + (-h.lr) * d;
-  }
+  ref_sgd_step(r->p[p], r->buf[p], g, (size_t)SIZES[p], r->t == 1, h.lr, h.wd, h.momentum,
+               h.dampening, h.nesterov);
 }
 
 static void ref_adamw(ref_t* r, int p, const float* g, hp_t h, double lr_d, double b1, double b2) {

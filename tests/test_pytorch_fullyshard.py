@@ -565,6 +565,52 @@ def check_unused(find_unused):
     drop(sharded, opt)
 
 
+def check_grad_presence_agreed():
+    """Whether a parameter has a gradient is agreed over the ranks: `a` and `b` share the root's
+    unit and rank r's loss takes branch r % 2, so each gets a gradient on some ranks only; both
+    still get p.grad on every rank and are stepped as the reference's averaged gradient says,
+    while `never` (its own unit, never used) keeps p.grad None and is left alone by AdamW's decay,
+    with torch.optim over model.parameters() and with the library's AdamW (which skips it through
+    fsdp_grad_set_none, its update count staying 0)."""
+    for lib in (False, True):
+        model, ref = Branchy(), Branchy()
+        sharded = FullyShard(ctx, model, [model.never])
+        if lib:
+            opt = ctx.optimizer("adamw", sharded.units, lr=0.05, weight_decay=0.1)
+        else:
+            opt = torch.optim.AdamW(model.parameters(), lr=0.05, weight_decay=0.1)
+        ref_opt = torch.optim.AdamW(ref.parameters(), lr=0.05, weight_decay=0.1)
+        never = {k: v for k, v in sharded.state_dict().items() if k.startswith("never.")}
+        label = "libfsdp AdamW" if lib else "torch.optim.AdamW"
+        for step in range(3):
+            xs = [torch.randn(4, 8, generator=torch.Generator().manual_seed(500 + 10 * step + r))
+                  for r in range(world)]
+            model(xs[rank], rank % 2).backward()
+            sum(ref(xs[r], r % 2) for r in range(world)).div(world).backward()
+            for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+                check((p.grad is None) == (q.grad is None),
+                      f"{label}: {name}.grad is None exactly where the reference's is, on every "
+                      f"rank (got {p.grad is None}, reference {q.grad is None})")
+            opt.step()
+            opt.zero_grad()
+            ref_opt.step()
+            ref_opt.zero_grad()
+        diff = largest_diff(sharded, ref)
+        check(diff <= 1e-5, f"{label}: gradients present on some ranks only: parameters match "
+              f"the reference (largest diff {diff:.2e})")
+        after = sharded.state_dict()
+        check(all(torch.equal(after[k], v) for k, v in never.items()),
+              f"{label}: a parameter without a gradient on any rank is not stepped")
+        if lib:
+            unit = next(s.unit for s in sharded.states if s.module is model.never)
+            check(all(opt.param_steps(unit, i) == 0 for i in range(len(unit.names))),
+                  "libfsdp AdamW: a parameter never given a gradient has update count 0")
+            root = next(s.unit for s in sharded.states if s.module is model)
+            check(all(opt.param_steps(root, i) == 3 for i in range(len(root.names))),
+                  "libfsdp AdamW: parameters given a gradient on any rank were stepped 3 times")
+        drop(sharded, opt if lib else None)
+
+
 def check_frozen():
     """A frozen parameter (requires_grad=False) stays as it was; the others match the reference."""
     model, ref = Branchy(), Branchy()
@@ -828,6 +874,7 @@ check_gpt_bf16()
 check_gpt_fp16()
 check_unused(False)
 check_unused(True)
+check_grad_presence_agreed()
 check_frozen()
 check_no_sync()
 check_user_contract()

@@ -45,7 +45,7 @@ class Optimizer:
         _check(_lib.fsdp_optimizer_create(ctx._handle, code, ctypes.byref(hp), len(units),
                                           handles, ctypes.byref(handle)))
         opt = cls()
-        opt._handle, opt.kind, opt._defaults = handle, kind, hp
+        opt._handle, opt.kind, opt._defaults, opt._units = handle, kind, hp, units
         return opt
 
     def add_group(self, pattern, **overrides):
@@ -63,8 +63,16 @@ class Optimizer:
     def step(self):
         _check(_lib.fsdp_optimizer_step(self._handle))
 
-    def zero_grad(self):
+    def zero_grad(self, set_to_none=True):
+        """torch.optim's zero_grad: every gradient of the optimizer's units None
+        (fsdp_optimizer_zero_grad), or with set_to_none=False zero, so the next step still
+        updates every parameter (weight decay, momentum). Local."""
         _check(_lib.fsdp_optimizer_zero_grad(self._handle))
+        if not set_to_none:  # fsdp_shard_grad writes the zeros: the gradients are zero, not None
+            ptr = ctypes.c_void_p()
+            for unit in self._units:
+                if any(unit.requires_grad):
+                    _check(_lib.fsdp_shard_grad(unit._handle, ctypes.byref(ptr), None))
 
     def state(self, unit, name):
         """This rank's state buffer `name` of `unit` ("exp_avg", "exp_avg_sq"; "momentum"), a
@@ -81,6 +89,19 @@ class Optimizer:
         steps = ctypes.c_int64()
         _check(_lib.fsdp_optimizer_steps(self._handle, unit._handle, ctypes.byref(steps)))
         return steps.value
+
+    def param_steps(self, unit, param):
+        """Updates made to one parameter (index or name) of `unit`: the unit's count unless steps
+        skipped it without a gradient (fsdp_optimizer_param_steps). Local."""
+        steps = ctypes.c_int64()
+        _check(_lib.fsdp_optimizer_param_steps(self._handle, unit._handle, unit.index(param),
+                                               ctypes.byref(steps)))
+        return steps.value
+
+    def set_param_steps(self, unit, param, steps):
+        """Sets one trainable parameter's update count (fsdp_optimizer_set_param_steps). Local."""
+        _check(_lib.fsdp_optimizer_set_param_steps(self._handle, unit._handle,
+                                                   unit.index(param), int(steps)))
 
     def set_steps(self, unit, steps):
         """Sets the update count of `unit` (>= 0). Local."""

@@ -144,7 +144,22 @@ class Unit:
         return bool(on.value)
 
     def zero_grads(self):
+        """Every gradient None (the shard marked zero; fsdp_zero_grads). Local."""
         _check(_lib.fsdp_zero_grads(self._handle))
+
+    def grad_none(self):
+        """Per parameter, whether its gradient is None (fsdp_grad_none): a list of bools; frozen
+        parameters read True. Local."""
+        flags = (ctypes.c_int * len(self.names))()
+        _check(_lib.fsdp_grad_none(self._handle, flags, len(self.names)))
+        return [bool(f) for f in flags]
+
+    def set_grad_none(self, param, none=True):
+        """Marks a trainable parameter (index or name) without a gradient, PyTorch's
+        p.grad = None, until the next reduction or zero_grads; none=False gives it its gradient
+        back (fsdp_grad_set_none). The library's optimizers skip it. Local: every rank marks
+        alike."""
+        _check(_lib.fsdp_grad_set_none(self._handle, self.index(param), 1 if none else 0))
 
     # ---- views -------------------------------------------------------------------------------
     def param(self, param):

@@ -239,6 +239,33 @@ fsdp_status_t fsdp_optimizer_set_steps(fsdp_optimizer_t opt, fsdp_unit_t unit, i
   });
 }
 
+fsdp_status_t fsdp_optimizer_param_steps(fsdp_optimizer_t opt, fsdp_unit_t unit, int index,
+                                         int64_t* steps) {
+  return guard(__func__, [&] {
+    const Optimizer& o = optimizer_from(opt, "opt");
+    const fsdp::Unit& u = optimized_unit(o, unit);
+    const std::size_t i = fsdp::capi::param_index(u, index);
+    if (!steps) fail(Errc::InvalidArgument, "steps: NULL");
+    *steps = o.steps(u, i);
+  });
+}
+
+fsdp_status_t fsdp_optimizer_set_param_steps(fsdp_optimizer_t opt, fsdp_unit_t unit, int index,
+                                             int64_t steps) {
+  return guard(__func__, [&] {
+    Optimizer& o = optimizer_from(opt, "opt");
+    const fsdp::Unit& u = optimized_unit(o, unit);
+    const std::size_t i = fsdp::capi::param_index(u, index);
+    if (!u.layout().param(i).requires_grad)
+      fail(Errc::InvalidArgument, u.label() + ": index = " + std::to_string(index) + " ('" +
+                                      u.layout().param(i).name +
+                                      "'): the parameter has requires_grad = 0 (never updated)");
+    if (steps < 0)
+      fail(Errc::InvalidArgument, "steps = " + std::to_string(steps) + ": must be >= 0");
+    o.set_steps(u, i, steps);
+  });
+}
+
 fsdp_status_t fsdp_clip_grad_norm(fsdp_context_t ctx, double max_norm, double norm_type,
                                   double* total_norm) {
   return guard(__func__, [&] {

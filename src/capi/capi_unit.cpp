@@ -17,18 +17,10 @@ using fsdp::Error;
 using fsdp::fail;
 using fsdp::Unit;
 using fsdp::capi::guard;
+using fsdp::capi::param_index;
 using fsdp::capi::unit_from;
 
 namespace {
-
-std::size_t param_index(const Unit& u, int index) {
-  const std::size_t n = u.layout().num_params();
-  if (index < 0 || static_cast<std::size_t>(index) >= n)
-    fail(Errc::OutOfRange, u.label() + ": index = " + std::to_string(index) + ": the unit has " +
-                               std::to_string(n) + " parameters (0.." + std::to_string(n - 1) +
-                               ")");
-  return static_cast<std::size_t>(index);
-}
 
 // A parameter index of the unit's own parameters or of its aliases (ties), resolved to the unit
 // that stores it.
@@ -214,6 +206,26 @@ fsdp_status_t fsdp_reduce_grads(fsdp_unit_t unit) {
 
 fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit) {
   return guard(__func__, [&] { unit_from(unit, "unit").zero_grads(); });
+}
+
+fsdp_status_t fsdp_grad_set_none(fsdp_unit_t unit, int index, int none) {
+  return guard(__func__, [&] {
+    Unit& u = unit_from(unit, "unit");
+    u.set_grad_none(param_index(u, index), none != 0);
+  });
+}
+
+fsdp_status_t fsdp_grad_none(fsdp_unit_t unit, int* none, int count) {
+  return guard(__func__, [&] {
+    const Unit& u = unit_from(unit, "unit");
+    require_output(none, "none");
+    const std::size_t n = u.layout().num_params();
+    if (count < 0 || static_cast<std::size_t>(count) != n)
+      fail(Errc::InvalidArgument, "count = " + std::to_string(count) + ": " + u.label() + " has " +
+                                      std::to_string(n) + " parameters");
+    for (std::size_t i = 0; i < n; ++i)
+      none[i] = !u.layout().param(i).requires_grad || u.grad_none(i) ? 1 : 0;
+  });
 }
 
 fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel) {

@@ -112,6 +112,15 @@ Unit& unit_from(fsdp_unit_t h, const char* arg) {
   return u;
 }
 
+std::size_t param_index(const Unit& u, int index) {
+  const std::size_t n = u.layout().num_params();
+  if (index < 0 || static_cast<std::size_t>(index) >= n)
+    fail(Errc::OutOfRange, u.label() + ": index = " + std::to_string(index) + ": the unit has " +
+                               std::to_string(n) + " parameters (0.." + std::to_string(n - 1) +
+                               ")");
+  return static_cast<std::size_t>(index);
+}
+
 Optimizer& optimizer_from(fsdp_optimizer_t h, const char* arg) {
   Optimizer& o = *static_cast<Optimizer*>(const_cast<void*>(lookup(h, Kind::Optimizer, arg)));
   live(o.context(), arg);

@@ -25,6 +25,8 @@ Context& context_from(fsdp_context_t h, const char* arg);
 // The same, but an aborted context is returned (fsdp_finalize, fsdp_abort).
 Context& context_for_abort(fsdp_context_t h, const char* arg);
 Unit& unit_from(fsdp_unit_t h, const char* arg);
+// `index` as one of u's own parameters (not a tie's alias); throws OutOfRange naming it.
+std::size_t param_index(const Unit& u, int index);
 Optimizer& optimizer_from(fsdp_optimizer_t h, const char* arg);
 GradScaler& grad_scaler_from(fsdp_grad_scaler_t h, const char* arg);
 Request& request_from(fsdp_request_t h, const char* arg);

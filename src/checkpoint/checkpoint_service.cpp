@@ -145,11 +145,13 @@ DatasetSpec param_dataset(const std::string& path, const ParamSpec& p) {
 }
 
 // Adds one dataset per parameter of `u` from the buffer `base` (shard layout), with this rank's
-// pieces when it writes; `spares` non-null: the pieces point into a copy of the buffer (a
-// background save).
+// pieces when it writes; `optimizer` non-null: optimizer state (trainable parameters only), each
+// dataset with its parameter's update count; `spares` non-null: the pieces point into a copy of
+// the buffer (a background save).
 void add_unit_datasets(SaveJob& job, Unit& u, const std::string& group, const void* base,
-                       bool trainable_only, const std::vector<Attr>& attrs, bool writer,
+                       const Optimizer* optimizer, bool writer,
                        std::vector<std::vector<char>>* spares) {
+  const bool trainable_only = optimizer != nullptr;
   const std::size_t es = u.layout().element_size();
   const char* src = static_cast<const char*>(base);
   if (writer && spares)
@@ -160,7 +162,7 @@ void add_unit_datasets(SaveJob& job, Unit& u, const std::string& group, const vo
     const ParamSpec& p = u.layout().param(i);
     if (trainable_only && !p.requires_grad) continue;
     DatasetSpec d = param_dataset(group + "/" + escape_name(p.name), p);
-    d.attrs = attrs;
+    if (optimizer) d.attrs = {Attr::i64(kStepAttr, optimizer->steps(u, i))};
     job.plan.datasets.push_back(std::move(d));
     const ShardSlice s = u.slice(i);
     if (!writer || s.length == 0) continue;
@@ -188,7 +190,7 @@ SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer,
   layout.text = layout_json(units);
   job.plan.datasets.push_back(layout);
   for (Unit* u : units)
-    add_unit_datasets(job, *u, kModelGroup, u->shard_data(), false, {}, writer, spares);
+    add_unit_datasets(job, *u, kModelGroup, u->shard_data(), nullptr, writer, spares);
   if (!r.optimizers.empty())
     job.plan.groups.push_back(
         {kOptimizersGroup, {Attr::i64("count", static_cast<int64_t>(r.optimizers.size()))}});
@@ -212,8 +214,7 @@ SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer,
       for (Unit* u : o.units()) {
         const void* state = o.state(*u, static_cast<int>(b));
         if (!state) continue;  // no update yet: no state
-        add_unit_datasets(job, *u, og + "/" + names[b], state, true,
-                          {Attr::i64(kStepAttr, o.steps(*u))}, writer, spares);
+        add_unit_datasets(job, *u, og + "/" + names[b], state, &o, writer, spares);
       }
     }
   }
@@ -336,8 +337,9 @@ struct Match {
   std::vector<Target> targets;
   LoadReport report;
   std::vector<std::string> problems;  // strict: any is fatal
-  // Optimizer k, unit -> the step count its state was saved at (-1: no state in the file).
-  std::map<std::pair<int, const Unit*>, int64_t> steps;
+  // Optimizer k, unit -> per parameter, the update count its state was saved at (-1: no state in
+  // the file; -2: not in the file, or frozen). Every parameter in the file has state, or none.
+  std::map<std::pair<int, const Unit*>, std::vector<int64_t>> steps;
 };
 
 void note(Match& m, const std::string& line, bool fatal) {
@@ -403,29 +405,30 @@ Match match(Context& ctx, const Catalog& c, const LoadRequest& r) {
     if (!groups_match) note(m, who + ": hyperparameter groups differ (count or patterns)", true);
     for (const Unit* cu : o.units()) {
       Unit* u = const_cast<Unit*>(cu);
-      int64_t step = -2;  // -2: not seen yet; -1: no state
-      bool consistent = true;
+      std::vector<int64_t> steps(u->layout().num_params(), -2);
+      bool consistent = true, with_state = false, without_state = false;
       for (std::size_t i = 0; i < u->layout().num_params(); ++i) {
         const ParamSpec& p = u->layout().param(i);
         if (!p.requires_grad || !c.find_param(p.name)) continue;
         for (std::size_t b = 0; b < fo.states.size(); ++b) {
           const DatasetInfo* d = find_dataset(fo.states[b], p.name);
           const int64_t s = d ? d->step : -1;
-          if (step == -2) step = s;
-          if (s != step) consistent = false;
+          if (b == 0) steps[i] = s;
+          if (s != steps[i]) consistent = false;  // one parameter's buffers at two counts
+          (s < 0 ? without_state : with_state) = true;
           if (d && d->shape == p.shape && (d->dtype == p.dtype || r.convert))
             m.targets.push_back({d, u, i, static_cast<int>(k), static_cast<int>(b)});
         }
       }
-      if (!consistent) {
+      if (!consistent || (with_state && without_state)) {
         note(m,
              who + ": " + u->label() +
-                 " mixes parameters saved with different step counts "
-                 "(or with and without state): they cannot share one unit's state",
+                 " mixes parameters saved with and without state (or one parameter's buffers "
+                 "at different step counts): they cannot share one unit's state",
              true);
         continue;
       }
-      m.steps[{static_cast<int>(k), u}] = step < 0 ? -1 : step;
+      m.steps[{static_cast<int>(k), u}] = std::move(steps);
     }
   }
   if (r.scaler && !c.scaler.present) note(m, "grad_scaler: the file has none", true);
@@ -599,12 +602,15 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
       for (const Unit* u : o.units()) {
         auto it = m.steps.find({static_cast<int>(k), u});
         if (it == m.steps.end()) continue;
-        if (it->second < 0) {  // saved before any update: no state
+        const std::vector<int64_t>& steps = it->second;
+        if (std::find(steps.begin(), steps.end(), -1) != steps.end()) {
+          // saved before any update: no state
           for (int b = 0; b < Optimizer::max_state_buffers(o.kind()); ++b)
             if (void* p = o.state(*u, b)) ctx_.shard_memory().zero(p, u->grad_shard_bytes());
           o.set_steps(*u, 0);
         } else {
-          o.set_steps(*u, it->second);
+          for (std::size_t i = 0; i < steps.size(); ++i)
+            if (steps[i] >= 0) o.set_steps(*u, i, steps[i]);
         }
       }
     }

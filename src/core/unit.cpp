@@ -1,5 +1,7 @@
 #include "core/unit.hpp"
 
+#include <algorithm>
+
 #include "base/error.hpp"
 #include "core/context.hpp"
 
@@ -379,6 +381,7 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   CommWorker& w = ctx_.worker();
   auto task = track(Pending::Reduce, now ? w.run_inline(body) : w.submit(body));
   grad_written_ = false;  // taken by this reduction (given back if it fails)
+  grad_none_.clear();     // the reduced gradient covers every parameter again
   return task;
 }
 
@@ -415,11 +418,39 @@ void Unit::zero_grads() {
   ctx_.memory().take_from_caller();
   grad_shard_is_zero_ = true;
   grad_written_ = false;
+  grad_none_.clear();
   accumulated_.reset();
   if (full_grad_) {
     ctx_.memory().zero(full_grad_.data(), full_grad_bytes());
     // The caller's next gradient writes wait for this memset, not for the buffer's first one.
     ctx_.memory().record(grad_ready_.get());
+  }
+}
+
+void Unit::set_grad_none(std::size_t i, bool none) {
+  const ParamSpec& p = layout_.param(i);
+  if (!p.requires_grad)
+    fail(Errc::InvalidArgument, label() + ": index = " + std::to_string(i) + " ('" + p.name +
+                                    "'): the parameter has requires_grad = 0 (no gradient)");
+  complete_pending();  // a reduction in flight writes the shard
+  if (grad_none(i) == none) return;
+  if (grad_none_.empty()) grad_none_.assign(layout_.num_params(), 0);
+  if (!none) {  // the shard marked zero: its zeros become this parameter's gradient alone
+    if (grad_shard_is_zero_) {
+      shard_grad();
+      for (std::size_t k = 0; k < layout_.num_params(); ++k)
+        grad_none_[k] = layout_.param(k).requires_grad ? 1 : 0;
+    }
+    grad_none_[i] = 0;
+    return;
+  }
+  grad_none_[i] = 1;
+  const ShardSlice s = slice(i);
+  if (grad_shard_ && s.length) {
+    ctx_.memory().take_from_caller();
+    const std::size_t es = layout_.element_size();
+    ctx_.shard_memory().zero(static_cast<char*>(grad_shard_) + s.shard_offset * es, s.length * es);
+    ctx_.shard_memory().handover_to_caller();  // the caller's stream sees the zeros
   }
 }
 

@@ -123,6 +123,17 @@ class Unit {
   std::optional<Error> unshard_refusal(bool async) const;
   std::optional<Error> reduce_refusal() const;
   void zero_grads();
+  // PyTorch's p.grad = None, per trainable parameter: true from the unit's creation and after
+  // zero_grads (the gradient shard marked zero, as zero_grad(set_to_none=True) leaves every
+  // grad None) until a reduction with gradient sync or shard_grad() gives the gradient (zeros
+  // included); set_grad_none(i, true) marks one parameter alone (its part of the shard is
+  // zeroed) until the next reduction or zero_grads. The library's optimizers skip a parameter
+  // whose gradient is None. Local: every rank of the unit's groups marks alike (the caller
+  // agrees on it). Throws InvalidArgument for a frozen parameter.
+  void set_grad_none(std::size_t i, bool none);
+  bool grad_none(std::size_t i) const {
+    return grad_shard_is_zero_ || (!grad_none_.empty() && grad_none_[i] != 0);
+  }
 
   void* shard_data() const { return shard_; }
   void* shard_grad();  // the caller's view: zeros are written here if the shard is marked zero
@@ -189,6 +200,7 @@ class Unit {
   bool gathered_by_prefetch_ = false;  // the pending all-gather was a prefetch's
   bool grad_written_ = false;          // see grad_unreduced()
   bool own_grad_sync_ = true;          // see grad_sync()
+  std::vector<uint8_t> grad_none_;     // see set_grad_none(); empty: no parameter is marked
   int users_ = 0;
   std::vector<Tie> ties_;
   std::vector<uint64_t> tied_users_;

@@ -2,6 +2,7 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.hpp"
@@ -49,8 +50,12 @@ Optimizer::Optimizer(Context& ctx, uint64_t id, OptimizerKind kind, const HyperP
     : ctx_(ctx), id_(id), kind_(kind), units_(std::move(units)) {
   groups_.push_back({"", defaults});
   states_.resize(units_.size());
-  for (std::size_t k = 0; k < units_.size(); ++k) states_[k].unit = units_[k];
-  assign_segments();
+  for (std::size_t k = 0; k < units_.size(); ++k) {
+    states_[k].unit = units_[k];
+    states_[k].steps.assign(units_[k]->layout().num_params(), 0);
+    states_[k].momentum_fresh.assign(units_[k]->layout().num_params(), 1);
+  }
+  assign_slots();
   for (Unit* u : units_) u->add_user();
 }
 
@@ -72,21 +77,15 @@ int Optimizer::group_of(const std::string& name) const {
   return 0;
 }
 
-void Optimizer::assign_segments() {
+void Optimizer::assign_slots() {
   for (UnitState& s : states_) {
-    s.segments.clear();
+    s.slots.clear();
     const FlatLayout& l = s.unit->layout();
     for (std::size_t i = 0; i < l.num_params(); ++i) {
       if (!l.param(i).requires_grad) continue;
       const ShardSlice slice = s.unit->slice(i);
-      if (!slice.length) continue;
-      const int g = group_of(l.param(i).name);
-      // Adjacent slices of one group become one segment: fewer, longer kernel calls.
-      if (!s.segments.empty() && s.segments.back().group == g &&
-          s.segments.back().offset + s.segments.back().length == slice.shard_offset)
-        s.segments.back().length += slice.length;
-      else
-        s.segments.push_back({slice.shard_offset, slice.length, g});
+      if (slice.length)
+        s.slots.push_back({i, slice.shard_offset, slice.length, group_of(l.param(i).name)});
     }
   }
 }
@@ -100,7 +99,7 @@ int Optimizer::add_group(const std::string& pattern, const HyperParams& h) {
           fnmatch(pattern.c_str(), p.name.c_str(), 0) == 0)
         ++taken;
   groups_.push_back({pattern, h});
-  assign_segments();
+  assign_slots();
   return taken;
 }
 
@@ -122,41 +121,67 @@ void Optimizer::allocate_buffer(UnitState& s, int b) {
   s.state[b] = ctx_.shard_memory().allocate(bytes);
   ctx_.accounting().add(MemoryKind::OptimizerState, bytes);
   ctx_.shard_memory().zero(s.state[b], bytes);
-  if (kind_ == OptimizerKind::Sgd) s.momentum_fresh = true;
+  if (kind_ == OptimizerKind::Sgd) std::fill(s.momentum_fresh.begin(), s.momentum_fresh.end(), 1);
 }
 
 void Optimizer::allocate_state(UnitState& s) {
   for (int b = 0; b < state_buffers(); ++b) allocate_buffer(s, b);
 }
 
-void Optimizer::step_unit(UnitState& s, void* grad) {
-  allocate_state(s);
-  ++s.steps;
+void Optimizer::update(UnitState& s, void* grad, std::size_t offset, std::size_t length, int group,
+                       int64_t steps, bool fresh) {
   MemorySpace& mem = ctx_.shard_memory();
   const DType t = s.unit->precision().storage;
-  const std::size_t esize = dtype_size(t);
-  char* param = static_cast<char*>(s.unit->shard_data());
-  char* g = static_cast<char*>(grad);
-  char* s0 = static_cast<char*>(s.state[0]);
-  char* s1 = static_cast<char*>(s.state[1]);
-  for (const Segment& seg : s.segments) {
-    const HyperParams& h = groups_[static_cast<std::size_t>(seg.group)].params;
-    const std::size_t at = seg.offset * esize;
-    if (kind_ == OptimizerKind::Sgd) {
-      SgdArgs a;
-      a.lr = h.lr, a.weight_decay = h.weight_decay, a.momentum = h.momentum;
-      a.dampening = h.dampening, a.nesterov = h.nesterov, a.first_step = s.momentum_fresh;
-      mem.sgd_step(param + at, g + at, s0 ? s0 + at : nullptr, seg.length, t, a);
-    } else {
-      AdamWArgs a;
-      a.lr = h.lr, a.weight_decay = h.weight_decay, a.beta1 = h.beta1, a.beta2 = h.beta2;
-      a.eps = h.eps;
-      a.bias_correction1 = 1.0 - std::pow(h.beta1, static_cast<double>(s.steps));
-      a.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(h.beta2, static_cast<double>(s.steps)));
-      mem.adamw_step(param + at, g + at, s0 + at, s1 + at, seg.length, t, a);
-    }
+  const std::size_t at = offset * dtype_size(t);
+  char* param = static_cast<char*>(s.unit->shard_data()) + at;
+  char* g = static_cast<char*>(grad) + at;
+  char* s0 = s.state[0] ? static_cast<char*>(s.state[0]) + at : nullptr;
+  char* s1 = s.state[1] ? static_cast<char*>(s.state[1]) + at : nullptr;
+  const HyperParams& h = groups_[static_cast<std::size_t>(group)].params;
+  if (kind_ == OptimizerKind::Sgd) {
+    SgdArgs a;
+    a.lr = h.lr, a.weight_decay = h.weight_decay, a.momentum = h.momentum;
+    a.dampening = h.dampening, a.nesterov = h.nesterov, a.first_step = fresh;
+    mem.sgd_step(param, g, s0, length, t, a);
+  } else {
+    AdamWArgs a;
+    a.lr = h.lr, a.weight_decay = h.weight_decay, a.beta1 = h.beta1, a.beta2 = h.beta2;
+    a.eps = h.eps;
+    a.bias_correction1 = 1.0 - std::pow(h.beta1, static_cast<double>(steps));
+    a.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(h.beta2, static_cast<double>(steps)));
+    mem.adamw_step(param, g, s0, s1, length, t, a);
   }
-  s.momentum_fresh = false;
+}
+
+void Optimizer::step_unit(UnitState& s, void* grad) {
+  allocate_state(s);
+  const Unit& u = *s.unit;
+  const FlatLayout& l = u.layout();
+  for (std::size_t i = 0; i < l.num_params(); ++i)
+    if (l.param(i).requires_grad && !u.grad_none(i)) ++s.steps[i];
+  // Runs of adjacent slots that update alike (group, count, momentum start) become one kernel
+  // call; a parameter without a gradient is left out.
+  for (std::size_t k = 0; k < s.slots.size();) {
+    const Slot& a = s.slots[k];
+    if (u.grad_none(a.param)) {
+      ++k;
+      continue;
+    }
+    const int64_t t = s.steps[a.param];
+    const uint8_t fresh = s.momentum_fresh[a.param];
+    std::size_t end = a.offset + a.length, j = k + 1;
+    for (; j < s.slots.size(); ++j) {
+      const Slot& b = s.slots[j];
+      if (b.offset != end || b.group != a.group || u.grad_none(b.param) || s.steps[b.param] != t ||
+          s.momentum_fresh[b.param] != fresh)
+        break;
+      end += b.length;
+    }
+    update(s, grad, a.offset, end - a.offset, a.group, t, fresh != 0);
+    k = j;
+  }
+  for (std::size_t i = 0; i < l.num_params(); ++i)
+    if (!u.grad_none(i)) s.momentum_fresh[i] = 0;
 }
 
 void Optimizer::step() {
@@ -193,9 +218,12 @@ void Optimizer::zero_grad() {
 }
 
 int64_t Optimizer::steps(const Unit& unit) const {
-  for (const UnitState& s : states_)
-    if (s.unit == &unit) return s.steps;
-  return 0;
+  const UnitState& s = state_of(unit);
+  return s.steps.empty() ? 0 : *std::max_element(s.steps.begin(), s.steps.end());
+}
+
+int64_t Optimizer::steps(const Unit& unit, std::size_t i) const {
+  return state_of(unit).steps[i];
 }
 
 Optimizer::UnitState& Optimizer::state_of(const Unit& unit) {
@@ -219,9 +247,14 @@ void* Optimizer::ensure_state(const Unit& unit, int b) {
 }
 
 void Optimizer::set_steps(const Unit& unit, int64_t steps) {
+  for (std::size_t i = 0; i < unit.layout().num_params(); ++i) set_steps(unit, i, steps);
+}
+
+void Optimizer::set_steps(const Unit& unit, std::size_t i, int64_t steps) {
   UnitState& s = state_of(unit);
-  s.steps = steps;
-  s.momentum_fresh = steps == 0;
+  if (!unit.layout().param(i).requires_grad) return;  // frozen: never updated
+  s.steps[i] = steps;
+  s.momentum_fresh[i] = steps == 0 ? 1 : 0;
 }
 
 }  // namespace fsdp

@@ -58,15 +58,21 @@ class Optimizer {
   int add_group(const std::string& pattern, const HyperParams& h);
   void set_hyperparams(int group, const HyperParams& h);
   // One update of every unit whose gradient shard holds a gradient (units whose gradient was
-  // zeroed and not reduced since are skipped, like parameters whose grad is None in PyTorch).
+  // zeroed and not reduced since are skipped, like parameters whose grad is None in PyTorch),
+  // except its parameters marked without a gradient (Unit::set_grad_none): their state, step
+  // count and weight decay stay as they are, as torch.optim leaves a parameter whose grad is
+  // None.
   void step();
   // Refuses (Errc::State, naming the unit) what a step cannot take: a gradient written through
   // fsdp_grad_data that no reduction took, and, when `for_update`, an unsharded unit. Called
   // before anything changes, so a refused step (or unscale) changes nothing.
   void check_steppable(bool for_update) const;
   void zero_grad();
-  // Updates made to `unit` so far (the bias-correction step t).
+  // Updates made to `unit` so far: its parameters' largest count.
   int64_t steps(const Unit& unit) const;
+  // Updates made to parameter i of `unit` (the bias-correction step t; less than the unit's when
+  // the parameter was skipped without a gradient).
+  int64_t steps(const Unit& unit, std::size_t i) const;
 
   // ---- For checkpoints ----
   const std::string& pattern(int group) const {
@@ -78,20 +84,26 @@ class Optimizer {
   void* state(const Unit& unit, int b) const;
   // Allocates buffer b (zeros) if needed; counted as optimizer state.
   void* ensure_state(const Unit& unit, int b);
-  // Restores the update count; the momentum buffer then continues rather than restarts.
+  // Restores the update count of every parameter of `unit`, or of parameter i; the momentum
+  // buffer then continues rather than restarts (a count of 0 restarts it).
   void set_steps(const Unit& unit, int64_t steps);
+  void set_steps(const Unit& unit, std::size_t i, int64_t steps);
 
  private:
-  struct Segment {
+  // A trainable parameter's part of this rank's gradient shard (not empty).
+  struct Slot {
+    std::size_t param = 0;
     std::size_t offset = 0, length = 0;  // inside the gradient shard (the trainable section)
     int group = 0;
   };
   struct UnitState {
     Unit* unit = nullptr;
-    std::vector<Segment> segments;
+    std::vector<Slot> slots;              // in shard order
     void* state[2] = {nullptr, nullptr};  // SGD: momentum; AdamW: exp_avg, exp_avg_sq
-    int64_t steps = 0;
-    bool momentum_fresh = false;  // SGD: the buffer starts as the gradient (PyTorch)
+    // Per parameter of the unit (frozen ones stay 0): updates made, and (SGD) whether its
+    // momentum starts as the gradient at the next update (PyTorch's momentum_buffer None).
+    std::vector<int64_t> steps;
+    std::vector<uint8_t> momentum_fresh;
   };
   struct Group {
     std::string pattern;  // "" for the defaults
@@ -99,7 +111,11 @@ class Optimizer {
   };
 
   int group_of(const std::string& name) const;
-  void assign_segments();
+  void assign_slots();
+  // The kind's update of `length` elements at `offset` of the shard, with one group, count and
+  // momentum start.
+  void update(UnitState& s, void* grad, std::size_t offset, std::size_t length, int group,
+              int64_t steps, bool fresh);
   int state_buffers() const;
   void allocate_state(UnitState& s);
   void allocate_buffer(UnitState& s, int b);

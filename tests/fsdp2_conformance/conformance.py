@@ -214,11 +214,6 @@ def full_grads(impl, model):
 # ---- Optimizers: torch.optim over model.parameters(), as FSDP2's tests, or libfsdp's ----------
 LIB_OPTIM = "libfsdp optimizer: ctx.optimizer over handle.units for FullyShard"
 
-NO_GRAD_STEP = ("a parameter left without gradient in a unit whose other parameters got one "
-                "(p.grad None after zero_grad(set_to_none=True)) is skipped by torch.optim, but "
-                "libfsdp's optimizer steps the whole unit, so Adam's momentum keeps moving it "
-                "(a unit with no gradient at all is skipped)")
-
 
 def make_optim(impl, model, sharded, lib=False, lr=1e-2):
     """FSDP2's torch.optim.Adam over model.parameters(); with lib, FullyShard gets what its user
@@ -242,10 +237,7 @@ def both_optimizers(name, source, lib_known=None):
 
 
 def zero_grad(opt, set_to_none=True):
-    if isinstance(opt, torch.optim.Optimizer):
-        opt.zero_grad(set_to_none=set_to_none)
-    else:
-        opt.zero_grad()
+    opt.zero_grad(set_to_none=set_to_none)  # torch.optim's and libfsdp's take the same argument
 
 
 def parity_step(ref, ref_opt, model, opt, loss, set_to_none=True):
@@ -360,4 +352,4 @@ def run():
 __all__ = ["behaviour", "run", "rank", "world", "mesh", "allreduce_grads", "batch", "agree",
            "assert_close", "assert_equal", "make_optim", "both_optimizers", "zero_grad",
            "parity_step", "destroy", "check_sharded_parity", "full_grads", "FsdpMLP", "LIB_OPTIM",
-           "NO_GRAD_STEP", "nn", "torch", "dist"]
+           "nn", "torch", "dist"]

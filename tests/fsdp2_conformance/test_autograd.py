@@ -15,7 +15,7 @@ import collections
 import copy
 from conformance import (
     allreduce_grads, assert_close, batch, behaviour, both_optimizers, check_sharded_parity,
-    destroy, LIB_OPTIM, make_optim, nn, NO_GRAD_STEP, run, torch, zero_grad)
+    destroy, LIB_OPTIM, make_optim, nn, run, torch, zero_grad)
 
 
 def train_with_parity(impl, model, ref, sharded, lib, dim, iterations, label):
@@ -96,8 +96,7 @@ def unused_forward_output(impl, lib):
 both_optimizers(
     "unused forward output",
     "test_fully_shard_autograd.py::"
-    "TestFullyShardAutograd::test_unused_forward_output",
-    lib_known=NO_GRAD_STEP)(unused_forward_output)
+    "TestFullyShardAutograd::test_unused_forward_output")(unused_forward_output)
 
 
 # ---- test_unused_forward_module ---------------------------------------------------------------

@@ -6,6 +6,7 @@ reduction; an autograd callback ends backward. Tensors autograd saves from param
 positions in the unsharded buffer (saved-tensor hooks around the root's forward)."""
 import functools
 
+import numpy as np
 import torch
 
 from ._compat import POST_ACCUMULATE
@@ -181,10 +182,18 @@ class Hooks:
             requests, self._requests = self._requests, []
             for r in requests:
                 r.wait()
-            for state in self.states:
+            # Which parameters have a gradient, agreed over every rank (one reduction for all
+            # units), so that every rank's part of a parameter is stepped or skipped alike.
+            got = [state.got_gradients(self.find_unused_parameters) for state in self.states]
+            flags = np.array([has for g in got for has in g], dtype=np.float64)
+            if flags.size and not self.find_unused_parameters:
+                self.ctx.allreduce(flags, op="max", group="world")
+            at = 0
+            for state, g in zip(self.states, got):
                 if state.shows_placeholders:
                     state.show_shards()
-                state.show_grads(self.find_unused_parameters)
+                state.show_grads(flags[at:at + len(g)] != 0)
+                at += len(g)
         finally:
             self._in_backward = False
             for state in self.states:

@@ -100,9 +100,13 @@ class UnitState:
         self.phase = Phase.REDUCING
 
     def end_backward(self):
-        """Any phase -> IDLE, forgetting this backward's gradients."""
+        """Any phase -> IDLE, forgetting this backward's gradients; which parameters got one is
+        kept while the unit accumulates without sync (no_sync), since the reduction that ends
+        the accumulation carries them."""
         self.phase, self.pending = Phase.IDLE, 0
-        self.got_grad, self.user_grads, self.grad_buffers = {}, None, {}
+        self.user_grads, self.grad_buffers = None, {}
+        if self.unit.grad_sync:
+            self.got_grad = {}
 
     # ---- parameters ---------------------------------------------------------------------------
     @property
@@ -221,6 +225,16 @@ class UnitState:
         if self.user_grads is not None or not active:
             return
         self.user_grads = {i: p.grad for i, p in active}
+        if self.grad_views is not None and any(
+                isinstance(g, GradShard) for g in self.user_grads.values()):
+            # p.grad still the shard's view after the library's zero_grad (or a step that marked
+            # it without gradient): its gradient is None, as zero_grad(set_to_none=True) leaves it.
+            none = self.unit.grad_none()
+            for i, g in self.user_grads.items():
+                view = self.grad_views.get(i)
+                if none[i] and view is not None and isinstance(g, GradShard) and (
+                        g is view or (g.data_ptr() == view.data_ptr() and g.shape == view.shape)):
+                    self.user_grads[i] = None
         if not self.unit.grad_sync:  # asked of the library: the context's and the unit's
             return
         views = self.gradient_views()
@@ -251,11 +265,22 @@ class UnitState:
                 self.grad_views[i] = view
         return self.grad_views
 
-    def show_grads(self, every_parameter):
+    def got_gradients(self, every_parameter):
+        """After backward, per parameter that takes part (see show_grads), whether it has a
+        gradient here: p.grad was not None before this backward, or autograd gave one since the
+        last reduction (every_parameter: all count as having one). [] when p.grad is not
+        shown."""
+        if self.user_grads is None or not self.unit.grad_sync:
+            return []
+        return [bool(g is not None or self.got_grad.get(i) or every_parameter)
+                for i, g in self.user_grads.items()]
+
+    def show_grads(self, got):
         """After backward: each active parameter's p.grad is its part of the gradient shard, or
-        None if it has had no gradient since the user last set p.grad to None (PyTorch's rule:
-        torch.optim then skips it; every_parameter: all count as having one). Without gradient
-        sync for the unit, p.grad goes back to what it was."""
+        None if `got` (agreed over the ranks, in got_gradients' order) says it has had no
+        gradient since the user last set p.grad to None (PyTorch's rule: torch.optim then skips
+        it); the library's optimizers skip it too (fsdp_grad_set_none). Without gradient sync
+        for the unit, p.grad goes back to what it was."""
         if self.user_grads is None:
             return
         if not self.unit.grad_sync:
@@ -263,6 +288,7 @@ class UnitState:
                 self.params[i][1].grad = g
             return
         views = self.gradient_views()
-        for i, g in self.user_grads.items():
-            got = g is not None or self.got_grad.get(i) or every_parameter
-            self.params[i][1].grad = views[i] if got else None
+        for (i, _), has in zip(self.user_grads.items(), got):
+            self.params[i][1].grad = views[i] if has else None
+            if not has:
+                self.unit.set_grad_none(i)
