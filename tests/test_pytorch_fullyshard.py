@@ -369,6 +369,36 @@ def check_requires_grad_after_wrap():
     check(torch.equal(after["a.weight"], before["a.weight"]),
           "a refused unfreeze changes nothing")
     drop(sharded)
+    # frozen_may_train=True: the frozen parameter has gradient memory; while frozen, the
+    # library's AdamW (weight decay 0.1) leaves it alone; unfrozen, it trains like the reference.
+    model, ref = Branchy(), Branchy()
+    for m in (model, ref):
+        m.a.weight.requires_grad_(False)
+    sharded = FullyShard(ctx, model, [model.a, model.b, model.never], frozen_may_train=True)
+    opt = ctx.optimizer("adamw", sharded.units, lr=0.05, weight_decay=0.1)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=0.05, weight_decay=0.1)
+    frozen = sharded.state_dict()["a.weight"]
+    for step in range(4):
+        if step == 2:
+            for m in (model, ref):
+                m.a.weight.requires_grad_(True)
+        xs = [torch.randn(4, 8, generator=torch.Generator().manual_seed(900 + 10 * step + r))
+              for r in range(world)]
+        model(xs[rank], 0).backward()
+        sum(ref(xs[r], 0) for r in range(world)).div(world).backward()
+        check((model.a.weight.grad is None) == (step < 2),
+              f"frozen_may_train: a.weight.grad is None exactly while frozen (step {step})")
+        opt.step()
+        opt.zero_grad()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        if step == 1:
+            check(torch.equal(sharded.state_dict()["a.weight"], frozen),
+                  "frozen_may_train: a frozen parameter is not stepped (no weight decay)")
+    diff = largest_diff(sharded, ref)
+    check(diff <= 1e-5, f"frozen_may_train: unfrozen after wrapping, the model trains like the "
+          f"reference (largest diff {diff:.2e})")
+    drop(sharded, opt)
 
 
 def check_reinitialize():
@@ -609,6 +639,40 @@ def check_grad_presence_agreed():
             check(all(opt.param_steps(root, i) == 3 for i in range(len(root.names))),
                   "libfsdp AdamW: parameters given a gradient on any rank were stepped 3 times")
         drop(sharded, opt if lib else None)
+
+
+def check_explicit_prefetch_released():
+    """Explicit prefetch lists whose targets never run: `a`'s forward prefetches `never` (never
+    called) and the root's backward prefetches it too; the all-gathers are released at the end of
+    forward and of backward, so between steps nothing is unsharded beyond the root (which stays
+    gathered only from forward to backward), and training matches the reference. A list naming a
+    module without a unit is refused and changes nothing."""
+    model, ref = Branchy(), Branchy()
+    sharded = FullyShard(ctx, model, [model.a, model.b, model.never], prefetch=False)
+    model.a.set_modules_to_forward_prefetch([model.never, model.b])
+    sharded.set_modules_to_backward_prefetch([model.never])
+    expect_error("a prefetch list naming a module without a unit",
+                 lambda: model.a.set_modules_to_forward_prefetch([model.out]), "out",
+                 "set_modules_to_forward_prefetch")
+    expect_error("a prefetch list that is not a list",
+                 lambda: sharded.set_modules_to_backward_prefetch(model.a), "modules")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step in range(2):
+        xs = [torch.randn(4, 8, generator=torch.Generator().manual_seed(700 + 10 * step + r))
+              for r in range(world)]
+        model(xs[rank], 0).backward()
+        sum(ref(xs[r], 0) for r in range(world)).div(world).backward()
+        opt.step()
+        ref_opt.step()
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        held = ctx.memory_stats()["unsharded_bytes"]
+        check(held == 0, f"explicit prefetches never used are released by the end of the step "
+              f"({held} unsharded bytes held)")
+    diff = largest_diff(sharded, ref)
+    check(diff <= 1e-6, f"explicit prefetch lists: training matches the reference ({diff:.2e})")
+    drop(sharded)
 
 
 def check_frozen():
@@ -875,6 +939,7 @@ check_gpt_fp16()
 check_unused(False)
 check_unused(True)
 check_grad_presence_agreed()
+check_explicit_prefetch_released()
 check_frozen()
 check_no_sync()
 check_user_contract()

@@ -102,12 +102,14 @@ def per_group_after_init_lib(impl):
 
 
 # ---- test_train_mixed_requires_grad_across_groups ---------------------------------------------
-def mixed_requires_grad_across_groups(impl, lib, unfreeze, freeze_before_wrap=False):
+def mixed_requires_grad_across_groups(impl, lib, unfreeze, freeze_before_wrap=False,
+                                      may_train=False):
     """Six Linear groups, every other one frozen (FSDP2's comment: "interleave frozen ->
     non-frozen"; its loop freezes seq[0] each time, the intent is ported); the middle iteration
     runs under torch.no_grad(); with unfreeze, the frozen ones train again on the last
     iteration (fine-tuning). FSDP2's test freezes after wrapping; freeze_before_wrap (not in
-    FSDP2's test) freezes before, to see unfreezing on its own."""
+    FSDP2's test) freezes before, to see unfreezing on its own; may_train gives FullyShard
+    frozen_may_train=True (FSDP2 needs no option)."""
     for reshard_after_forward in (True, False):
         torch.manual_seed(42)
         dim, n_linears = 32, 6
@@ -125,7 +127,8 @@ def mixed_requires_grad_across_groups(impl, lib, unfreeze, freeze_before_wrap=Fa
         if freeze_before_wrap:
             set_requires_grad(model, False)
         linears = [m for m in model if isinstance(m, nn.Linear)]
-        sharded = impl.shard(model, linears, reshard_after_forward=reshard_after_forward)
+        extra = {"frozen_may_train": True} if may_train and not impl.is_fsdp2 else {}
+        sharded = impl.shard(model, linears, reshard_after_forward=reshard_after_forward, **extra)
         ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
         opt = make_optim(impl, model, sharded, lib)
         set_requires_grad(model, False)
@@ -186,12 +189,20 @@ def across_groups_unfreeze_lib(impl):
 
 @behaviour(f"mixed requires_grad across groups, frozen before wrapping, unfrozen on the last "
            f"step, {LIB_OPTIM}", SOURCE_ACROSS,
-           known="requires_grad_(True) after FullyShard on a parameter frozen at wrapping: the "
-                 "unit holds no gradient memory or optimizer state for it, so the forward "
-                 "raises libfsdp.Error naming the parameter (set requires_grad before wrapping; "
-                 "freezing after wrapping works)")
+           known="deliberate by default: a parameter frozen at wrapping costs no gradient "
+                 "memory or optimizer state, so requires_grad_(True) after FullyShard raises "
+                 "libfsdp.Error naming the parameter and the option frozen_may_train=True "
+                 "(next row); freezing after wrapping works")
 def across_groups_before_wrap_unfreeze_lib(impl):
     mixed_requires_grad_across_groups(impl, lib=True, unfreeze=True, freeze_before_wrap=True)
+
+
+for _lib in (False, True):
+    behaviour("mixed requires_grad across groups, frozen before wrapping, unfrozen on the last "
+              f"step (FullyShard: frozen_may_train=True), "
+              f"{LIB_OPTIM if _lib else 'Adam over model.parameters()'}", SOURCE_ACROSS
+              )(lambda impl, lib=_lib: mixed_requires_grad_across_groups(
+                  impl, lib=lib, unfreeze=True, freeze_before_wrap=True, may_train=True))
 
 
 # ---- test_multi_forward_mixed_requires_grad ---------------------------------------------------

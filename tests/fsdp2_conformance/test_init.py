@@ -129,7 +129,8 @@ def invalid_meta_device_init(impl):
            "(uneven sizes)",
            "test_fully_shard_init.py::TestFullyShardShardedParameterTensor::"
            "test_shard_tensor_parameters (sizes)",
-           known="between uses a parameter is this rank's flat part of its shard (FSDP1's "
+           known="deliberate (no torch.distributed needed): between uses a parameter is this rank's "
+                 "flat part of its shard (FSDP1's "
                  "use_orig_params), not a DTensor of the full shape: numel() counts this rank's "
                  "elements (FullyShard.numel() gives the full count)")
 def sharded_parameter_sizes(impl):

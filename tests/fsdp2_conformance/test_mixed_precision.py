@@ -120,7 +120,7 @@ def _parity(impl, param_dtype, reduce_dtype, library, steps=10):
         check_sharded_parity(impl, ref, model, f"step {it}")
 
 
-BF16_REDUCE = ("reduce_dtype=bf16: FullyShard's reduced gradient is the float32 average of the "
+BF16_REDUCE = ("deliberate (more exact): reduce_dtype=bf16: FullyShard's reduced gradient is the float32 average of the "
                "bf16 gradients, not rounded to bf16 as FSDP2's bf16 reduce-scatter's is (one bf16 "
                "ulp off in part of the elements)")
 for _library in (False, True):

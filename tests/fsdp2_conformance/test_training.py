@@ -362,7 +362,8 @@ def assert_same_params(model, ref, what):
 @behaviour("parameters after forward equal the model's, then an explicit reshard()",
            "test_fully_shard_training.py::TestFullyShardRegisteredParams::"
            "test_param_registration_after_forward",
-           known="a resharded unit's parameters are this rank's flat parts of the shards (FSDP2: "
+           known="deliberate (no torch.distributed needed): a resharded unit's parameters are this "
+                 "rank's flat parts of the shards (FSDP2: "
                  "DTensor shards of the full shape whose full_tensor() is the value)")
 def param_registration_after_forward(impl):
     for reshard_after_forward in (True, False):

@@ -25,7 +25,10 @@ class Hooks:
     # ---- gathered or sharded ----------------------------------------------------------------
     def _gather(self, state):
         state.gather()
-        if not POST_ACCUMULATE:
+        if POST_ACCUMULATE:
+            if len(state.accumulators) < len(state.trainable):
+                self._hook_gradients(state)  # a parameter unfrozen since (frozen_may_train)
+        else:
             self._hook_accumulators(state)
         self._gathered.append(state)
 
@@ -46,12 +49,14 @@ class Hooks:
     def _hook_gradients(self, state):
         """Hooks the arrival of each trainable parameter's gradient. The hook lives on the
         tensor, not on its AccumulateGrad node: autograd makes a new node when the parameter's
-        dtype changes (float32 shard views between uses, param_dtype buffers in use). Before
-        PyTorch 2.1, _hook_accumulators hooks each new node as the unit is gathered."""
+        dtype changes (float32 shard views between uses, param_dtype buffers in use); a
+        parameter frozen now is hooked when a gather finds it unfrozen. Before PyTorch 2.1,
+        _hook_accumulators hooks each new node as the unit is gathered."""
         if POST_ACCUMULATE:
-            for i in sorted(state.trainable):
-                state.params[i][1].register_post_accumulate_grad_hook(
-                    self._grad_done_hook(state, i))
+            for i, p in state.active():
+                if i not in state.accumulators:  # once per parameter
+                    p.register_post_accumulate_grad_hook(self._grad_done_hook(state, i))
+                    state.accumulators[i] = p
 
     def _hook_accumulators(self, state):
         """PyTorch < 2.1: hooks each active parameter's AccumulateGrad node (made here, at the
@@ -73,6 +78,8 @@ class Hooks:
         def forward(*args, **kwargs):
             with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
                 out = inner(*args, **kwargs)
+            if not self._in_backward:
+                self._release_prefetches()  # forward prefetches this forward did not use
             if self.root_state is None and self.root_policy.output_dtype is not None:
                 out = cast(out, self.root_policy.output_dtype)  # a root without a unit
             return out
@@ -108,8 +115,22 @@ class Hooks:
             if not state.gathered:  # also in backward: recomputation (activation checkpointing)
                 state.check_parameters(take_replaced=False)  # done for all at the root's
                 self._gather(state)
+            if not self._in_backward:
+                self._prefetch(state.forward_prefetch)
             return self._cast_inputs(state.policy, state.dtype, args, kwargs)
         return hook
+
+    def _prefetch(self, targets):
+        """Explicit prefetch: the all-gathers of `targets` (UnitStates not yet gathered) start
+        now, in list order; their own hooks take them."""
+        for target in targets:
+            if not target.gathered and target.phase is Phase.IDLE:
+                target.check_parameters(take_replaced=False)
+                target.prefetch()
+
+    def _release_prefetches(self):
+        for state in self.states:
+            state.release_prefetch()
 
     def _post_forward_hook(self, state):
         def hook(module, args, output):
@@ -140,6 +161,8 @@ class Hooks:
             state.take_user_grads()
             state.give_grad_buffers()
             state.begin_backward()
+            if state.backward_prefetch is not None:
+                self._prefetch(state.backward_prefetch)
             return None
         return hook
 
@@ -150,6 +173,11 @@ class Hooks:
                 self._reshard(state)
                 if not self.find_unused_parameters:
                     state.start_reduction()
+                    # At most one reduction in flight, as FSDP2's post-backward waits for the
+                    # previous reduce-scatter: its full gradient goes back to the pool before
+                    # this unit's starts, so full gradients never pile up in backward.
+                    if self._requests:
+                        self._requests.pop().wait()
                     self._requests.append(state.unit.reduce_grads_async())
         return hook
 
@@ -182,6 +210,7 @@ class Hooks:
             requests, self._requests = self._requests, []
             for r in requests:
                 r.wait()
+            self._release_prefetches()  # backward prefetches of units whose backward never ran
             # Which parameters have a gradient, agreed over every rank (one reduction for all
             # units), so that every rank's part of a parameter is stepped or skipped alike.
             got = [state.got_gradients(self.find_unused_parameters) for state in self.states]
@@ -211,6 +240,10 @@ class Hooks:
                 pass
         self._requests = []
         for state in self.states:
+            try:
+                state.release_prefetch()
+            except Exception:  # noqa: BLE001 - the failed backward's error is the one reported
+                state.prefetch_request = None
             if state.phase is not Phase.IDLE:  # p.grad are the library's buffers
                 for _, p in state.active():
                     p.grad = None

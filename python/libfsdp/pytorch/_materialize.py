@@ -68,10 +68,10 @@ def broadcast_from_rank0(ctx, tensor):
             t.copy_(torch.from_numpy(values).view(t.dtype).reshape(t.shape))
 
 
-def create_unit(ctx, where, params, sync, policy):
+def create_unit(ctx, where, params, sync, policy, frozen_may_train=False):
     """The unit of `params` (float32 masters, or float64), computing in the policy's param_dtype
     (or a low-precision model's own dtype) and reducing in its reduce_dtype; sync: every rank
-    starts from rank 0's values."""
+    starts from rank 0's values; frozen_may_train: frozen parameters get gradient memory too."""
     storage = torch.float64 if params[0][1].dtype == torch.float64 else torch.float32
     compute = policy.param_dtype
     if compute is None and params[0][1].dtype in (torch.bfloat16, torch.float16):
@@ -80,7 +80,7 @@ def create_unit(ctx, where, params, sync, policy):
     for name, p in params:
         v = p.detach()
         v = v.to(storage) if v.dtype != storage else v
-        values.append((name, v.contiguous().numpy(), p.requires_grad))
+        values.append((name, v.contiguous().numpy(), p.requires_grad or frozen_may_train))
     return ctx.unit(values, name=where, sync_from_rank0=sync,
                     param_dtype=LIB_DTYPE.get(compute),
                     reduce_dtype=LIB_DTYPE.get(policy.reduce_dtype))

@@ -51,6 +51,8 @@ class StateDicts:
             names = ", ".join(f"'{s.where}'" for s in self._gathered)
             _refuse(call, f"units {names} are unsharded (after a forward, before its backward); "
                     "load it between steps")
+        if not reading:
+            self._release_prefetches()  # an all-gather started ahead would miss the new values
 
     def state_dict(self, full=True):
         """The model's state as plain tensors, under root.state_dict()'s names (tied parameters

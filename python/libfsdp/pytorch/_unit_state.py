@@ -41,9 +41,9 @@ class UnitState:
         self.module, self.where, self.unit = module, where, unit
         self.policy = policy  # its MixedPrecisionPolicy (input and output casts)
         self.params = params                   # [(name, Parameter)] in unit order
-        # The parameters the unit has gradient memory for (requires_grad at wrapping); of them,
-        # active() are those requiring a gradient now (one may be frozen after wrapping).
-        self.trainable = frozenset(i for i, (_, p) in enumerate(params) if p.requires_grad)
+        # The parameters the unit has gradient memory for (requires_grad at wrapping, or all
+        # under frozen_may_train); of them, active() are those requiring a gradient now.
+        self.trainable = frozenset(i for i, trains in enumerate(unit.requires_grad) if trains)
         self.dtype = TORCH_OF[unit.param_dtype]  # what the parameters are while unsharded
         self.reshard_after_forward = reshard_after_forward
         self.phase = Phase.IDLE
@@ -57,7 +57,12 @@ class UnitState:
         self.grad_views = None  # per trainable parameter: its part of the gradient shard
         self.grad_buffers = {}  # in backward: index -> the full-gradient buffer given to autograd
         self.shows_placeholders = False  # between forward and backward: see show_placeholders
-        self.accumulators = {}  # index -> hooked AccumulateGrad node (PyTorch < 2.1 only)
+        self.accumulators = {}  # index -> its hooked parameter (or AccumulateGrad node < 2.1)
+        # Explicit prefetch (FSDP2's set_modules_to_forward_prefetch / _backward_prefetch): the
+        # units this one's pre-forward / pre-backward all-gathers ahead (None: the default), and
+        # this unit's own all-gather started that way and not yet taken by gather().
+        self.forward_prefetch, self.backward_prefetch = [], None
+        self.prefetch_request = None
         shard = torch.from_numpy(unit.shard())  # float32 or float64: the storage dtype
         self.shard_views = []  # per parameter: its part of this rank's shard (1-D torch view)
         for i in range(len(params)):
@@ -129,8 +134,9 @@ class UnitState:
             if p.requires_grad and i not in self.trainable:
                 _refuse("FullyShard", f"parameter \"{name}\" of module '{self.where}': "
                         "requires_grad was set after FullyShard wrapped it frozen, and its unit "
-                        "holds no gradient for it; set requires_grad before FullyShard (freezing "
-                        "after wrapping is supported)")
+                        "holds no gradient for it; set requires_grad before FullyShard, or pass "
+                        "FullyShard(..., frozen_may_train=True) (freezing after wrapping is "
+                        "supported)")
         if not take_replaced or self.shows_placeholders:
             return
         for i, (name, p) in enumerate(self.params):
@@ -150,10 +156,29 @@ class UnitState:
                     view.copy_(p.data)
                 p.data = view
 
+    def prefetch(self):
+        """Starts the unit's all-gather ahead of its use (fsdp_unshard_async); gather() takes it.
+        Collective: every rank prefetches the same units in the same order."""
+        if not self.gathered and self.prefetch_request is None:
+            self.prefetch_request = self.unit.unshard_async()
+
+    def release_prefetch(self):
+        """An all-gather prefetch() started that gather() never took: waited for and resharded
+        (a hint nobody used; local)."""
+        if self.prefetch_request is not None:
+            request, self.prefetch_request = self.prefetch_request, None
+            request.wait()
+            self.unit.reshard()
+
     def gather(self):
-        """Unshards the unit and points its parameters at the unsharded buffer (no copy)."""
+        """Unshards the unit (or takes prefetch()'s all-gather) and points its parameters at the
+        unsharded buffer (no copy)."""
         unit = self.unit
-        unit.unshard()
+        if self.prefetch_request is not None:
+            request, self.prefetch_request = self.prefetch_request, None
+            request.wait()
+        else:
+            unit.unshard()
         ptr = ctypes.c_void_p()
         _check(_lib.fsdp_param_data(unit._handle, 0, ctypes.byref(ptr)))
         size = unit.param_dtype.itemsize
@@ -292,3 +317,5 @@ class UnitState:
             self.params[i][1].grad = views[i] if has else None
             if not has:
                 self.unit.set_grad_none(i)
+        for i in self.trainable - self.user_grads.keys():  # frozen now: no gradient
+            self.unit.set_grad_none(i)

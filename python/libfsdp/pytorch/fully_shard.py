@@ -33,11 +33,15 @@ class FullyShard(Hooks, StateDicts):
     every rank starts from rank 0's parameter and buffer values (PyTorch's sync_module_states;
     collective). ignored_params:
     parameters of root left as they are (FSDP2's ignored_params): not sharded, their gradients
-    not reduced (DDP or the caller reduces them); state dicts carry them as plain tensors."""
+    not reduced (DDP or the caller reduces them); state dicts carry them as plain tensors.
+    frozen_may_train: parameters frozen (requires_grad=False) at wrapping get gradient memory
+    and optimizer state as the others, so that requires_grad_(True) later trains them (by
+    default they cost none, and unfreezing one is refused); while frozen they have no gradient
+    (p.grad None) and no optimizer touches them."""
 
     def __init__(self, ctx, root, submodules=(), *, mp_policy=None, reshard_after_forward=True,
                  prefetch=True, find_unused_parameters=False, param_init_fn=None,
-                 sync_module_states=True, ignored_params=None):
+                 sync_module_states=True, ignored_params=None, frozen_may_train=False):
         ctx._host_memory("FullyShard")  # a CUDA context: refused before anything is touched
         plan, ignored, self.root_policy = _plan.plan(ctx, root, submodules, mp_policy,
                                                      param_init_fn, ignored_params,
@@ -52,7 +56,8 @@ class FullyShard(Hooks, StateDicts):
             for module, where, params, policy in plan:
                 is_root = module is root
                 fresh = _materialize.materialize(root, module, params, param_init_fn, replaced)
-                unit = _materialize.create_unit(ctx, where, fresh, sync_module_states, policy)
+                unit = _materialize.create_unit(ctx, where, fresh, sync_module_states, policy,
+                                                bool(frozen_may_train))
                 created.append(unit)
                 for (_, old), (_, p) in zip(params, fresh):
                     if p is not old:  # materialized from meta: its values now live in the shards
@@ -88,7 +93,8 @@ class FullyShard(Hooks, StateDicts):
         # FSDP2's spelling on each listed module and the root: module.set_requires_gradient_sync,
         # module.unshard(), module.reshard(); register_fsdp_forward_method finds the handle.
         for module in [s.module for s in self.states if s.module is not root] + [root]:
-            for name in ("set_requires_gradient_sync", "unshard", "reshard"):
+            for name in ("set_requires_gradient_sync", "unshard", "reshard",
+                         "set_modules_to_forward_prefetch", "set_modules_to_backward_prefetch"):
                 module.__dict__[name] = functools.partial(getattr(self, name), module=module)
             module.__dict__["_libfsdp_handle"] = weakref.ref(self)
         self._wrap_root_forward()
@@ -139,8 +145,43 @@ class FullyShard(Hooks, StateDicts):
         backward follows. Collective over the units' groups; refused inside backward."""
         self._check_sharded("FullyShard.reshard", reading=True)
         for state in self._states_under(module):
+            state.release_prefetch()
             if state.gathered:
                 self._reshard(state)
+
+    def set_modules_to_forward_prefetch(self, modules, module=None):
+        """FSDP2's set_modules_to_forward_prefetch: when `module`'s forward starts (None: the
+        root's), the units of `modules` (listed modules or the root) start their all-gathers, in
+        list order, so they are ready when their forwards run; [] turns it off. Also reachable as
+        module.set_modules_to_forward_prefetch(modules). The library's own prefetch
+        (prefetch=True) still follows the recorded order; prefetch=False leaves only these.
+        Local; every rank sets the same lists."""
+        call = "FullyShard.set_modules_to_forward_prefetch"
+        self._state_of(module, call, "module").forward_prefetch = self._states_of(modules, call)
+
+    def set_modules_to_backward_prefetch(self, modules, module=None):
+        """FSDP2's set_modules_to_backward_prefetch: when `module`'s backward starts (None: the
+        root's), the units of `modules` start their all-gathers, in list order, instead of
+        waiting for their own backward; [] turns it off. Units whose backward never runs are
+        resharded at the end of backward. Local; every rank sets the same lists."""
+        call = "FullyShard.set_modules_to_backward_prefetch"
+        self._state_of(module, call, "module").backward_prefetch = self._states_of(modules, call)
+
+    def _state_of(self, module, call, arg):
+        module = self.root if module is None else module
+        for state in self.states:
+            if state.module is module:
+                return state
+        name = next((n for n, m in self.root.named_modules() if m is module), None)
+        what = (f"module '{name or '<root>'}'" if name is not None
+                else f"a {type(module).__name__} outside the model")
+        _refuse(call, f"{arg}: {what} ({type(module).__name__}) has no unit of this FullyShard "
+                "(a listed module, or the root when it holds parameters)")
+
+    def _states_of(self, modules, call):
+        if isinstance(modules, torch.nn.Module) or not hasattr(modules, "__iter__"):
+            _refuse(call, f"modules: a list of modules, got {type(modules).__name__}")
+        return [self._state_of(m, call, "modules") for m in modules]
 
     def register_forward_method(self, module, method_name):
         """FSDP2's register_fsdp_forward_method: calling module.<method_name>() (vit's
