@@ -184,6 +184,25 @@ class FsdpMLP(nn.Module):
             torch.nn.init.normal_(self.buffer)
 
 
+class CheckpointedBlock(nn.Module):
+    """A transformer block's shape: norm, an attention stand-in and a feed-forward, residual,
+    under torch.utils.checkpoint (FSDP2's checkpoint_impl "utils")."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.attention = nn.Linear(dim, dim)
+        self.feed_forward = FsdpMLP(dim, dim_multiplier=2)
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+        return checkpoint(self._forward, x, use_reentrant=False)
+
+    def _forward(self, x):
+        h = x + self.attention(self.norm(x))
+        return h + self.feed_forward(h)
+
+
 def full_grads(impl, model):
     """{name: full float32 gradient} of every trainable parameter (FSDP2: the DTensor gradient's
     full tensor; FullyShard: each rank's part of the gradient shard, summed over ranks)."""
@@ -351,5 +370,6 @@ def run():
 
 __all__ = ["behaviour", "run", "rank", "world", "mesh", "allreduce_grads", "batch", "agree",
            "assert_close", "assert_equal", "make_optim", "both_optimizers", "zero_grad",
-           "parity_step", "destroy", "check_sharded_parity", "full_grads", "FsdpMLP", "LIB_OPTIM",
+           "parity_step", "destroy", "check_sharded_parity", "full_grads", "FsdpMLP",
+           "CheckpointedBlock", "LIB_OPTIM",
            "nn", "torch", "dist"]

@@ -14,9 +14,8 @@ is checked in tests/test_prefetch.c). Training then matches the unsharded model.
 import contextlib
 import copy
 
-from conformance import (allreduce_grads, assert_close, behaviour, check_sharded_parity, nn,
-                         rank, run, torch)
-from torch.utils.checkpoint import checkpoint  # after conformance: it skips without PyTorch
+from conformance import (allreduce_grads, assert_close, behaviour, check_sharded_parity,
+                         CheckpointedBlock, nn, rank, run, torch)
 
 import libfsdp
 
@@ -24,30 +23,12 @@ SOURCE = "test_fully_shard_comm.py::TestFullyShardPrefetch::"
 N_LAYERS = 4
 
 
-class Layer(nn.Module):
-    """A transformer block's shape under torch.utils.checkpoint (checkpoint_impl "utils")."""
-
-    def __init__(self, dim):
-        super().__init__()
-        self.norm = nn.LayerNorm(dim)
-        self.attention = nn.Linear(dim, dim)
-        self.feed_forward = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(),
-                                          nn.Linear(2 * dim, dim))
-
-    def forward(self, x):
-        return checkpoint(self._forward, x, use_reentrant=False)
-
-    def _forward(self, x):
-        h = x + self.attention(self.norm(x))
-        return h + self.feed_forward(h)
-
-
 class Transformer(nn.Module):
     def __init__(self, dim=16, vocab=32):
         super().__init__()
         torch.manual_seed(7)
         self.tok = nn.Embedding(vocab, dim)
-        self.layers = nn.ModuleList(Layer(dim) for _ in range(N_LAYERS))
+        self.layers = nn.ModuleList(CheckpointedBlock(dim) for _ in range(N_LAYERS))
         self.out = nn.Linear(dim, vocab)
 
     def forward(self, ids):

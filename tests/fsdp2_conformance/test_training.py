@@ -10,9 +10,9 @@ import copy
 
 from conformance import (
     allreduce_grads, assert_close, batch, behaviour, both_optimizers, check_sharded_parity,
+    CheckpointedBlock,
     destroy, FsdpMLP, LIB_OPTIM, make_optim, nn, parity_step, rank,
     run, torch, zero_grad)
-from torch.utils.checkpoint import checkpoint  # after conformance: it skips without PyTorch
 
 F = torch.nn.functional
 
@@ -253,22 +253,7 @@ def gradient_accumulation_some_modules(impl):
 
 
 # ---- test_double_forward_with_nested_fsdp_and_checkpoint --------------------------------------
-class Block(nn.Module):
-    """A transformer block's shape: norm, an attention stand-in and a feed-forward, residual,
-    under torch.utils.checkpoint (checkpoint_impl "utils")."""
-
-    def __init__(self, dim):
-        super().__init__()
-        self.norm = nn.LayerNorm(dim)
-        self.attention = nn.Linear(dim, dim)
-        self.feed_forward = FsdpMLP(dim, dim_multiplier=2)
-
-    def forward(self, x):
-        return checkpoint(self._forward, x, use_reentrant=False)
-
-    def _forward(self, x):
-        h = x + self.attention(self.norm(x))
-        return h + self.feed_forward(h)
+Block = CheckpointedBlock
 
 
 class Stack(nn.Module):
