@@ -13,6 +13,7 @@ unsharded parameter (valid until `reshard`), `Unit.grad(i)` the full gradient to
 """
 import atexit
 import ctypes
+import math
 import json
 
 import numpy as np
@@ -72,7 +73,7 @@ def _choice(call, arg, table, value):
 
 def _view(address, dtype, shape):
     """A numpy array over library memory at `address` (no copy; the library owns it)."""
-    count = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+    count = math.prod(int(d) for d in shape)  # ints: numpy's prod costs 10x per call here
     buf = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
     return np.frombuffer(buf, dtype=dtype).reshape(shape)
 

@@ -3,6 +3,7 @@
 hands to autograd and back to the user."""
 import ctypes
 import enum
+import math
 
 import numpy as np
 import torch
@@ -54,8 +55,10 @@ class UnitState:
         self.extent = 0       # elements from the region's start to the end of the last one
         self.start = 0        # offset of parameter 0 from the region's start, in bytes
         self.region = None    # torch view of the unsharded parameters while gathered
+        self.views = {}       # unsharded buffer address -> (region, per-parameter views)
         self.grad_views = None  # per trainable parameter: its part of the gradient shard
         self.grad_buffers = {}  # in backward: index -> the full-gradient buffer given to autograd
+        self.grad_views_at = {}  # index -> (address, torch view) of the last full-gradient buffer
         self.shows_placeholders = False  # between forward and backward: see show_placeholders
         self.accumulators = {}  # index -> its hooked parameter (or AccumulateGrad node < 2.1)
         # Explicit prefetch (FSDP2's set_modules_to_forward_prefetch / _backward_prefetch): the
@@ -193,10 +196,18 @@ class UnitState:
             self.offsets = [(a - lo) // size for a in addrs]
             self.extent = max(o + int(np.prod(s, dtype=np.int64))
                               for o, s in zip(self.offsets, unit.shapes))
-        self.region = torch_view(ptr.value - self.start, unit.param_dtype, (self.extent,))
-        for (_, p), off, shape in zip(self.params, self.offsets, unit.shapes):
-            n = int(np.prod(shape, dtype=np.int64))
-            p.data = self.region[off:off + n].view(shape)
+        address = ptr.value - self.start
+        views = self.views.get(address)
+        if views is None:  # the pool hands a unit few distinct buffers: their views are kept
+            if len(self.views) >= 8:
+                self.views.clear()
+            region = torch_view(address, unit.param_dtype, (self.extent,))
+            views = self.views[address] = (region, [
+                region[off:off + math.prod(shape)].view(shape)
+                for off, shape in zip(self.offsets, unit.shapes)])
+        self.region = views[0]
+        for (_, p), view in zip(self.params, views[1]):
+            p.data = view
 
     def show_shards(self):
         """Points the parameters back at their parts of the shard (the unit is not resharded
@@ -218,11 +229,14 @@ class UnitState:
         """Points the active parameters' .grad at the library's full-gradient buffers (zeroed,
         or holding earlier micro-batches under no_sync), so autograd accumulates into them."""
         self.grad_buffers = {}
+        ptr = ctypes.c_void_p()
         for i, p in self.active():
-            ptr = ctypes.c_void_p()
             _check(_lib.fsdp_grad_data(self.unit._handle, i, ctypes.byref(ptr)))
-            p.grad = self.grad_buffers[i] = torch_view(ptr.value, self.unit.param_dtype,
-                                                       self.unit.shapes[i])
+            seen = self.grad_views_at.get(i)  # the pool hands out few buffers: views kept
+            if seen is None or seen[0] != ptr.value:
+                seen = self.grad_views_at[i] = (ptr.value, torch_view(
+                    ptr.value, self.unit.param_dtype, self.unit.shapes[i]))
+            p.grad = self.grad_buffers[i] = seen[1]
 
     def take_grads_from_autograd(self):
         """Every gradient of this backward is in: the library's buffers hold them and p.grad
@@ -278,6 +292,10 @@ class UnitState:
     def gradient_views(self):
         """Per trainable parameter, its part of this rank's gradient shard (1-D GradShard views;
         the shard's address is fixed once it exists)."""
+        if self.grad_views is not None:  # its address is fixed: only the zeros are written
+            ptr = ctypes.c_void_p()
+            _check(_lib.fsdp_shard_grad(self.unit._handle, ctypes.byref(ptr), None))
+            return self.grad_views
         grad = self.unit.shard_grad()  # writes the zeros of a shard zero_grads marked, first
         if self.grad_views is None:
             grad = torch.from_numpy(grad)
