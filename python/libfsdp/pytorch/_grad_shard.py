@@ -40,6 +40,14 @@ INF_CHECKS = _functions("_amp_foreach_non_finite_check_and_unscale_")
 # answer alone (PyTorch 1.13's clip_grad_norm_ takes an inf norm as g.abs().max()).
 REDUCTIONS = _functions(*[f"{where}{name}" for where in ("", "Tensor.")
                           for name in ("sum", "mean", "max", "min", "amax", "amin", "prod")])
+# Elementwise in-place methods (what torch.optim runs on p.grad): the tensor they return is the
+# GradShard they were called on, so nothing needs converting (a fast path past Tensor's own).
+IN_PLACE = _functions(*[f"Tensor.{name}_" for name in (
+    "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "copy", "zero", "fill", "neg",
+    "sqrt", "clamp", "sign", "abs", "pow")])
+# What Tensor.__torch_function__ itself disables (named so since PyTorch 2.0).
+_NO_SUBCLASS_DISPATCH = getattr(torch._C, "DisableTorchFunctionSubclass",
+                                getattr(torch._C, "DisableTorchFunction", None))
 # What keeps a part a part (1.13's clip_grad_norm_ takes the norm of g.detach()).
 KEEPS_PART = _functions("Tensor.detach")
 if hasattr(torch.Tensor, "data"):
@@ -54,6 +62,9 @@ class GradShard(torch.Tensor):
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in IN_PLACE:  # an optimizer's update: returns its GradShard as it is, unwrapped
+            with _NO_SUBCLASS_DISPATCH():
+                return func(*args, **kwargs)
         if func in VECTOR_NORMS:
             return _vector_norm(func, args, kwargs)
         if func in FOREACH_NORMS:
