@@ -133,6 +133,35 @@ check([(p["name"], p["shape"]) for p in info["params"]] == [("fc.bias", [5]),
       and info["optimizers"][0]["kind"] == "sgd" and info["world_size"] == world
       and info["metadata"] == {"step": "7"}, f"describe_checkpoint {info}")
 check(opt.steps(unit) == 1, "one SGD step counted")
+check(unit.grad_none() == [False, False], "after a reduction every parameter has its gradient")
+check([opt.param_steps(unit, n) for n in unit.names] == [1, 1], "per-parameter counts")
+
+# Parameters without a gradient (fsdp_grad_set_none): the step skips fc.bias; zero_grad() leaves
+# every gradient None (a step changes nothing), zero_grad(set_to_none=False) a zero one.
+unit.write_grad("fc.weight", gw)
+unit.reduce_grads()
+unit.set_grad_none("fc.bias")
+check(unit.grad_none() == [False, True], "fc.bias marked without gradient")
+marked = unit.shard_grad().copy()
+pre = unit.shard().copy()
+opt.step()
+b_off, _, b_len = unit.shard_range("fc.bias")
+w_off, _, w_len = unit.shard_range("fc.weight")
+check(np.array_equal(unit.shard()[b_off:b_off + b_len], pre[b_off:b_off + b_len]) and
+      np.allclose(unit.shard()[w_off:w_off + w_len],
+                  pre[w_off:w_off + w_len] - 0.5 * marked[w_off:w_off + w_len], rtol=1e-6) and
+      not marked[b_off:b_off + b_len].any(), "the step skips the parameter without gradient")
+check([opt.param_steps(unit, n) for n in unit.names] == [2, 1], "its count stays")
+opt.zero_grad()
+check(unit.grad_none() == [True, True], "zero_grad(): every gradient None")
+pre = unit.shard().copy()
+opt.step()
+check(np.array_equal(unit.shard(), pre), "a step with every gradient None changes nothing")
+opt.zero_grad(set_to_none=False)
+check(unit.grad_none() == [False, False], "zero_grad(set_to_none=False): zero gradients")
+opt.set_param_steps(unit, "fc.bias", 1)
+expect_error("FSDP_ERR_OUT_OF_RANGE", "index = 7", unit.set_grad_none, 7)
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "steps = -1", opt.set_param_steps, unit, 0, -1)
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "name = 'exp_avg'", opt.state, unit, "exp_avg")
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "steps = -2", opt.set_steps, unit, -2)
 expect_error("FSDP_ERR_IO", "no-such.h5", libfsdp.describe_checkpoint, path + ".no-such.h5")
