@@ -213,6 +213,7 @@ class Hooks:
             self._release_prefetches()  # backward prefetches of units whose backward never ran
             # Which parameters have a gradient, agreed over every rank (one reduction for all
             # units), so that every rank's part of a parameter is stepped or skipped alike.
+            # The flags have the same length on every rank (every unit's trainable parameters).
             got = [state.got_gradients(self.find_unused_parameters) for state in self.states]
             flags = np.array([has for g in got for has in g], dtype=np.float64)
             if flags.size and not self.find_unused_parameters:

@@ -309,14 +309,14 @@ class UnitState:
         return self.grad_views
 
     def got_gradients(self, every_parameter):
-        """After backward, per parameter that takes part (see show_grads), whether it has a
-        gradient here: p.grad was not None before this backward, or autograd gave one since the
-        last reduction (every_parameter: all count as having one). [] when p.grad is not
-        shown."""
-        if self.user_grads is None or not self.unit.grad_sync:
-            return []
-        return [bool(g is not None or self.got_grad.get(i) or every_parameter)
-                for i, g in self.user_grads.items()]
+        """After backward, per trainable parameter (in index order: the same length on every
+        rank), 1.0 if it has a gradient here: p.grad was not None before this backward, or
+        autograd gave one since the last reduction (every_parameter: all count as having one);
+        0.0 if not, or if p.grad is not shown (see show_grads)."""
+        shown = self.user_grads is not None and self.unit.grad_sync
+        return [float(shown and i in self.user_grads and (
+            self.user_grads[i] is not None or bool(self.got_grad.get(i)) or every_parameter))
+            for i in sorted(self.trainable)]
 
     def show_grads(self, got):
         """After backward: each active parameter's p.grad is its part of the gradient shard, or
@@ -331,9 +331,8 @@ class UnitState:
                 self.params[i][1].grad = g
             return
         views = self.gradient_views()
-        for (i, _), has in zip(self.user_grads.items(), got):
-            self.params[i][1].grad = views[i] if has else None
-            if not has:
+        for i, has in zip(sorted(self.trainable), got):
+            if i in self.user_grads:
+                self.params[i][1].grad = views[i] if has else None
+            if not has or i not in self.user_grads:  # none anywhere, or frozen now
                 self.unit.set_grad_none(i)
-        for i in self.trainable - self.user_grads.keys():  # frozen now: no gradient
-            self.unit.set_grad_none(i)
