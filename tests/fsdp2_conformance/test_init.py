@@ -7,7 +7,6 @@ import itertools
 from conformance import (
     agree, allreduce_grads, assert_close, assert_equal, behaviour, dist, FsdpMLP,
     full_grads, mesh, nn, run, torch)
-import torch.nn.functional as F
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import distribute_tensor
 

@@ -9,7 +9,6 @@ import dataclasses
 from conformance import (
     assert_close, assert_equal, behaviour, dist, FsdpMLP, full_grads, mesh, nn, run,
     torch, world)
-import torch.nn.functional as F
 from torch.distributed.fsdp import fully_shard
 from torch.utils.checkpoint import checkpoint
 

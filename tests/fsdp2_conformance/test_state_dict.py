@@ -5,7 +5,6 @@ with each parameter's placements first)."""
 import copy
 
 from conformance import assert_close, assert_equal, behaviour, dist, FsdpMLP, mesh, nn, run, torch
-import torch.nn.functional as F
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 
