@@ -255,11 +255,7 @@ fsdp_status_t fsdp_optimizer_set_param_steps(fsdp_optimizer_t opt, fsdp_unit_t u
   return guard(__func__, [&] {
     Optimizer& o = optimizer_from(opt, "opt");
     const fsdp::Unit& u = optimized_unit(o, unit);
-    const std::size_t i = fsdp::capi::param_index(u, index);
-    if (!u.layout().param(i).requires_grad)
-      fail(Errc::InvalidArgument, u.label() + ": index = " + std::to_string(index) + " ('" +
-                                      u.layout().param(i).name +
-                                      "'): the parameter has requires_grad = 0 (never updated)");
+    const std::size_t i = fsdp::capi::trainable_index(u, index);
     if (steps < 0)
       fail(Errc::InvalidArgument, "steps = " + std::to_string(steps) + ": must be >= 0");
     o.set_steps(u, i, steps);

@@ -211,7 +211,7 @@ fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit) {
 fsdp_status_t fsdp_grad_set_none(fsdp_unit_t unit, int index, int none) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
-    u.set_grad_none(param_index(u, index), none != 0);
+    u.set_grad_none(fsdp::capi::trainable_index(u, index), none != 0);
   });
 }
 
@@ -223,8 +223,7 @@ fsdp_status_t fsdp_grad_none(fsdp_unit_t unit, int* none, int count) {
     if (count < 0 || static_cast<std::size_t>(count) != n)
       fail(Errc::InvalidArgument, "count = " + std::to_string(count) + ": " + u.label() + " has " +
                                       std::to_string(n) + " parameters");
-    for (std::size_t i = 0; i < n; ++i)
-      none[i] = !u.layout().param(i).requires_grad || u.grad_none(i) ? 1 : 0;
+    for (std::size_t i = 0; i < n; ++i) none[i] = u.grad_none(i) ? 1 : 0;
   });
 }
 

@@ -121,6 +121,15 @@ std::size_t param_index(const Unit& u, int index) {
   return static_cast<std::size_t>(index);
 }
 
+std::size_t trainable_index(const Unit& u, int index) {
+  const std::size_t i = param_index(u, index);
+  if (!u.layout().param(i).requires_grad)
+    fail(Errc::InvalidArgument, u.label() + ": index = " + std::to_string(index) + " ('" +
+                                    u.layout().param(i).name +
+                                    "'): the parameter has requires_grad = 0");
+  return i;
+}
+
 Optimizer& optimizer_from(fsdp_optimizer_t h, const char* arg) {
   Optimizer& o = *static_cast<Optimizer*>(const_cast<void*>(lookup(h, Kind::Optimizer, arg)));
   live(o.context(), arg);

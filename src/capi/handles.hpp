@@ -27,6 +27,8 @@ Context& context_for_abort(fsdp_context_t h, const char* arg);
 Unit& unit_from(fsdp_unit_t h, const char* arg);
 // `index` as one of u's own parameters (not a tie's alias); throws OutOfRange naming it.
 std::size_t param_index(const Unit& u, int index);
+// The same, for a parameter that has a gradient: InvalidArgument naming it when it is frozen.
+std::size_t trainable_index(const Unit& u, int index);
 Optimizer& optimizer_from(fsdp_optimizer_t h, const char* arg);
 GradScaler& grad_scaler_from(fsdp_grad_scaler_t h, const char* arg);
 Request& request_from(fsdp_request_t h, const char* arg);

@@ -1,7 +1,5 @@
 #include "core/unit.hpp"
 
-#include <algorithm>
-
 #include "base/error.hpp"
 #include "core/context.hpp"
 
@@ -428,10 +426,6 @@ void Unit::zero_grads() {
 }
 
 void Unit::set_grad_none(std::size_t i, bool none) {
-  const ParamSpec& p = layout_.param(i);
-  if (!p.requires_grad)
-    fail(Errc::InvalidArgument, label() + ": index = " + std::to_string(i) + " ('" + p.name +
-                                    "'): the parameter has requires_grad = 0 (no gradient)");
   complete_pending();  // a reduction in flight writes the shard
   if (grad_none(i) == none) return;
   if (grad_none_.empty()) grad_none_.assign(layout_.num_params(), 0);

@@ -128,11 +128,12 @@ class Unit {
   // grad None) until a reduction with gradient sync or shard_grad() gives the gradient (zeros
   // included); set_grad_none(i, true) marks one parameter alone (its part of the shard is
   // zeroed) until the next reduction or zero_grads. The library's optimizers skip a parameter
-  // whose gradient is None. Local: every rank of the unit's groups marks alike (the caller
-  // agrees on it). Throws InvalidArgument for a frozen parameter.
+  // whose gradient is None (a frozen parameter's always is). Local: every rank of the unit's
+  // groups marks alike (the caller agrees on it). `i` is a trainable parameter.
   void set_grad_none(std::size_t i, bool none);
   bool grad_none(std::size_t i) const {
-    return grad_shard_is_zero_ || (!grad_none_.empty() && grad_none_[i] != 0);
+    return grad_shard_is_zero_ || !layout_.param(i).requires_grad ||
+           (!grad_none_.empty() && grad_none_[i] != 0);
   }
 
   void* shard_data() const { return shard_; }

@@ -158,7 +158,7 @@ void Optimizer::step_unit(UnitState& s, void* grad) {
   const Unit& u = *s.unit;
   const FlatLayout& l = u.layout();
   for (std::size_t i = 0; i < l.num_params(); ++i)
-    if (l.param(i).requires_grad && !u.grad_none(i)) ++s.steps[i];
+    if (!u.grad_none(i)) ++s.steps[i];  // frozen parameters read None
   // Runs of adjacent slots that update alike (group, count, momentum start) become one kernel
   // call; a parameter without a gradient is left out.
   for (std::size_t k = 0; k < s.slots.size();) {
