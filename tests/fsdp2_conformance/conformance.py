@@ -203,6 +203,22 @@ class CheckpointedBlock(nn.Module):
         return h + self.feed_forward(h)
 
 
+class CheckpointedStack(nn.Module):
+    """An embedding, n_layers CheckpointedBlocks and an output Linear: a transformer's shape."""
+
+    def __init__(self, dim, vocab, n_layers=3):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleList(CheckpointedBlock(dim) for _ in range(n_layers))
+        self.out = nn.Linear(dim, vocab)
+
+    def forward(self, ids):
+        h = self.tok(ids)
+        for layer in self.layers:
+            h = layer(h)
+        return self.out(h)
+
+
 def full_grads(impl, model):
     """{name: full float32 gradient} of every trainable parameter (FSDP2: the DTensor gradient's
     full tensor; FullyShard: each rank's part of the gradient shard, summed over ranks)."""
@@ -371,5 +387,5 @@ def run():
 __all__ = ["behaviour", "run", "rank", "world", "mesh", "allreduce_grads", "batch", "agree",
            "assert_close", "assert_equal", "make_optim", "both_optimizers", "zero_grad",
            "parity_step", "destroy", "check_sharded_parity", "full_grads", "FsdpMLP",
-           "CheckpointedBlock", "LIB_OPTIM",
+           "CheckpointedBlock", "CheckpointedStack", "LIB_OPTIM",
            "nn", "torch", "dist"]

@@ -15,27 +15,12 @@ import contextlib
 import copy
 
 from conformance import (allreduce_grads, assert_close, behaviour, check_sharded_parity,
-                         CheckpointedBlock, nn, rank, run, torch)
+                         CheckpointedStack, nn, rank, run, torch)
 
 import libfsdp
 
 SOURCE = "test_fully_shard_comm.py::TestFullyShardPrefetch::"
 N_LAYERS = 4
-
-
-class Transformer(nn.Module):
-    def __init__(self, dim=16, vocab=32):
-        super().__init__()
-        torch.manual_seed(7)
-        self.tok = nn.Embedding(vocab, dim)
-        self.layers = nn.ModuleList(CheckpointedBlock(dim) for _ in range(N_LAYERS))
-        self.out = nn.Linear(dim, vocab)
-
-    def forward(self, ids):
-        h = self.tok(ids)
-        for layer in self.layers:
-            h = layer(h)
-        return self.out(h)
 
 
 @contextlib.contextmanager
@@ -94,7 +79,8 @@ def layers_only(events):
 
 
 def build(impl):
-    model = Transformer()
+    torch.manual_seed(7)
+    model = CheckpointedStack(16, 32, N_LAYERS)
     ref = copy.deepcopy(model)
     kw = {} if impl.is_fsdp2 else {"prefetch": False}
     sharded = impl.shard(model, list(model.layers), reshard_after_forward=True, **kw)
@@ -124,28 +110,45 @@ def L(i):
     return f"layers.{i}"
 
 
-# ---- test_set_modules_to_forward_prefetch -------------------------------------------------------
-def forward_prefetch(impl, num_to_prefetch):
+# ---- test_set_modules_to_forward_prefetch, test_set_modules_to_backward_prefetch ------------------
+U, R, P = "unshard", "reshard", "post_backward"
+# (backward, modules prefetched) -> FSDP2's expected layer events of that pass.
+EXPECTED = {
+    # forward: layers.i prefetches layers.i+1 (and layers.i+2)
+    (False, 1): [(U, L(0)), (U, L(1)), (R, L(0)), (U, L(2)), (R, L(1)), (U, L(3)), (R, L(2)),
+                 (R, L(3))],
+    (False, 2): [(U, L(0)), (U, L(1)), (U, L(2)), (R, L(0)), (U, L(3)), (R, L(1)), (R, L(2)),
+                 (R, L(3))],
+    # backward: layers.i prefetches layers.i-1 (and layers.i-2)
+    (True, 1): [(U, L(3)), (U, L(2)), (R, L(3)), (P, L(3)), (U, L(1)), (R, L(2)), (P, L(2)),
+                (U, L(0)), (R, L(1)), (P, L(1)), (R, L(0)), (P, L(0))],
+    (True, 2): [(U, L(3)), (U, L(2)), (U, L(1)), (R, L(3)), (P, L(3)), (U, L(0)), (R, L(2)),
+                (P, L(2)), (R, L(1)), (P, L(1)), (R, L(0)), (P, L(0))],
+}
+
+
+def prefetch_order(impl, num_to_prefetch, backward):
+    """Each layer prefetches the next (forward) or previous (backward) num_to_prefetch layers
+    where they exist; that pass's events are FSDP2's expected ones, and training matches."""
     model, ref, sharded = build(impl)
     for i, layer in enumerate(model.layers):
-        if i < N_LAYERS - num_to_prefetch:
-            targets = [model.layers[i + j] for j in range(1, num_to_prefetch + 1)]
-            layer.set_modules_to_forward_prefetch(targets)
-    if num_to_prefetch == 1:  # layers.i prefetches layers.i+1
-        want = [("unshard", L(0)), ("unshard", L(1)), ("reshard", L(0)), ("unshard", L(2)),
-                ("reshard", L(1)), ("unshard", L(3)), ("reshard", L(2)), ("reshard", L(3))]
-    else:  # layers.i prefetches layers.i+1 and layers.i+2
-        want = [("unshard", L(0)), ("unshard", L(1)), ("unshard", L(2)), ("reshard", L(0)),
-                ("unshard", L(3)), ("reshard", L(1)), ("reshard", L(2)), ("reshard", L(3))]
+        ahead = [i - j if backward else i + j for j in range(1, num_to_prefetch + 1)]
+        if all(0 <= k < N_LAYERS for k in ahead):
+            setter = (layer.set_modules_to_backward_prefetch if backward
+                      else layer.set_modules_to_forward_prefetch)
+            setter([model.layers[k] for k in ahead])
+    want = EXPECTED[(backward, num_to_prefetch)]
 
     def step(m, ids):
-        events = []
-        with recording(impl, sharded, events):
+        events = {False: [], True: []}
+        with recording(impl, sharded, events[False]):
             loss = m(ids).square().mean()
-        got = layers_only(events)
+        with recording(impl, sharded, events[True]):
+            loss.backward()
+        got = layers_only(events[backward])
         if got != want:
-            raise AssertionError(f"forward events {got}, expected {want}")
-        loss.backward()
+            raise AssertionError(f"{'backward' if backward else 'forward'} events {got}, "
+                                 f"expected {want}")
         return loss
     train_and_compare(model, ref, step)
     check_sharded_parity(impl, model, ref, "after training", grads=False)
@@ -154,41 +157,10 @@ def forward_prefetch(impl, num_to_prefetch):
 for _n in (1, 2):
     behaviour(f"explicit forward prefetch of the next {_n} layer(s): all-gather order, then "
               "training parity", SOURCE + "test_set_modules_to_forward_prefetch"
-              )(lambda impl, n=_n: forward_prefetch(impl, n))
-
-
-# ---- test_set_modules_to_backward_prefetch ------------------------------------------------------
-def backward_prefetch(impl, num_to_prefetch):
-    model, ref, sharded = build(impl)
-    for i, layer in enumerate(model.layers):
-        if i >= num_to_prefetch:
-            targets = [model.layers[i - j] for j in range(1, num_to_prefetch + 1)]
-            layer.set_modules_to_backward_prefetch(targets)
-    U, R, P = "unshard", "reshard", "post_backward"
-    if num_to_prefetch == 1:  # layers.i prefetches layers.i-1
-        want = [(U, L(3)), (U, L(2)), (R, L(3)), (P, L(3)), (U, L(1)), (R, L(2)), (P, L(2)),
-                (U, L(0)), (R, L(1)), (P, L(1)), (R, L(0)), (P, L(0))]
-    else:  # layers.i prefetches layers.i-1 and layers.i-2
-        want = [(U, L(3)), (U, L(2)), (U, L(1)), (R, L(3)), (P, L(3)), (U, L(0)), (R, L(2)),
-                (P, L(2)), (R, L(1)), (P, L(1)), (R, L(0)), (P, L(0))]
-
-    def step(m, ids):
-        loss = m(ids).square().mean()
-        events = []
-        with recording(impl, sharded, events):
-            loss.backward()
-        got = layers_only(events)
-        if got != want:
-            raise AssertionError(f"backward events {got}, expected {want}")
-        return loss
-    train_and_compare(model, ref, step)
-    check_sharded_parity(impl, model, ref, "after training", grads=False)
-
-
-for _n in (1, 2):
+              )(lambda impl, n=_n: prefetch_order(impl, n, backward=False))
     behaviour(f"explicit backward prefetch of the previous {_n} layer(s): all-gather order, "
               "then training parity", SOURCE + "test_set_modules_to_backward_prefetch"
-              )(lambda impl, n=_n: backward_prefetch(impl, n))
+              )(lambda impl, n=_n: prefetch_order(impl, n, backward=True))
 
 
 # ---- bad input ----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import copy
 
 from conformance import (
     allreduce_grads, assert_close, batch, behaviour, both_optimizers, check_sharded_parity,
-    CheckpointedBlock,
+    CheckpointedStack,
     destroy, FsdpMLP, LIB_OPTIM, make_optim, nn, parity_step, rank,
     run, torch, zero_grad)
 
@@ -253,29 +253,12 @@ def gradient_accumulation_some_modules(impl):
 
 
 # ---- test_double_forward_with_nested_fsdp_and_checkpoint --------------------------------------
-Block = CheckpointedBlock
-
-
-class Stack(nn.Module):
-    def __init__(self, dim, vocab, n_layers=3):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, dim)
-        self.layers = nn.ModuleList(Block(dim) for _ in range(n_layers))
-        self.out = nn.Linear(dim, vocab)
-
-    def forward(self, ids):
-        h = self.tok(ids)
-        for layer in self.layers:
-            h = layer(h)
-        return self.out(h)
-
-
 def double_forward(impl, reshard_after_forward):
     """Two forwards, then one backward of a loss over both (DPO), with nested groups
     (attention, feed_forward, then the layer) and activation checkpointing."""
     torch.manual_seed(42)
     dim, vocab = 16, 64
-    model = Stack(dim, vocab)
+    model = CheckpointedStack(dim, vocab)
     ref = copy.deepcopy(model)
     modules = []
     for layer in model.layers:

@@ -25,6 +25,28 @@ def torch_view(address, dtype, shape):
     return torch.from_numpy(array)
 
 
+class KeptViews:
+    """Torch views of library buffers, built once per (what, address): the pool hands a unit few
+    distinct buffers, so a view is made per buffer rather than per use (a hot path)."""
+
+    def __init__(self, limit):
+        self._views, self._limit = {}, limit
+
+    def get(self, what, address, build):
+        key = (what, address)
+        views = self._views.get(key)
+        if views is None:
+            if len(self._views) >= self._limit:
+                self._views.clear()
+            views = self._views[key] = build()
+        return views
+
+
+def shows(g, view):
+    """Whether tensor g is `view` (p.grad still the part of the gradient shard it was given)."""
+    return g is view or (g.data_ptr() == view.data_ptr() and g.shape == view.shape)
+
+
 class Phase(enum.Enum):
     """Where a unit is in a backward pass (whether it is gathered is `UnitState.gathered`).
     IDLE -> BACKWARD (its pre-backward hook gave the parameters their gradient buffers) ->
@@ -55,10 +77,10 @@ class UnitState:
         self.extent = 0       # elements from the region's start to the end of the last one
         self.start = 0        # offset of parameter 0 from the region's start, in bytes
         self.region = None    # torch view of the unsharded parameters while gathered
-        self.views = {}       # unsharded buffer address -> (region, per-parameter views)
+        # Views of the unsharded buffer ("params") and of full-gradient buffers (index i).
+        self.kept = KeptViews(8 * (len(params) + 1))
         self.grad_views = None  # per trainable parameter: its part of the gradient shard
         self.grad_buffers = {}  # in backward: index -> the full-gradient buffer given to autograd
-        self.grad_views_at = {}  # index -> (address, torch view) of the last full-gradient buffer
         self.shows_placeholders = False  # between forward and backward: see show_placeholders
         self.accumulators = {}  # index -> its hooked parameter (or AccumulateGrad node < 2.1)
         # Explicit prefetch (FSDP2's set_modules_to_forward_prefetch / _backward_prefetch): the
@@ -165,22 +187,24 @@ class UnitState:
         if not self.gathered and self.prefetch_request is None:
             self.prefetch_request = self.unit.unshard_async()
 
+    def _take_prefetch(self):
+        """Waits for prefetch()'s all-gather, if one was started; whether there was one."""
+        request, self.prefetch_request = self.prefetch_request, None
+        if request is not None:
+            request.wait()
+        return request is not None
+
     def release_prefetch(self):
         """An all-gather prefetch() started that gather() never took: waited for and resharded
         (a hint nobody used; local)."""
-        if self.prefetch_request is not None:
-            request, self.prefetch_request = self.prefetch_request, None
-            request.wait()
+        if self._take_prefetch():
             self.unit.reshard()
 
     def gather(self):
         """Unshards the unit (or takes prefetch()'s all-gather) and points its parameters at the
         unsharded buffer (no copy)."""
         unit = self.unit
-        if self.prefetch_request is not None:
-            request, self.prefetch_request = self.prefetch_request, None
-            request.wait()
-        else:
+        if not self._take_prefetch():
             unit.unshard()
         ptr = ctypes.c_void_p()
         _check(_lib.fsdp_param_data(unit._handle, 0, ctypes.byref(ptr)))
@@ -197,14 +221,12 @@ class UnitState:
             self.extent = max(o + int(np.prod(s, dtype=np.int64))
                               for o, s in zip(self.offsets, unit.shapes))
         address = ptr.value - self.start
-        views = self.views.get(address)
-        if views is None:  # the pool hands a unit few distinct buffers: their views are kept
-            if len(self.views) >= 8:
-                self.views.clear()
+
+        def build():
             region = torch_view(address, unit.param_dtype, (self.extent,))
-            views = self.views[address] = (region, [
-                region[off:off + math.prod(shape)].view(shape)
-                for off, shape in zip(self.offsets, unit.shapes)])
+            return region, [region[off:off + math.prod(shape)].view(shape)
+                            for off, shape in zip(self.offsets, unit.shapes)]
+        views = self.kept.get("params", address, build)
         self.region = views[0]
         for (_, p), view in zip(self.params, views[1]):
             p.data = view
@@ -232,11 +254,9 @@ class UnitState:
         ptr = ctypes.c_void_p()
         for i, p in self.active():
             _check(_lib.fsdp_grad_data(self.unit._handle, i, ctypes.byref(ptr)))
-            seen = self.grad_views_at.get(i)  # the pool hands out few buffers: views kept
-            if seen is None or seen[0] != ptr.value:
-                seen = self.grad_views_at[i] = (ptr.value, torch_view(
-                    ptr.value, self.unit.param_dtype, self.unit.shapes[i]))
-            p.grad = self.grad_buffers[i] = seen[1]
+            address, shape = ptr.value, self.unit.shapes[i]
+            p.grad = self.grad_buffers[i] = self.kept.get(
+                i, address, lambda: torch_view(address, self.unit.param_dtype, shape))
 
     def take_grads_from_autograd(self):
         """Every gradient of this backward is in: the library's buffers hold them and p.grad
@@ -271,8 +291,7 @@ class UnitState:
             none = self.unit.grad_none()
             for i, g in self.user_grads.items():
                 view = self.grad_views.get(i)
-                if none[i] and view is not None and isinstance(g, GradShard) and (
-                        g is view or (g.data_ptr() == view.data_ptr() and g.shape == view.shape)):
+                if none[i] and view is not None and isinstance(g, GradShard) and shows(g, view):
                     self.user_grads[i] = None
         if not self.unit.grad_sync:  # asked of the library: the context's and the unit's
             return
@@ -281,7 +300,7 @@ class UnitState:
             view = views[i]
             if g is None:
                 view.zero_()
-            elif g.data_ptr() != view.data_ptr() or g.shape != view.shape:
+            elif not shows(g, view):
                 if g.shape != view.shape:
                     name = self.params[i][0]
                     _refuse("FullyShard", f"parameter \"{name}\" of module '{self.where}': "
