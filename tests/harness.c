@@ -81,6 +81,23 @@ int th_flat_param(fsdp_unit_t u, size_t k, size_t* elem) {
   return -1;
 }
 
+fsdp_unit_t th_unit_1d(fsdp_context_t ctx, int n, const char* const* names, const int64_t* sizes,
+                       const int* trainable, float (*init)(int p, size_t e)) {
+  fsdp_param_desc_t* d = calloc((size_t)n, sizeof *d);
+  float** values = calloc((size_t)n, sizeof *values);
+  for (int i = 0; i < n; ++i) {
+    d[i] = (fsdp_param_desc_t){names[i], 1, &sizes[i], FSDP_FLOAT32, trainable ? trainable[i] : 1};
+    values[i] = malloc((size_t)sizes[i] * sizeof(float));
+    for (int64_t e = 0; e < sizes[i]; ++e) values[i][e] = init(i, (size_t)e);
+  }
+  fsdp_unit_t u = NULL;
+  CHECK_OK(fsdp_unit_create(ctx, n, d, (const void* const*)values, &u));
+  for (int i = 0; i < n; ++i) free(values[i]);
+  free(values);
+  free(d);
+  return u;
+}
+
 double th_uniform(uint64_t* state) {
   /* splitmix64 */
   uint64_t z = (*state += 0x9e3779b97f4a7c15ull);

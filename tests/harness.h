@@ -61,4 +61,10 @@ int th_flat_param(fsdp_unit_t u, size_t k, size_t* elem);
 /* Deterministic pseudo-random numbers in [-1, 1), independent of libfsdp. */
 double th_uniform(uint64_t* state);
 
+/* A unit of n 1-D float32 parameters (names[i], sizes[i] elements; trainable NULL: all
+ * trainable, else trainable[i]), element e of parameter p starting as init(p, e). Collective
+ * (fsdp_unit_create); NULL after a failed (and recorded) creation. */
+fsdp_unit_t th_unit_1d(fsdp_context_t ctx, int n, const char* const* names, const int64_t* sizes,
+                       const int* trainable, float (*init)(int p, size_t e));
+
 #endif

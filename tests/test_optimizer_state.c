@@ -30,19 +30,14 @@ static float grad_value(int rank, int p, size_t e, int step) {
 }
 
 static fsdp_unit_t make_unit(fsdp_context_t ctx, const char* prefix, int frozen) {
-  fsdp_param_desc_t d[NP];
   char names[NP][64];
-  float* values[NP];
+  const char* ptrs[NP];
+  const int trainable[NP] = {!frozen, !frozen};
   for (int i = 0; i < NP; ++i) {
     snprintf(names[i], sizeof names[i], "%s%s", prefix, NAMES[i]);
-    d[i] = (fsdp_param_desc_t){names[i], 1, &SIZES[i], FSDP_FLOAT32, !frozen};
-    values[i] = malloc((size_t)SIZES[i] * sizeof(float));
-    for (int64_t e = 0; e < SIZES[i]; ++e) values[i][e] = init_value(i, (size_t)e);
+    ptrs[i] = names[i];
   }
-  fsdp_unit_t u = NULL;
-  CHECK_OK(fsdp_unit_create(ctx, NP, d, (const void* const*)values, &u));
-  for (int i = 0; i < NP; ++i) free(values[i]);
-  return u;
+  return th_unit_1d(ctx, NP, ptrs, SIZES, trainable, init_value);
 }
 
 typedef struct {

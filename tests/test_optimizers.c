@@ -51,17 +51,7 @@ static void ref_adamw(ref_t* r, int p, const float* g, hp_t h, double lr_d, doub
 }
 
 static fsdp_unit_t make_unit(fsdp_context_t ctx) {
-  fsdp_param_desc_t d[NP];
-  float* values[NP];
-  for (int i = 0; i < NP; ++i) {
-    d[i] = (fsdp_param_desc_t){NAMES[i], 1, &SIZES[i], FSDP_FLOAT32, TRAINABLE[i]};
-    values[i] = malloc((size_t)SIZES[i] * sizeof(float));
-    for (int64_t e = 0; e < SIZES[i]; ++e) values[i][e] = init_value(i, (size_t)e);
-  }
-  fsdp_unit_t u = NULL;
-  CHECK_OK(fsdp_unit_create(ctx, NP, d, (const void* const*)values, &u));
-  for (int i = 0; i < NP; ++i) free(values[i]);
-  return u;
+  return th_unit_1d(ctx, NP, NAMES, SIZES, TRAINABLE, init_value);
 }
 
 static int compare_shard(fsdp_unit_t u, const ref_t* r) {
