@@ -14,8 +14,8 @@ behaviours and calls run())."""
 import contextlib
 import json
 import os
-import socket
 import sys
+import tempfile
 import traceback
 
 import numpy as np
@@ -41,17 +41,13 @@ from libfsdp.pytorch import MixedPrecisionPolicy as LibPolicy  # noqa: E402
 torch.set_num_threads(1)
 _first = libfsdp.init()
 rank, world = _first.group()
-# gloo beside MPI: rank 0 finds a free port and broadcasts it through the library.
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-_port = _first.broadcast(np.array([_free_port() if rank == 0 else 0], np.int64))[0]
-os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-os.environ.setdefault("MASTER_PORT", str(int(_port)))
-dist.init_process_group("gloo", rank=rank, world_size=world)
+# gloo beside MPI, meeting through a file (a free TCP port found first could be taken by a test
+# running beside this one before gloo binds it): rank 0 draws its name and broadcasts it through
+# the library.
+_token = _first.broadcast(np.array([int.from_bytes(os.urandom(7), "little") if rank == 0 else 0],
+                                   np.int64))[0]
+_store = os.path.join(tempfile.gettempdir(), f"libfsdp-conformance-{int(_token):x}")
+dist.init_process_group("gloo", init_method=f"file://{_store}", rank=rank, world_size=world)
 mesh = init_device_mesh("cpu", (world,))
 
 _behaviours = []
@@ -372,6 +368,8 @@ def run():
                                         "control": bool(control_ok), "lib": bool(lib_ok)}) + "\n")
     dist.barrier()
     dist.destroy_process_group()
+    if rank == 0 and os.path.exists(_store):
+        os.remove(_store)
     _first.finalize()
     if rank == 0:
         print(f"{len(_behaviours)} behaviours, {failures} failing", flush=True)
