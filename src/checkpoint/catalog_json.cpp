@@ -2,38 +2,55 @@
 
 #include <cmath>
 #include <cstdio>
+#include <type_traits>
 
 #include "checkpoint/json_text.hpp"
+#include "checkpoint/schema.hpp"
 
 namespace fsdp::ckpt {
 
 namespace {
 
-// Shortest text that reads back as the same double; JSON has no NaN or infinity: null.
-std::string number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+// One field, by its type. Doubles: the shortest text that reads back as the same double; JSON
+// has no NaN or infinity: null.
+template <class T>
+std::string value(const T& v) {
+  if constexpr (std::is_same_v<T, double>) {
+    if (!std::isfinite(v)) return "null";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return buf;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return v ? "true" : "false";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return json_quote(v);
+  } else if constexpr (std::is_same_v<T, DType>) {
+    return json_quote(dtype_name(v));
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+    return out + "]";
+  } else {
+    return std::to_string(v);
+  }
 }
 
-std::string shape(const std::vector<int64_t>& dims) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) out += (i ? "," : "") + std::to_string(dims[i]);
-  return out + "]";
-}
-
-std::string group_json(const OptimizerGroupInfo& g) {
-  return "{\"pattern\":" + json_quote(g.pattern) + ",\"lr\":" + number(g.lr) +
-         ",\"weight_decay\":" + number(g.weight_decay) + ",\"momentum\":" + number(g.momentum) +
-         ",\"dampening\":" + number(g.dampening) +
-         ",\"nesterov\":" + (g.nesterov ? "true" : "false") + ",\"beta1\":" + number(g.beta1) +
-         ",\"beta2\":" + number(g.beta2) + ",\"eps\":" + number(g.eps) + "}";
+// `s`'s described fields as JSON members: "name":value,...
+template <class S>
+std::string members(const Table<S>& table, const S& s) {
+  std::string out;
+  for (const Field<S>& f : table) {
+    if (f.json != Json::Described) continue;
+    out += (out.empty() ? "" : ",") + json_quote(f.name) + ":" +
+           std::visit([&](auto m) { return value(s.*m); }, f.member);
+  }
+  return out;
 }
 
 std::string optimizer_json(const OptimizerInfo& o) {
-  std::string out = "{\"kind\":" + json_quote(o.kind) + ",\"groups\":[";
-  for (std::size_t g = 0; g < o.groups.size(); ++g) out += (g ? "," : "") + group_json(o.groups[g]);
+  std::string out = "{" + members(optimizer_fields(), o) + ",\"groups\":[";
+  for (std::size_t g = 0; g < o.groups.size(); ++g)
+    out += (g ? ",{" : "{") + members(optimizer_group_fields(), o.groups[g]) + "}";
   out += "],\"state\":{";
   const std::vector<std::string> names = state_names(o.kind);
   for (std::size_t k = 0; k < o.states.size() && k < names.size(); ++k) {
@@ -49,29 +66,14 @@ std::string optimizer_json(const OptimizerInfo& o) {
 }  // namespace
 
 std::string catalog_json(const Catalog& c) {
-  std::string out = "{\"format_version\":" + std::to_string(c.format_version) +
-                    ",\"library_version\":" + json_quote(c.library_version) +
-                    ",\"strategy\":" + json_quote(c.strategy) +
-                    ",\"created\":" + json_quote(c.created) +
-                    ",\"world_size\":" + std::to_string(c.world_size) +
-                    ",\"sharding_factor\":" + std::to_string(c.sharding_factor) + ",\"params\":[";
-  for (std::size_t i = 0; i < c.model.size(); ++i) {
-    const DatasetInfo& d = c.model[i];
-    out += std::string(i ? "," : "") + "{\"name\":" + json_quote(d.name) + ",\"dtype\":\"" +
-           dtype_name(d.dtype) + "\",\"shape\":" + shape(d.shape) + "}";
-  }
+  std::string out = "{" + members(root_fields(), static_cast<const RootInfo&>(c)) + ",\"params\":[";
+  for (std::size_t i = 0; i < c.model.size(); ++i)
+    out += (i ? ",{" : "{") + members(dataset_fields(), c.model[i]) + "}";
   out += "],\"optimizers\":[";
   for (std::size_t k = 0; k < c.optimizers.size(); ++k)
     out += (k ? "," : "") + optimizer_json(c.optimizers[k]);
   out += "],\"grad_scaler\":";
-  if (c.scaler.present)
-    out += "{\"scale\":" + number(c.scaler.scale) +
-           ",\"growth_factor\":" + number(c.scaler.growth_factor) +
-           ",\"backoff_factor\":" + number(c.scaler.backoff_factor) +
-           ",\"growth_interval\":" + std::to_string(c.scaler.growth_interval) +
-           ",\"growth_tracker\":" + std::to_string(c.scaler.growth_tracker) + "}";
-  else
-    out += "null";
+  out += c.scaler.present ? "{" + members(scaler_fields(), c.scaler) + "}" : "null";
   out += ",\"metadata\":{";
   for (std::size_t i = 0; i < c.metadata.size(); ++i)
     out +=

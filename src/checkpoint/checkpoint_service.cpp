@@ -11,11 +11,12 @@
 #include "base/crc32c.hpp"
 #include "base/fingerprint.hpp"
 #include "base/mpi_check.hpp"
-#include "checkpoint/format.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/json_text.hpp"
+#include "checkpoint/names.hpp"
 #include "checkpoint/partial_checksums.hpp"
 #include "checkpoint/range_reader.hpp"
+#include "checkpoint/schema.hpp"
 #include "checkpoint/writer.hpp"
 #include "core/context.hpp"
 #include "core/unit.hpp"
@@ -175,59 +176,56 @@ void add_unit_datasets(SaveJob& job, Unit& u, const std::string& group, const vo
   }
 }
 
+// What the file says besides the datasets: the root, each optimizer's kind and hyperparameter
+// groups, the scaler and the metadata (checkpoint/schema.hpp makes them attributes).
+Catalog describe_save(Context& ctx, const SaveRequest& r, const std::string& created) {
+  Catalog c;
+  static_cast<RootInfo&>(c) = this_library_root(ctx.groups().world().size, ctx.sharding_factor(),
+                                                strategy_name(ctx.options().strategy), created,
+                                                static_cast<int64_t>(ctx.units().size()));
+  for (const Optimizer* o : r.optimizers) {
+    OptimizerInfo& info = c.optimizers.emplace_back();
+    info.kind = kind_name(o->kind());
+    for (int g = 0; g < o->num_groups(); ++g) {
+      OptimizerGroupInfo& group = info.groups.emplace_back();
+      static_cast<HyperParams&>(group) = o->group(g);
+      group.pattern = o->pattern(g);
+    }
+  }
+  if (r.scaler)
+    c.scaler = {true,
+                r.scaler->scale(),
+                r.scaler->growth_factor(),
+                r.scaler->backoff_factor(),
+                r.scaler->growth_interval(),
+                r.scaler->growth_tracker()};
+  c.metadata = r.metadata;
+  return c;
+}
+
 // `spares` null: the pieces point at the live shards (a synchronous save).
 SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer,
                    std::vector<std::vector<char>>* spares, const std::string& created) {
   SaveJob job;
   job.path = r.path;
   const std::vector<Unit*> units = ctx.units();
-  job.plan.groups.push_back(root_group(ctx.groups().world().size, ctx.sharding_factor(),
-                                       strategy_name(ctx.options().strategy), created,
-                                       static_cast<int64_t>(units.size())));
-  job.plan.groups.push_back({kModelGroup, {}});
+  job.plan.groups = attribute_groups(describe_save(ctx, r, created));
   DatasetSpec layout;
   layout.path = kLayoutDataset;
   layout.text = layout_json(units);
   job.plan.datasets.push_back(layout);
   for (Unit* u : units)
     add_unit_datasets(job, *u, kModelGroup, u->shard_data(), nullptr, writer, spares);
-  if (!r.optimizers.empty())
-    job.plan.groups.push_back(
-        {kOptimizersGroup, {Attr::i64("count", static_cast<int64_t>(r.optimizers.size()))}});
   for (std::size_t k = 0; k < r.optimizers.size(); ++k) {
     const Optimizer& o = *r.optimizers[k];
-    const std::string og = std::string(kOptimizersGroup) + "/" + std::to_string(k);
-    job.plan.groups.push_back(
-        {og, {Attr::str("kind", kind_name(o.kind())), Attr::i64("num_groups", o.num_groups())}});
-    for (int g = 0; g < o.num_groups(); ++g) {
-      const HyperParams& h = o.group(g);
-      job.plan.groups.push_back(
-          {og + "/groups/" + std::to_string(g),
-           {Attr::str("pattern", o.pattern(g)), Attr::f64("lr", h.lr),
-            Attr::f64("weight_decay", h.weight_decay), Attr::f64("momentum", h.momentum),
-            Attr::f64("dampening", h.dampening), Attr::i64("nesterov", h.nesterov ? 1 : 0),
-            Attr::f64("beta1", h.beta1), Attr::f64("beta2", h.beta2), Attr::f64("eps", h.eps)}});
-    }
     const std::vector<std::string> names = state_names(kind_name(o.kind()));
-    for (std::size_t b = 0; b < names.size(); ++b) {
-      job.plan.groups.push_back({og + "/" + names[b], {}});
+    for (std::size_t b = 0; b < names.size(); ++b)
       for (Unit* u : o.units()) {
         const void* state = o.state(*u, static_cast<int>(b));
         if (!state) continue;  // no update yet: no state
-        add_unit_datasets(job, *u, og + "/" + names[b], state, &o, writer, spares);
+        add_unit_datasets(job, *u, state_path(k, names[b]), state, &o, writer, spares);
       }
-    }
   }
-  if (r.scaler)
-    job.plan.groups.push_back({kScalerGroup,
-                               {Attr::f64("scale", r.scaler->scale()),
-                                Attr::f64("growth_factor", r.scaler->growth_factor()),
-                                Attr::f64("backoff_factor", r.scaler->backoff_factor()),
-                                Attr::i64("growth_interval", r.scaler->growth_interval()),
-                                Attr::i64("growth_tracker", r.scaler->growth_tracker())}});
-  GroupSpec meta{kMetadataGroup, {}};
-  for (const auto& kv : r.metadata) meta.attrs.push_back(Attr::str(kv.first, kv.second));
-  job.plan.groups.push_back(meta);
   return job;
 }
 
@@ -314,6 +312,9 @@ std::shared_ptr<CommWorker::Task> CheckpointService::save_async(
 }
 
 // ---------------------------------------------------------------------------------------------
+// Loading, in phases: read the catalog (rank 0, broadcast), match it with the model and the
+// optimizers, plan this rank's reads, verify every checksum, read, then apply what is not data
+// (step counts, hyperparameters, the scaler). Nothing changes before every rank has verified.
 namespace {
 
 // One dataset to read: where it goes (a unit's parameter, or its optimizer state), and this
@@ -325,21 +326,32 @@ struct Target {
   int optimizer = -1, buffer = -1;  // -1: the parameter itself
 };
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
+// One of the request's optimizers against the file's optimizer at its position.
+struct OptimizerMatch {
+  Optimizer* optimizer = nullptr;
+  const OptimizerInfo* file = nullptr;
+  bool same_kind = false;
+  // The same hyperparameter groups (count and patterns): the file's hyperparameters apply.
+  bool same_groups = false;
+};
 
-// Compares the model (and optimizers) with the catalog. Pure function of both, so every rank
-// reaches the same verdict.
+// What a unit's optimizer state becomes.
+struct UnitSteps {
+  // Per parameter, the update count its state was saved at (-1: no state in the file; -2: not
+  // in the file, or frozen). Every parameter in the file has state, or none.
+  std::vector<int64_t> steps;
+  // Optional buffers (schema.hpp StateRow) the file holds for none of the unit's parameters.
+  std::vector<int> absent_buffers;
+};
+
+// The catalog against the model and optimizers. A pure function of both, so every rank reaches
+// the same verdict.
 struct Match {
   std::vector<Target> targets;
   LoadReport report;
   std::vector<std::string> problems;  // strict: any is fatal
-  // Optimizer k, unit -> per parameter, the update count its state was saved at (-1: no state in
-  // the file; -2: not in the file, or frozen). Every parameter in the file has state, or none.
-  std::map<std::pair<int, const Unit*>, std::vector<int64_t>> steps;
+  std::vector<OptimizerMatch> optimizers;
+  std::map<std::pair<int, const Unit*>, UnitSteps> steps;  // by optimizer and unit
 };
 
 void note(Match& m, const std::string& line, bool fatal) {
@@ -347,8 +359,7 @@ void note(Match& m, const std::string& line, bool fatal) {
   if (fatal) m.problems.push_back(line);
 }
 
-Match match(Context& ctx, const Catalog& c, const LoadRequest& r) {
-  Match m;
+void match_model(Context& ctx, const Catalog& c, bool convert, Match& m) {
   std::set<std::string> model_names;
   for (Unit* u : ctx.units()) {
     for (std::size_t i = 0; i < u->layout().num_params(); ++i) {
@@ -368,7 +379,7 @@ Match match(Context& ctx, const Catalog& c, const LoadRequest& r) {
              true);
         continue;
       }
-      if (d->dtype != p.dtype && !r.convert) {
+      if (d->dtype != p.dtype && !convert) {
         ++m.report.mismatched;
         note(m,
              std::string("dtype: ") + p.name + " is " + dtype_name(p.dtype) + " in the model, " +
@@ -385,6 +396,66 @@ Match match(Context& ctx, const Catalog& c, const LoadRequest& r) {
       ++m.report.unexpected;
       note(m, "unexpected: " + d.name + " (in the file, not in the model)", true);
     }
+}
+
+OptimizerMatch pair_optimizer(Optimizer& o, const OptimizerInfo& f) {
+  OptimizerMatch om{&o, &f, f.kind == kind_name(o.kind()), false};
+  om.same_groups = static_cast<int>(f.groups.size()) == o.num_groups();
+  for (int g = 0; om.same_groups && g < o.num_groups(); ++g)
+    om.same_groups = f.groups[static_cast<std::size_t>(g)].pattern == o.pattern(g);
+  return om;
+}
+
+// The state of optimizer k's units: targets for its buffers and each unit's step counts.
+void match_optimizer_state(const Catalog& c, bool convert, int k, const OptimizerMatch& om,
+                           Match& m) {
+  const OptimizerInfo& fo = *om.file;
+  const std::string who = "optimizer " + std::to_string(k);
+  for (const Unit* cu : om.optimizer->units()) {
+    Unit* u = const_cast<Unit*>(cu);
+    const auto file_state = [&](std::size_t b, const ParamSpec& p) {
+      return p.requires_grad && c.find_param(p.name) ? find_dataset(fo.states[b], p.name) : nullptr;
+    };
+    UnitSteps us{std::vector<int64_t>(u->layout().num_params(), -2), {}};
+    std::vector<std::size_t> buffers;
+    for (std::size_t b = 0; b < fo.states.size(); ++b) {
+      bool held = false;
+      for (std::size_t i = 0; i < u->layout().num_params() && !held; ++i)
+        held = file_state(b, u->layout().param(i)) != nullptr;
+      if (!held && state_optional(fo.kind, b))
+        us.absent_buffers.push_back(static_cast<int>(b));
+      else
+        buffers.push_back(b);
+    }
+    bool consistent = true, with_state = false, without_state = false;
+    for (std::size_t i = 0; i < u->layout().num_params(); ++i) {
+      const ParamSpec& p = u->layout().param(i);
+      if (!p.requires_grad || !c.find_param(p.name)) continue;
+      for (std::size_t n = 0; n < buffers.size(); ++n) {
+        const DatasetInfo* d = file_state(buffers[n], p);
+        const int64_t s = d ? d->step : -1;
+        if (n == 0) us.steps[i] = s;
+        if (s != us.steps[i]) consistent = false;  // one parameter's buffers at two counts
+        (s < 0 ? without_state : with_state) = true;
+        if (d && d->shape == p.shape && (d->dtype == p.dtype || convert))
+          m.targets.push_back({d, u, i, k, static_cast<int>(buffers[n])});
+      }
+    }
+    if (!consistent || (with_state && without_state)) {
+      note(m,
+           who + ": " + u->label() +
+               " mixes parameters saved with and without state (or one parameter's buffers "
+               "at different step counts): they cannot share one unit's state",
+           true);
+      continue;
+    }
+    m.steps[{k, u}] = std::move(us);
+  }
+}
+
+Match match(Context& ctx, const Catalog& c, const LoadRequest& r) {
+  Match m;
+  match_model(ctx, c, r.convert, m);
   if (r.model_only) return m;
   if (r.optimizers.size() > c.optimizers.size())
     note(m,
@@ -392,44 +463,18 @@ Match match(Context& ctx, const Catalog& c, const LoadRequest& r) {
              std::to_string(c.optimizers.size()),
          true);
   for (std::size_t k = 0; k < r.optimizers.size() && k < c.optimizers.size(); ++k) {
-    Optimizer& o = *r.optimizers[k];
-    const OptimizerInfo& fo = c.optimizers[k];
+    const OptimizerMatch om = pair_optimizer(*r.optimizers[k], c.optimizers[k]);
+    m.optimizers.push_back(om);
     const std::string who = "optimizer " + std::to_string(k);
-    if (fo.kind != kind_name(o.kind())) {
-      note(m, who + ": the file's is " + fo.kind + ", this one " + kind_name(o.kind()), true);
+    if (!om.same_kind) {
+      note(m,
+           who + ": the file's is " + om.file->kind + ", this one " +
+               kind_name(om.optimizer->kind()),
+           true);
       continue;
     }
-    bool groups_match = static_cast<int>(fo.groups.size()) == o.num_groups();
-    for (int g = 0; groups_match && g < o.num_groups(); ++g)
-      groups_match = fo.groups[static_cast<std::size_t>(g)].pattern == o.pattern(g);
-    if (!groups_match) note(m, who + ": hyperparameter groups differ (count or patterns)", true);
-    for (const Unit* cu : o.units()) {
-      Unit* u = const_cast<Unit*>(cu);
-      std::vector<int64_t> steps(u->layout().num_params(), -2);
-      bool consistent = true, with_state = false, without_state = false;
-      for (std::size_t i = 0; i < u->layout().num_params(); ++i) {
-        const ParamSpec& p = u->layout().param(i);
-        if (!p.requires_grad || !c.find_param(p.name)) continue;
-        for (std::size_t b = 0; b < fo.states.size(); ++b) {
-          const DatasetInfo* d = find_dataset(fo.states[b], p.name);
-          const int64_t s = d ? d->step : -1;
-          if (b == 0) steps[i] = s;
-          if (s != steps[i]) consistent = false;  // one parameter's buffers at two counts
-          (s < 0 ? without_state : with_state) = true;
-          if (d && d->shape == p.shape && (d->dtype == p.dtype || r.convert))
-            m.targets.push_back({d, u, i, static_cast<int>(k), static_cast<int>(b)});
-        }
-      }
-      if (!consistent || (with_state && without_state)) {
-        note(m,
-             who + ": " + u->label() +
-                 " mixes parameters saved with and without state (or one parameter's buffers "
-                 "at different step counts): they cannot share one unit's state",
-             true);
-        continue;
-      }
-      m.steps[{static_cast<int>(k), u}] = std::move(steps);
-    }
+    if (!om.same_groups) note(m, who + ": hyperparameter groups differ (count or patterns)", true);
+    match_optimizer_state(c, r.convert, static_cast<int>(k), om, m);
   }
   if (r.scaler && !c.scaler.present) note(m, "grad_scaler: the file has none", true);
   return m;
@@ -441,6 +486,47 @@ std::string problem_list(const std::vector<std::string>& p) {
   for (std::size_t i = 0; i < shown; ++i) s += "\n  " + p[i];
   if (p.size() > shown) s += "\n  ... and " + std::to_string(p.size() - shown) + " more";
   return s;
+}
+
+// One range of a dataset that this rank reads: its target, its place in the shard and in the file.
+struct FileRange {
+  std::size_t target;
+  ShardSlice slice;
+  uint64_t file_offset, bytes;
+};
+
+// This rank's ranges, in file order.
+std::vector<FileRange> plan_reads(const std::vector<Target>& targets) {
+  std::vector<FileRange> ranges;
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    const Target& tg = targets[t];
+    const ShardSlice s = tg.unit->slice(tg.param);
+    if (s.length == 0) continue;
+    const std::size_t fes = dtype_size(tg.file->dtype);
+    ranges.push_back({t, s, tg.file->offset + s.param_offset * fes, s.length * fes});
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const FileRange& a, const FileRange& b) { return a.file_offset < b.file_offset; });
+  return ranges;
+}
+
+// Each range's CRC-32C, in file order, read in 1 MiB pieces into one buffer that stays in the
+// CPU's cache while it is checksummed; the kernel's read-ahead keeps the disk busy meanwhile.
+std::vector<PartialCrc> checksum(const RangeReader& file, const std::vector<FileRange>& ranges,
+                                 const std::vector<Target>& targets) {
+  constexpr uint64_t kPiece = uint64_t{1} << 20;
+  std::vector<char> piece(kPiece);
+  std::vector<PartialCrc> crc;
+  for (const FileRange& rg : ranges) {
+    uint32_t c = 0;
+    for (uint64_t done = 0; done < rg.bytes; done += kPiece) {
+      const uint64_t n = std::min(kPiece, rg.bytes - done);
+      file.read(rg.file_offset + done, n, piece.data(), targets[rg.target].file->name);
+      c = crc32c(c, piece.data(), n);
+    }
+    crc.push_back({rg.target, rg.slice.param_offset, rg.slice.length, c});
+  }
+  return crc;
 }
 
 // Each shard group holds every dataset exactly once: its members' partial checksums combine to
@@ -462,87 +548,36 @@ void verify_checksums(MPI_Comm shard, const std::vector<Target>& targets,
   }
 }
 
-// One range of a dataset that this rank reads: its target, its place in the shard and in the file.
-struct FileRange {
-  std::size_t target;
-  ShardSlice slice;
-  uint64_t file_offset, bytes;
-};
-
-// Each range's CRC-32C, in file order, read in 1 MiB pieces into one buffer that stays in the
-// CPU's cache while it is checksummed; the kernel's read-ahead keeps the disk busy meanwhile.
-std::vector<PartialCrc> checksum(const RangeReader& file, const std::vector<FileRange>& ranges,
-                                 const std::vector<Target>& targets) {
-  constexpr uint64_t kPiece = uint64_t{1} << 20;
-  std::vector<char> piece(kPiece);
-  std::vector<PartialCrc> crc;
-  for (const FileRange& rg : ranges) {
-    uint32_t c = 0;
-    for (uint64_t done = 0; done < rg.bytes; done += kPiece) {
-      const uint64_t n = std::min(kPiece, rg.bytes - done);
-      file.read(rg.file_offset + done, n, piece.data(), targets[rg.target].file->name);
-      c = crc32c(c, piece.data(), n);
-    }
-    crc.push_back({rg.target, rg.slice.param_offset, rg.slice.length, c});
-  }
-  return crc;
-}
-
-}  // namespace
-
-LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Error>& local_error) {
-  wait_pending();
-  ctx_.scheduler().quiesce();
-  ctx_.before_shard_update();  // nothing queued still reads or writes the shards
-  const Group& world = ctx_.groups().world();
-  agree(world, "checkpoint load arguments", fingerprint(r), local_error);
-  ensure_comms();
-  for (const Unit* u : ctx_.units())
-    if (u->is_unsharded())
-      fail(Errc::State, u->label() +
-                            " is unsharded: reshard every unit before loading (its "
-                            "unsharded copy would keep the old values)");
-  // Read once, by rank 0: every rank sees the same file and the same error.
-  const Catalog catalog = shared_catalog(all_, r.path);
-  Match m = match(ctx_, catalog, r);
-  if (!m.problems.empty() && !r.partial)
-    fail(Errc::Mismatch, "'" + r.path + "' does not match the model (nothing was loaded):" +
-                             problem_list(m.problems));
-
-  // This rank's ranges, in file order.
-  std::vector<FileRange> ranges;
-  for (std::size_t t = 0; t < m.targets.size(); ++t) {
-    const Target& tg = m.targets[t];
-    const ShardSlice s = tg.unit->slice(tg.param);
-    if (s.length == 0) continue;
-    const std::size_t fes = dtype_size(tg.file->dtype);
-    ranges.push_back({t, s, tg.file->offset + s.param_offset * fes, s.length * fes});
-  }
-  std::sort(ranges.begin(), ranges.end(),
-            [](const FileRange& a, const FileRange& b) { return a.file_offset < b.file_offset; });
-
-  // Pass 1: nothing is copied until every rank's ranges of every dataset check out.
-  std::optional<RangeReader> file;
-  agree_on(all_, [&] {
-    file.emplace(r.path);
+// Pass 1: opens the file and checks every rank's ranges of every dataset (inside the file, the
+// checksums), before anything is copied.
+std::unique_ptr<RangeReader> open_verified(MPI_Comm all, MPI_Comm shard, const std::string& path,
+                                           const std::vector<FileRange>& ranges,
+                                           const std::vector<Target>& targets) {
+  std::unique_ptr<RangeReader> file;
+  agree_on(all, [&] {
+    file = std::make_unique<RangeReader>(path);
     for (const FileRange& rg : ranges)
       if (rg.file_offset + rg.bytes > file->size())
-        fail(Errc::Corrupt, "'" + r.path + "': " + m.targets[rg.target].file->name +
+        fail(Errc::Corrupt, "'" + path + "': " + targets[rg.target].file->name +
                                 " runs past the end of the file (truncated file)");
   });
-  agree_on(all_, [&] { verify_checksums(shard_, m.targets, checksum(*file, ranges, m.targets)); });
+  agree_on(all, [&] { verify_checksums(shard, targets, checksum(*file, ranges, targets)); });
+  return file;
+}
 
-  // Everything is verified: pass 2 copies (or converts) the ranges over the destinations. State
-  // buffers are allocated (zeros) even where this rank holds none of a unit's parameters, so
-  // every rank's optimizer agrees on what exists.
-  // Device shards are filled through host copies of them (what the file does not cover keeps its
-  // value), copied back once every range is in.
-  MemorySpace& memory = ctx_.memory();
-  const bool staged = !ctx_.shard_memory().host_accessible();
-  std::vector<char*> destination(m.targets.size());
-  std::vector<std::vector<char>> staging(staged ? m.targets.size() : 0);
-  for (std::size_t t = 0; t < m.targets.size(); ++t) {
-    const Target& tg = m.targets[t];
+// Pass 2: copies (or converts) the verified ranges over the shards and optimizer state. State
+// buffers are allocated (zeros) even where this rank holds none of a unit's parameters, so every
+// rank's optimizer agrees on what exists. Device shards are filled through host copies of them
+// (what the file does not cover keeps its value), copied back once every range is in.
+void read_ranges(Context& ctx, MPI_Comm all, const LoadRequest& r,
+                 const std::vector<Target>& targets, const std::vector<FileRange>& ranges,
+                 const RangeReader& file) {
+  MemorySpace& memory = ctx.memory();
+  const bool staged = !ctx.shard_memory().host_accessible();
+  std::vector<char*> destination(targets.size());
+  std::vector<std::vector<char>> staging(staged ? targets.size() : 0);
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    const Target& tg = targets[t];
     destination[t] = static_cast<char*>(
         tg.optimizer < 0 ? tg.unit->shard_data()
                          : r.optimizers[static_cast<std::size_t>(tg.optimizer)]->ensure_state(
@@ -556,67 +591,93 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
   std::vector<char*> device_destination;
   if (staged) {
     device_destination = destination;
-    for (std::size_t t = 0; t < m.targets.size(); ++t) destination[t] = staging[t].data();
+    for (std::size_t t = 0; t < targets.size(); ++t) destination[t] = staging[t].data();
   }
   // The kernel copies each range from the page cache straight into its destination, or into an
   // aligned buffer when it must be converted. The file was just read whole: an error here means it
   // changed under the load; every rank reports it alike.
-  agree_on(all_, [&] {
+  agree_on(all, [&] {
     std::vector<double> aligned;
     for (const FileRange& rg : ranges) {
-      const Target& tg = m.targets[rg.target];
+      const Target& tg = targets[rg.target];
       const DType model_t = tg.unit->layout().param(tg.param).dtype;
       char* dst = destination[rg.target] + rg.slice.shard_offset * tg.unit->layout().element_size();
       if (tg.file->dtype == model_t) {
-        file->read(rg.file_offset, rg.bytes, dst, tg.file->name);
+        file.read(rg.file_offset, rg.bytes, dst, tg.file->name);
         continue;
       }
       aligned.resize((rg.bytes + sizeof(double) - 1) / sizeof(double));
-      file->read(rg.file_offset, rg.bytes, aligned.data(), tg.file->name);
+      file.read(rg.file_offset, rg.bytes, aligned.data(), tg.file->name);
       host::convert(dst, model_t, aligned.data(), tg.file->dtype, rg.slice.length);
     }
   });
   if (staged) {
-    for (std::size_t t = 0; t < m.targets.size(); ++t)
+    for (std::size_t t = 0; t < targets.size(); ++t)
       memory.copy(device_destination[t], staging[t].data(), staging[t].size());
     memory.synchronize();  // before `staging` goes
   }
-  if (!r.model_only) {
-    for (std::size_t k = 0; k < r.optimizers.size() && k < catalog.optimizers.size(); ++k) {
-      Optimizer& o = *r.optimizers[k];
-      const OptimizerInfo& fo = catalog.optimizers[k];
-      if (fo.kind != kind_name(o.kind())) continue;
-      if (static_cast<int>(fo.groups.size()) == o.num_groups()) {
-        bool same = true;
-        for (int g = 0; g < o.num_groups(); ++g)
-          same = same && fo.groups[static_cast<std::size_t>(g)].pattern == o.pattern(g);
-        for (int g = 0; same && g < o.num_groups(); ++g) {
-          const OptimizerGroupInfo& f = fo.groups[static_cast<std::size_t>(g)];
-          HyperParams h;
-          h.lr = f.lr, h.weight_decay = f.weight_decay, h.momentum = f.momentum;
-          h.dampening = f.dampening, h.nesterov = f.nesterov != 0;
-          h.beta1 = f.beta1, h.beta2 = f.beta2, h.eps = f.eps;
-          o.set_hyperparams(g, h);
-        }
-      }
-      for (const Unit* u : o.units()) {
-        auto it = m.steps.find({static_cast<int>(k), u});
-        if (it == m.steps.end()) continue;
-        const std::vector<int64_t>& steps = it->second;
-        if (std::find(steps.begin(), steps.end(), -1) != steps.end()) {
-          // saved before any update: no state
-          for (int b = 0; b < Optimizer::max_state_buffers(o.kind()); ++b)
-            if (void* p = o.state(*u, b)) ctx_.shard_memory().zero(p, u->grad_shard_bytes());
-          o.set_steps(*u, 0);
-        } else {
-          for (std::size_t i = 0; i < steps.size(); ++i)
-            if (steps[i] >= 0) o.set_steps(*u, i, steps[i]);
-        }
+}
+
+// What is not data: each optimizer's hyperparameters (when its groups match the file's) and
+// step counts, and the scaler.
+void apply_state(Context& ctx, const Match& m, const Catalog& c, GradScaler* scaler) {
+  for (std::size_t k = 0; k < m.optimizers.size(); ++k) {
+    const OptimizerMatch& om = m.optimizers[k];
+    Optimizer& o = *om.optimizer;
+    if (!om.same_kind) continue;
+    for (int g = 0; om.same_groups && g < o.num_groups(); ++g)
+      o.set_hyperparams(g, om.file->groups[static_cast<std::size_t>(g)]);
+    for (const Unit* u : o.units()) {
+      auto it = m.steps.find({static_cast<int>(k), u});
+      if (it == m.steps.end()) continue;
+      const UnitSteps& us = it->second;
+      const auto zero = [&](int b) {
+        if (void* p = o.state(*u, b)) ctx.shard_memory().zero(p, u->grad_shard_bytes());
+      };
+      for (int b : us.absent_buffers) zero(b);
+      if (std::find(us.steps.begin(), us.steps.end(), -1) != us.steps.end()) {
+        // saved before any update: no state
+        for (int b = 0; b < Optimizer::max_state_buffers(o.kind()); ++b) zero(b);
+        o.set_steps(*u, 0);
+      } else {
+        for (std::size_t i = 0; i < us.steps.size(); ++i)
+          if (us.steps[i] >= 0) o.set_steps(*u, i, us.steps[i]);
       }
     }
-    if (r.scaler && catalog.scaler.present)
-      r.scaler->restore(catalog.scaler.scale, static_cast<int>(catalog.scaler.growth_tracker));
   }
+  if (scaler && c.scaler.present)
+    scaler->restore(c.scaler.scale, static_cast<int>(c.scaler.growth_tracker));
+}
+
+}  // namespace
+
+void CheckpointService::prepare_load(const LoadRequest& r,
+                                     const std::optional<Error>& local_error) {
+  wait_pending();
+  ctx_.scheduler().quiesce();
+  ctx_.before_shard_update();  // nothing queued still reads or writes the shards
+  agree(ctx_.groups().world(), "checkpoint load arguments", fingerprint(r), local_error);
+  ensure_comms();
+  for (const Unit* u : ctx_.units())
+    if (u->is_unsharded())
+      fail(Errc::State, u->label() +
+                            " is unsharded: reshard every unit before loading (its "
+                            "unsharded copy would keep the old values)");
+}
+
+LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Error>& local_error) {
+  prepare_load(r, local_error);
+  // Read once, by rank 0: every rank sees the same file and the same error.
+  const Catalog catalog = shared_catalog(all_, r.path);
+  const Match m = match(ctx_, catalog, r);
+  if (!m.problems.empty() && !r.partial)
+    fail(Errc::Mismatch, "'" + r.path + "' does not match the model (nothing was loaded):" +
+                             problem_list(m.problems));
+  const std::vector<FileRange> ranges = plan_reads(m.targets);
+  const std::unique_ptr<RangeReader> file = open_verified(all_, shard_, r.path, ranges, m.targets);
+  // Everything is verified: from here on the destinations change.
+  read_ranges(ctx_, all_, r, m.targets, ranges, *file);
+  apply_state(ctx_, m, catalog, r.model_only ? nullptr : r.scaler);
   ctx_.shard_memory().handover_to_caller();  // the caller's stream sees the loaded values
   return m.report;
 }

@@ -1,7 +1,7 @@
 // Checkpoints of a context (fsdp_checkpoint_save / _save_async / _load): which datasets a model,
 // its optimizers and grad scaler become, which element ranges each rank writes or reads, and the
 // checks that make a load all-or-nothing. The file itself is written by writer.hpp and read
-// through format.hpp (structure) and range_reader.hpp (values).
+// through catalog_reader.hpp (structure) and range_reader.hpp (values).
 #pragma once
 
 #include <mpi.h>
@@ -68,6 +68,8 @@ class CheckpointService final : public ContextPart {
 
  private:
   void ensure_comms();
+  // Load's first phase: the queued work done, the request agreed, every unit sharded.
+  void prepare_load(const LoadRequest& r, const std::optional<Error>& local_error);
   std::shared_ptr<CommWorker::Task> start_save(const SaveRequest& r,
                                                const std::optional<Error>& local_error,
                                                bool background);

@@ -5,6 +5,7 @@
 
 #include "base/agreement.hpp"
 #include "base/mpi_check.hpp"
+#include "checkpoint/catalog_wire.hpp"
 #include "checkpoint/h5util.hpp"
 
 namespace fsdp::ckpt {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "checkpoint/format.hpp"
+#include "checkpoint/catalog_reader.hpp"
 
 namespace fsdp::ckpt {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "base/crc32c.hpp"
-#include "checkpoint/format.hpp"
 #include "checkpoint/h5util.hpp"
+#include "checkpoint/names.hpp"
 
 namespace fsdp::ckpt {
 namespace {

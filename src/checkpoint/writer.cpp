@@ -20,12 +20,11 @@
 #include "base/environment.hpp"
 #include "base/mpi_check.hpp"
 #include "checkpoint/deferred_removal.hpp"
-#include "checkpoint/format.hpp"
 #include "checkpoint/h5util.hpp"
 #include "checkpoint/index.hpp"
 #include "checkpoint/mpiio.hpp"
+#include "checkpoint/names.hpp"
 #include "checkpoint/partial_checksums.hpp"
-#include "fsdp.h"
 
 namespace fsdp::ckpt {
 
@@ -219,18 +218,6 @@ void commit_rename(const std::string& tmp, const std::string& path) {
   ::close(fd);
   if (!displaced.empty()) remove_later(displaced);
   if (rc != 0) fail(Errc::Io, "fsync of directory '" + dir + "': " + std::strerror(saved));
-}
-
-GroupSpec root_group(int64_t world_size, int64_t sharding_factor, const std::string& strategy,
-                     const std::string& created, int64_t num_units) {
-  return {"/",
-          {Attr::str("format", kFormatName), Attr::i64("format_version", kFormatVersion),
-           Attr::str("library_version", std::to_string(FSDP_VERSION_MAJOR) + "." +
-                                            std::to_string(FSDP_VERSION_MINOR) + "." +
-                                            std::to_string(FSDP_VERSION_PATCH)),
-           Attr::i64("world_size", world_size), Attr::i64("sharding_factor", sharding_factor),
-           Attr::str("strategy", strategy), Attr::str("created", created),
-           Attr::i64("num_units", num_units)}};
 }
 
 std::string utc_timestamp() {

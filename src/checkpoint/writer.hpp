@@ -86,9 +86,7 @@ std::string temporary_path(const std::string& path);
 // leaves it as <path>.prev-*, which the next commit of path removes.
 void commit_rename(const std::string& tmp, const std::string& path);
 
-// The root group's attributes (doc/checkpoint-format.md). `created`: utc_timestamp() of rank 0.
-GroupSpec root_group(int64_t world_size, int64_t sharding_factor, const std::string& strategy,
-                     const std::string& created, int64_t num_units);
+// Now in UTC, ISO 8601: the root's "created" (rank 0's, broadcast).
 std::string utc_timestamp();
 
 }  // namespace fsdp::ckpt
