@@ -9,8 +9,8 @@
 #include "capi/handles.hpp"
 #include "capi/sized_struct.hpp"
 #include "checkpoint/catalog_json.hpp"
+#include "checkpoint/catalog_reader.hpp"
 #include "checkpoint/checkpoint_service.hpp"
-#include "checkpoint/format.hpp"
 #include "checkpoint/h5util.hpp"
 
 using fsdp::Errc;

@@ -6,10 +6,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "checkpoint/catalog_attrs.hpp"
 #include "checkpoint/h5util.hpp"
 #include "checkpoint/index.hpp"
 #include "checkpoint/names.hpp"
-#include "checkpoint/schema.hpp"
 
 namespace fsdp::ckpt {
 namespace {

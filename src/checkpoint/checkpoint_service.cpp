@@ -11,6 +11,7 @@
 #include "base/crc32c.hpp"
 #include "base/fingerprint.hpp"
 #include "base/mpi_check.hpp"
+#include "checkpoint/catalog_attrs.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/json_text.hpp"
 #include "checkpoint/names.hpp"
@@ -177,7 +178,7 @@ void add_unit_datasets(SaveJob& job, Unit& u, const std::string& group, const vo
 }
 
 // What the file says besides the datasets: the root, each optimizer's kind and hyperparameter
-// groups, the scaler and the metadata (checkpoint/schema.hpp makes them attributes).
+// groups, the scaler and the metadata (catalog_attrs.hpp makes them attributes).
 Catalog describe_save(Context& ctx, const SaveRequest& r, const std::string& created) {
   Catalog c;
   static_cast<RootInfo&>(c) = this_library_root(ctx.groups().world().size, ctx.sharding_factor(),

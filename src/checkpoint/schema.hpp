@@ -2,7 +2,7 @@
 // attributes, each optimizer's kind, hyperparameter groups and state groups, the grad scaler),
 // and every field the catalog broadcast carries, described once, as one table of fields per
 // group. The tables drive every encoding of those values:
-//   - the attributes a save writes (attribute_groups) and a load reads (read_attrs, below);
+//   - the attributes a save writes and a load reads (catalog_attrs.hpp);
 //   - the broadcast of the catalog from rank 0 to the others (catalog_wire.cpp);
 //   - the JSON of fsdp_checkpoint_describe (catalog_json.cpp).
 // Adding a value to the format is one row here (plus the code that uses it): e.g. a new AdamW
@@ -11,18 +11,12 @@
 // a new state buffer is the row {"adamw", "max_exp_avg_sq", true} of state_rows().
 #pragma once
 
-#include <hdf5.h>
-
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <variant>
 #include <vector>
 
-#include "base/error.hpp"
 #include "checkpoint/catalog.hpp"
-#include "checkpoint/h5util.hpp"
-#include "checkpoint/writer.hpp"
 
 namespace fsdp::ckpt {
 
@@ -88,75 +82,5 @@ const std::vector<StateRow>& state_rows();
 std::vector<std::string> state_names(const std::string& optimizer_kind);
 // Whether buffer b of the kind is optional (StateRow::optional).
 bool state_optional(const std::string& optimizer_kind, std::size_t b);
-
-// ---- The attribute encoding ----
-
-// A struct's fields as the attributes a save writes.
-template <class S>
-std::vector<Attr> to_attrs(const Table<S>& table, const S& s) {
-  std::vector<Attr> attrs;
-  for (const Field<S>& f : table) {
-    std::visit(
-        [&](auto m) {
-          using T = std::decay_t<decltype(s.*m)>;
-          if constexpr (std::is_same_v<T, double>)
-            attrs.push_back(Attr::f64(f.name, s.*m));
-          else if constexpr (std::is_same_v<T, int64_t>)
-            attrs.push_back(Attr::i64(f.name, s.*m));
-          else if constexpr (std::is_same_v<T, bool>)
-            attrs.push_back(Attr::i64(f.name, s.*m ? 1 : 0));
-          else if constexpr (std::is_same_v<T, std::string>)
-            attrs.push_back(Attr::str(f.name, s.*m));
-          else
-            fail(Errc::Internal, std::string("checkpoint schema: '") + f.name +
-                                     "' is a dataset's field, not an attribute");
-        },
-        f.member);
-  }
-  return attrs;
-}
-
-// Reads the fields into `s` from an object's attributes; `where` names the object in errors.
-template <class S>
-void read_attrs(hid_t obj, const Table<S>& table, S& s, const std::string& where) {
-  for (const Field<S>& f : table) {
-    if (!f.presence.required && !has_attr(obj, f.name)) continue;  // keeps s's default
-    std::visit(
-        [&](auto m) {
-          using T = std::decay_t<decltype(s.*m)>;
-          if constexpr (std::is_same_v<T, double>)
-            s.*m = read_attr_f64(obj, f.name, where);
-          else if constexpr (std::is_same_v<T, int64_t>)
-            s.*m = read_attr_i64(obj, f.name, where);
-          else if constexpr (std::is_same_v<T, bool>)
-            s.*m = read_attr_i64(obj, f.name, where) != 0;
-          else if constexpr (std::is_same_v<T, std::string>)
-            s.*m = read_attr_string(obj, f.name, where);
-          else
-            fail(Errc::Internal, std::string("checkpoint schema: '") + f.name +
-                                     "' is a dataset's field, not an attribute");
-        },
-        f.member);
-  }
-}
-
-// The root attributes a save by this library writes.
-// `created`: utc_timestamp() of rank 0.
-RootInfo this_library_root(int64_t world_size, int64_t sharding_factor, const std::string& strategy,
-                           const std::string& created, int64_t num_units);
-// The root group as a save by this library writes it (fsdp-ckpt import: without optimizers).
-GroupSpec root_group(int64_t world_size, int64_t sharding_factor, const std::string& strategy,
-                     const std::string& created, int64_t num_units);
-
-// Every group of the file with its attributes, in creation order: "/", /model, /optimizers,
-// each optimizer with its hyperparameter groups and (empty) state groups, /grad_scaler when
-// present, /metadata. `c`'s dataset lists are not used.
-std::vector<GroupSpec> attribute_groups(const Catalog& c);
-
-// The counterparts of attribute_groups for a file being read (after its root was checked):
-// the optimizers (kind and groups; their state lists sized, not filled), the scaler, the metadata.
-std::vector<OptimizerInfo> read_optimizers(hid_t file);
-ScalerInfo read_scaler(hid_t file);
-std::vector<std::pair<std::string, std::string>> read_metadata_group(hid_t file);
 
 }  // namespace fsdp::ckpt

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 
+#include "checkpoint/catalog_attrs.hpp"
 #include "checkpoint/catalog_json.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/h5util.hpp"
@@ -175,6 +176,11 @@ void check_json(const ck::Catalog& c) {
         "\"metadata\":{\"epoch\":\"3\",\"note\":\"quote \\\" and \\\\\"}}"})
     check(contains(j, part), std::string("JSON holds ") + part + "\n  in " + j);
   check(!contains(j, "crc32c") && !contains(j, "offset"), "JSON leaves the hidden fields out");
+  ck::OptimizerGroupInfo other = c.optimizers[0].groups[0];
+  other.lr = 0.5, other.nesterov = false;
+  check(ck::differing_fields(ck::optimizer_group_fields(), c.optimizers[0].groups[0], other) ==
+            std::vector<std::string>{"lr: 0.25 vs 0.5", "nesterov: true vs false"},
+        "differing_fields names the two changed hyperparameters");
 }
 
 void check_wire(const ck::Catalog& c) {
