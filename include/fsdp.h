@@ -997,10 +997,11 @@ typedef struct fsdp_hyperparams {
   double beta1;        /**< [0, 1) */
   double beta2;        /**< [0, 1) */
   double eps;          /**< > 0 */
-  /** Since 0.10, 0 or 1, AdamW only (SGD refuses 1): AMSGrad, the denominator from the largest second moment so
-   *  far, kept as the state buffer "max_exp_avg_sq" (PyTorch's amsgrad) */
+  /** Since 0.10, 0 or 1, AdamW only (SGD refuses 1): AMSGrad, the denominator from the largest
+   *  second moment so far, kept as the state buffer "max_exp_avg_sq" (PyTorch's amsgrad) */
   int amsgrad;
-  /** Since 0.10, 0 or 1: maximize the objective, stepping along the gradient (PyTorch's maximize) */
+  /** Since 0.10, 0 or 1: maximize the objective, stepping along the gradient (PyTorch's
+   *  maximize) */
   int maximize;
 } fsdp_hyperparams_t;
 
