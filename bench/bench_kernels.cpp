@@ -156,9 +156,11 @@ template <class T>
 Row bench_adamw(std::size_t n, int reps, DType t, const char* name) {
   Buffer p(n, sizeof(T), 1.0), g(n, sizeof(T), 1e-3), m(n, sizeof(T), 1e-4), v(n, sizeof(T), 1e-6);
   AdamWArgs a;
+  a.lr = 1e-3, a.weight_decay = 1e-2, a.beta1 = 0.9, a.beta2 = 0.999, a.eps = 1e-8;
   a.bias_correction1 = 1 - 0.9 * 0.9, a.bias_correction2_sqrt = std::sqrt(1 - 0.999 * 0.999);
   return measure(
-      "adamw", name, n, 7 * sizeof(T), reps, [&] { host::adamw_step(p.p, g.p, m.p, v.p, n, t, a); },
+      "adamw", name, n, 7 * sizeof(T), reps,
+      [&] { host::adamw_step(p.p, g.p, m.p, v.p, nullptr, n, t, a); },
       [&] { rmw3_read1(p.as<T>(), m.as<T>(), v.as<T>(), g.as<T>(), n); });
 }
 

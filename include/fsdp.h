@@ -978,14 +978,15 @@ FSDP_EXPORT fsdp_status_t fsdp_begin_backward(fsdp_context_t ctx);
  * --------------------------------------------------------------------------------------------- */
 /** The optimizers the library implements. */
 typedef enum fsdp_optimizer_kind {
-  FSDP_OPTIMIZER_SGD = 0,   /**< momentum, dampening, Nesterov, (L2) weight decay */
-  FSDP_OPTIMIZER_ADAMW = 1, /**< bias correction, decoupled weight decay */
+  FSDP_OPTIMIZER_SGD = 0,   /**< momentum, dampening, Nesterov, (L2) weight decay, maximize */
+  FSDP_OPTIMIZER_ADAMW = 1, /**< bias correction, decoupled weight decay, AMSGrad, maximize */
   FSDP_OPTIMIZER_KIND_COUNT
 } fsdp_optimizer_kind_t;
 
-/** Hyperparameters of one group. A struct that grows at its end: set `size` (use an initializer).
- * SGD reads lr, weight_decay, momentum, dampening, nesterov; AdamW reads lr, weight_decay, beta1,
- * beta2, eps. */
+/** Hyperparameters of one group. A struct that grows at its end: set `size` (use an initializer;
+ * a caller compiled before 0.10, whose struct ends at eps, gets amsgrad = maximize = 0).
+ * SGD reads lr, weight_decay, momentum, dampening, nesterov, maximize; AdamW reads lr,
+ * weight_decay, beta1, beta2, eps, amsgrad, maximize. */
 typedef struct fsdp_hyperparams {
   size_t size;         /**< sizeof(fsdp_hyperparams_t) as the caller compiled it */
   double lr;           /**< >= 0 */
@@ -996,14 +997,20 @@ typedef struct fsdp_hyperparams {
   double beta1;        /**< [0, 1) */
   double beta2;        /**< [0, 1) */
   double eps;          /**< > 0 */
+  /** Since 0.10, 0 or 1, AdamW only (SGD refuses 1): AMSGrad, the denominator from the largest
+   *  second moment so far, kept as the state buffer "max_exp_avg_sq" (PyTorch's amsgrad) */
+  int amsgrad;
+  /** Since 0.10, 0 or 1: maximize the objective, stepping along the gradient (PyTorch's
+   *  maximize) */
+  int maximize;
 } fsdp_hyperparams_t;
 
-/** PyTorch's SGD defaults. */
+/** PyTorch's SGD defaults (the library's only statement of them). */
 #define FSDP_SGD_DEFAULTS \
-  { sizeof(fsdp_hyperparams_t), 1e-3, 0.0, 0.0, 0.0, 0, 0.9, 0.999, 1e-8 }
-/** PyTorch's AdamW defaults. */
+  { sizeof(fsdp_hyperparams_t), 1e-3, 0.0, 0.0, 0.0, 0, 0.9, 0.999, 1e-8, 0, 0 }
+/** PyTorch's AdamW defaults (the library's only statement of them). */
 #define FSDP_ADAMW_DEFAULTS \
-  { sizeof(fsdp_hyperparams_t), 1e-3, 1e-2, 0.0, 0.0, 0, 0.9, 0.999, 1e-8 }
+  { sizeof(fsdp_hyperparams_t), 1e-3, 1e-2, 0.0, 0.0, 0, 0.9, 0.999, 1e-8, 0, 0 }
 
 /** An optimizer over `nunits` units of the context (nunits >= 1, distinct). `defaults` NULL: the
  *  kind's defaults above. The units cannot be destroyed while the optimizer lives. Collective
@@ -1091,7 +1098,8 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_step(fsdp_optimizer_t opt);
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt);
 
 /** Since 0.8: state buffer `name` of `unit` on this rank ("exp_avg" or "exp_avg_sq" for AdamW,
- *  "momentum" for SGD): `numel` elements in the unit's dtype, laid out like its gradient shard
+ *  and since 0.10 "max_exp_avg_sq" once a group of it has had amsgrad on; "momentum" for SGD):
+ *  `numel` elements in the unit's dtype, laid out like its gradient shard
  *  (fsdp_shard_grad: the trainable section of the shard; fsdp_param_shard_range gives where each
  *  parameter's part lies), in the context's memory space. A buffer not allocated yet (no update
  *  made) is allocated and zeroed by this call. Writing it and fsdp_optimizer_set_steps restores

@@ -6,28 +6,51 @@
 #include <math.h>
 #include <stddef.h>
 
-/* One AdamW step t (1-based) of n elements: p, m, v updated in place from gradient g. */
-static void ref_adamw_step(float* p, float* m, float* v, const float* g, size_t n, int t, double lr,
-                           double wd, double b1, double b2, float eps) {
+/* torch.maximum: NaN if either is NaN, else the larger. */
+static float ref_maximum(float a, float b) {
+  if (isnan(a) || isnan(b)) return NAN;
+  return b > a ? b : a;
+}
+
+/* One AdamW step t (1-based) of n elements: p, m, v updated in place from gradient g; with
+ * `amsgrad`, vmax (max_exp_avg_sq) too, else vmax is not read (may be NULL); `maximize` negates
+ * the gradient first. */
+static void ref_adamw_step_flags(float* p, float* m, float* v, float* vmax, const float* g,
+                                 size_t n, int t, double lr, double wd, double b1, double b2,
+                                 float eps, int amsgrad, int maximize) {
   const float decay = (float)(1.0 - lr * wd);
   const double bc1 = 1.0 - pow(b1, t), bc2 = sqrt(1.0 - pow(b2, t));
   const float step = (float)(-(lr / bc1)), bc2f = (float)bc2;
   const float b1c = (float)(1.0 - b1), b2f = (float)b2, b2c = (float)(1.0 - b2);
   for (size_t e = 0; e < n; ++e) {
+    const float ge = maximize ? -g[e] : g[e];
     p[e] = p[e] * decay;
-    m[e] = m[e] + b1c * (g[e] - m[e]);
-    v[e] = v[e] * b2f + b2c * (g[e] * g[e]);
-    const float denom = sqrtf(v[e]) / bc2f + eps;
+    m[e] = m[e] + b1c * (ge - m[e]);
+    v[e] = v[e] * b2f + b2c * (ge * ge);
+    float second = v[e];
+    if (amsgrad) {
+      vmax[e] = ref_maximum(vmax[e], v[e]);
+      second = vmax[e];
+    }
+    const float denom = sqrtf(second) / bc2f + eps;
     p[e] = p[e] + step * (m[e] / denom);
   }
 }
 
+/* ref_adamw_step_flags without AMSGrad or maximize. */
+static void ref_adamw_step(float* p, float* m, float* v, const float* g, size_t n, int t, double lr,
+                           double wd, double b1, double b2, float eps) {
+  ref_adamw_step_flags(p, m, v, NULL, g, n, t, lr, wd, b1, b2, eps, 0, 0);
+}
+
 /* One SGD step of n elements: p and the momentum buffer buf updated in place from gradient g;
- * `first`: the buffer starts as the gradient (PyTorch's momentum_buffer None). */
-static void ref_sgd_step(float* p, float* buf, const float* g, size_t n, int first, float lr,
-                         float wd, float momentum, float dampening, int nesterov) {
+ * `first`: the buffer starts as the gradient (PyTorch's momentum_buffer None); `maximize`
+ * negates the gradient first. */
+static void ref_sgd_step_flags(float* p, float* buf, const float* g, size_t n, int first, float lr,
+                               float wd, float momentum, float dampening, int nesterov,
+                               int maximize) {
   for (size_t e = 0; e < n; ++e) {
-    float d = g[e];
+    float d = maximize ? -g[e] : g[e];
     if (wd != 0.0f) d = d + wd * p[e];
     if (momentum != 0.0f) {
       buf[e] = first ? d : momentum * buf[e] + (1.0f - dampening) * d;
@@ -35,6 +58,12 @@ static void ref_sgd_step(float* p, float* buf, const float* g, size_t n, int fir
     }
     p[e] = p[e] + (-lr) * d;
   }
+}
+
+/* ref_sgd_step_flags without maximize. */
+static void ref_sgd_step(float* p, float* buf, const float* g, size_t n, int first, float lr,
+                         float wd, float momentum, float dampening, int nesterov) {
+  ref_sgd_step_flags(p, buf, g, n, first, lr, wd, momentum, dampening, nesterov, 0);
 }
 
 #endif

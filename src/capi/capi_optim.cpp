@@ -11,7 +11,6 @@
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/sized_struct.hpp"
-#include "checkpoint/format.hpp"
 #include "core/context.hpp"
 #include "core/unit.hpp"
 #include "optim/grad_norm.hpp"
@@ -31,7 +30,17 @@ using fsdp::capi::optimizer_from;
 
 namespace {
 
-// Reads at most hp->size bytes over the kind's defaults.
+// A flag of the struct: 0 or 1, as the fields added since 0.10 are checked (nesterov, older,
+// takes any nonzero value as 1).
+bool read_flag(int value, const std::string& arg, const char* field) {
+  if (value != 0 && value != 1)
+    fail(Errc::InvalidArgument,
+         arg + "." + field + " = " + std::to_string(value) + ": must be 0 or 1");
+  return value == 1;
+}
+
+// Reads at most hp->size bytes over the kind's defaults (fsdp.h's, the only statement of them:
+// a caller's older, shorter struct gets the newer fields from there).
 HyperParams read_hyperparams(const fsdp_hyperparams_t* hp, OptimizerKind kind, const char* arg) {
   static const fsdp_hyperparams_t sgd = FSDP_SGD_DEFAULTS, adamw = FSDP_ADAMW_DEFAULTS;
   fsdp_hyperparams_t h = kind == OptimizerKind::AdamW ? adamw : sgd;
@@ -40,6 +49,8 @@ HyperParams read_hyperparams(const fsdp_hyperparams_t* hp, OptimizerKind kind, c
   p.lr = h.lr, p.weight_decay = h.weight_decay, p.momentum = h.momentum;
   p.dampening = h.dampening, p.nesterov = h.nesterov != 0;
   p.beta1 = h.beta1, p.beta2 = h.beta2, p.eps = h.eps;
+  p.amsgrad = read_flag(h.amsgrad, arg, "amsgrad");
+  p.maximize = read_flag(h.maximize, arg, "maximize");
   fsdp::validate(p, kind, arg);
   return p;
 }
@@ -132,8 +143,9 @@ fsdp_status_t fsdp_optimizer_get_hyperparams(fsdp_optimizer_t opt, int group,
     const int g = group_index(o, group, false);
     if (!hp) fail(Errc::InvalidArgument, "hp: NULL");
     const HyperParams& p = o.group(g);
-    const fsdp_hyperparams_t h = {sizeof h,   p.lr,    p.weight_decay, p.momentum, p.dampening,
-                                  p.nesterov, p.beta1, p.beta2,        p.eps};
+    const fsdp_hyperparams_t h = {sizeof h,    p.lr,       p.weight_decay, p.momentum,
+                                  p.dampening, p.nesterov, p.beta1,        p.beta2,
+                                  p.eps,       p.amsgrad,  p.maximize};
     fsdp::capi::write_sized(hp, h, "hp");
   });
 }
@@ -197,15 +209,18 @@ fsdp_status_t fsdp_optimizer_state(fsdp_optimizer_t opt, fsdp_unit_t unit, const
     Optimizer& o = optimizer_from(opt, "opt");
     const fsdp::Unit& u = optimized_unit(o, unit);
     if (!name) fail(Errc::InvalidArgument, "name: NULL");
-    const std::vector<std::string> names = fsdp::ckpt::state_names(fsdp::kind_name(o.kind()));
+    const std::vector<std::string> names = o.state_names();
     int b = -1;
     for (std::size_t k = 0; k < names.size(); ++k)
       if (names[k] == name) b = static_cast<int>(k);
     if (b < 0) {
       std::string known;
       for (const std::string& n : names) known += (known.empty() ? "'" : ", '") + n + "'";
+      const bool amsgrad_off =
+          o.kind() == OptimizerKind::AdamW && std::string(name) == "max_exp_avg_sq";
       fail(Errc::InvalidArgument,
-           "name = '" + std::string(name) + "': " + o.label() + " keeps " + known);
+           "name = '" + std::string(name) + "': " + o.label() + " keeps " + known +
+               (amsgrad_off ? " (max_exp_avg_sq once a group has amsgrad)" : ""));
     }
     if (u.layout().grad_shard_numel() == 0)
       fail(Errc::InvalidArgument, "unit: " + u.label() +

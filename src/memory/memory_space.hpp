@@ -60,11 +60,13 @@ class MemorySpace {
   // dst[i] = src[i], rounded to nearest even when narrowing.
   virtual void convert(void* dst, DType dst_t, const void* src, DType src_t, std::size_t count) = 0;
 
-  // Optimizer arithmetic on shards (float32 or float64), see memory/numeric.hpp.
+  // Optimizer arithmetic on shards (float32 or float64), see memory/numeric.hpp. momentum may be
+  // nullptr when args.momentum == 0, max_exp_avg_sq when !args.amsgrad.
   virtual void sgd_step(void* param, const void* grad, void* momentum, std::size_t count, DType t,
                         const SgdArgs& args) = 0;
   virtual void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
-                          std::size_t count, DType t, const AdamWArgs& args) = 0;
+                          void* max_exp_avg_sq, std::size_t count, DType t,
+                          const AdamWArgs& args) = 0;
   virtual void scale(void* x, std::size_t count, DType t, double factor) = 0;
   // These return values to the CPU, so they wait for the space's queued work: once per call,
   // whatever the number of spans (a device computes every span's result, then reads them back

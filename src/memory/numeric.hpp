@@ -144,7 +144,7 @@ using Compute =
 template <class T>
 struct SgdCoefficients {
   T lr, wd, mu, keep;
-  bool decay, momentum, nesterov, first_step;
+  bool decay, momentum, nesterov, first_step, maximize;
 };
 
 template <class T>
@@ -156,14 +156,16 @@ SgdCoefficients<T> sgd_coefficients(const SgdArgs& a) {
           a.weight_decay != 0.0,
           a.momentum != 0.0,
           a.nesterov,
-          a.first_step};
+          a.first_step,
+          a.maximize};
 }
 
-// PyTorch: grad += wd * p; buf = momentum * buf + (1 - dampening) * grad (buf = grad at the first
-// step); grad = nesterov ? grad + momentum * buf : buf; p += -lr * grad.
+// PyTorch: grad = maximize ? -grad : grad; grad += wd * p; buf = momentum * buf + (1 - dampening)
+// * grad (buf = grad at the first step); grad = nesterov ? grad + momentum * buf : buf;
+// p += -lr * grad.
 template <class T>
 FSDP_HD void sgd_update(T& p, T g, T* buf, const SgdCoefficients<T>& c) {
-  T d = g;
+  T d = c.maximize ? -g : g;
   if (c.decay) d = d + c.wd * p;
   if (c.momentum) {
     *buf = c.first_step ? d : c.mu * *buf + c.keep * d;
@@ -175,6 +177,7 @@ FSDP_HD void sgd_update(T& p, T g, T* buf, const SgdCoefficients<T>& c) {
 template <class T>
 struct AdamWCoefficients {
   T decay, b1c, b2, b2c, eps, step, bc2;
+  bool amsgrad, maximize;
 };
 
 template <class T>
@@ -185,21 +188,34 @@ AdamWCoefficients<T> adamw_coefficients(const AdamWArgs& a) {
           static_cast<T>(1.0 - a.beta2),
           static_cast<T>(a.eps),
           static_cast<T>(-(a.lr / a.bias_correction1)),
-          static_cast<T>(a.bias_correction2_sqrt)};
+          static_cast<T>(a.bias_correction2_sqrt),
+          a.amsgrad,
+          a.maximize};
 }
 
-// PyTorch (decoupled weight decay): p *= 1 - lr * wd; m = m + (1 - beta1) * (g - m) (lerp);
-// v = v * beta2 + (1 - beta2) * g * g; denom = sqrt(v) / sqrt(1 - beta2^t) + eps;
-// p += -(lr / (1 - beta1^t)) * (m / denom).
+// torch.maximum: NaN if either is NaN, else the larger (the first when equal, as std::max).
 template <class T>
-FSDP_HD void adamw_update(T& p, T g, T& m, T& v, const AdamWCoefficients<T>& c) {
+FSDP_HD T maximum(T a, T b) {
+  return (b > a || b != b) ? b : a;
+}
+
+// PyTorch (decoupled weight decay): g = maximize ? -g : g; p *= 1 - lr * wd;
+// m = m + (1 - beta1) * (g - m) (lerp); v = v * beta2 + (1 - beta2) * g * g;
+// amsgrad: vmax = maximum(vmax, v), and vmax replaces v below;
+// denom = sqrt(v) / sqrt(1 - beta2^t) + eps; p += -(lr / (1 - beta1^t)) * (m / denom).
+// `vmax` is read and written only with amsgrad.
+template <class T>
+FSDP_HD void adamw_update(T& p, T g, T& m, T& v, T& vmax, const AdamWCoefficients<T>& c) {
+  if (c.maximize) g = -g;
   p = p * c.decay;
   m = m + c.b1c * (g - m);
   v = v * c.b2 + c.b2c * (g * g);
+  if (c.amsgrad) vmax = maximum(vmax, v);
+  const T second = c.amsgrad ? vmax : v;
 #if defined(__CUDA_ARCH__)
-  const T root = sqrt(v);  // correctly rounded (nvcc's default -prec-sqrt=true), as std::sqrt
+  const T root = sqrt(second);  // correctly rounded (nvcc's default -prec-sqrt=true), as std::sqrt
 #else
-  const T root = std::sqrt(v);
+  const T root = std::sqrt(second);
 #endif
   const T denom = root / c.bc2 + c.eps;
   p = p + c.step * (m / denom);

@@ -25,7 +25,15 @@ uint64_t HyperParams::fingerprint() const {
   Fingerprint f;
   for (double d : {lr, weight_decay, momentum, dampening, beta1, beta2, eps}) f.add_double(d);
   f.add(static_cast<uint64_t>(nesterov));
+  f.add(static_cast<uint64_t>(amsgrad));
+  f.add(static_cast<uint64_t>(maximize));
   return f.value();
+}
+
+std::vector<std::string> state_names(OptimizerKind kind, bool amsgrad) {
+  if (kind == OptimizerKind::Sgd) return {"momentum"};
+  if (amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  return {"exp_avg", "exp_avg_sq"};
 }
 
 void validate(const HyperParams& h, OptimizerKind kind, const std::string& who) {
@@ -38,6 +46,9 @@ void validate(const HyperParams& h, OptimizerKind kind, const std::string& who) 
     if (h.nesterov && (h.momentum <= 0 || h.dampening != 0))
       fail(Errc::InvalidArgument,
            who + ".nesterov: needs momentum > 0 and dampening = 0 (as in PyTorch)");
+    if (h.amsgrad)
+      fail(Errc::InvalidArgument,
+           who + ".amsgrad: AdamW's option (SGD keeps no second moment); set it to 0");
   } else {
     require(h.beta1 >= 0 && h.beta1 < 1, who, "beta1", h.beta1, "in [0, 1)");
     require(h.beta2 >= 0 && h.beta2 < 1, who, "beta2", h.beta2, "in [0, 1)");
@@ -48,7 +59,8 @@ void validate(const HyperParams& h, OptimizerKind kind, const std::string& who) 
 Optimizer::Optimizer(Context& ctx, uint64_t id, OptimizerKind kind, const HyperParams& defaults,
                      std::vector<Unit*> units)
     : ctx_(ctx), id_(id), kind_(kind), units_(std::move(units)) {
-  groups_.push_back({"", defaults});
+  groups_.push_back({"", {}});
+  keep_hyperparams(0, defaults);
   states_.resize(units_.size());
   for (std::size_t k = 0; k < units_.size(); ++k) {
     states_[k].unit = units_[k];
@@ -62,7 +74,7 @@ Optimizer::Optimizer(Context& ctx, uint64_t id, OptimizerKind kind, const HyperP
 Optimizer::~Optimizer() {
   for (UnitState& s : states_) {
     const std::size_t bytes = s.unit->grad_shard_bytes();
-    for (int b = 0; b < 2; ++b)
+    for (int b = 0; b < max_state_buffers(kind_); ++b)
       if (s.state[b]) {
         ctx_.shard_memory().deallocate(s.state[b], bytes);
         ctx_.accounting().sub(MemoryKind::OptimizerState, bytes);
@@ -98,18 +110,26 @@ int Optimizer::add_group(const std::string& pattern, const HyperParams& h) {
       if (p.requires_grad && group_of(p.name) == 0 &&
           fnmatch(pattern.c_str(), p.name.c_str(), 0) == 0)
         ++taken;
-  groups_.push_back({pattern, h});
+  groups_.push_back({pattern, {}});
+  keep_hyperparams(num_groups() - 1, h);
   assign_slots();
   return taken;
 }
 
 void Optimizer::set_hyperparams(int group, const HyperParams& h) {
   validate(h, kind_, "hyperparams");
+  keep_hyperparams(group, h);
+}
+
+// amsgrad on in a group makes max_exp_avg_sq state for good: turned off again, the buffer is
+// kept (not updated) and a later amsgrad continues from it, as PyTorch's state keeps it.
+void Optimizer::keep_hyperparams(int group, const HyperParams& h) {
   groups_[static_cast<std::size_t>(group)].params = h;
+  amsgrad_state_ = amsgrad_state_ || h.amsgrad;
 }
 
 int Optimizer::state_buffers() const {
-  if (kind_ == OptimizerKind::AdamW) return 2;
+  if (kind_ == OptimizerKind::AdamW) return amsgrad_state_ ? 3 : 2;
   for (const Group& g : groups_)
     if (g.params.momentum != 0) return 1;
   return 0;
@@ -137,19 +157,21 @@ void Optimizer::update(UnitState& s, void* grad, std::size_t offset, std::size_t
   char* g = static_cast<char*>(grad) + at;
   char* s0 = s.state[0] ? static_cast<char*>(s.state[0]) + at : nullptr;
   char* s1 = s.state[1] ? static_cast<char*>(s.state[1]) + at : nullptr;
+  char* s2 = s.state[2] ? static_cast<char*>(s.state[2]) + at : nullptr;
   const HyperParams& h = groups_[static_cast<std::size_t>(group)].params;
   if (kind_ == OptimizerKind::Sgd) {
     SgdArgs a;
     a.lr = h.lr, a.weight_decay = h.weight_decay, a.momentum = h.momentum;
-    a.dampening = h.dampening, a.nesterov = h.nesterov, a.first_step = fresh;
+    a.dampening = h.dampening, a.nesterov = h.nesterov, a.maximize = h.maximize;
+    a.first_step = fresh;
     mem.sgd_step(param, g, s0, length, t, a);
   } else {
     AdamWArgs a;
     a.lr = h.lr, a.weight_decay = h.weight_decay, a.beta1 = h.beta1, a.beta2 = h.beta2;
-    a.eps = h.eps;
+    a.eps = h.eps, a.amsgrad = h.amsgrad, a.maximize = h.maximize;
     a.bias_correction1 = 1.0 - std::pow(h.beta1, static_cast<double>(steps));
     a.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(h.beta2, static_cast<double>(steps)));
-    mem.adamw_step(param, g, s0, s1, length, t, a);
+    mem.adamw_step(param, g, s0, s1, s2, length, t, a);
   }
 }
 

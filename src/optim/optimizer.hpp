@@ -1,7 +1,8 @@
 // Sharded optimizers (ZeRO-3: each rank updates only its shard, with state for its shard only):
-// SGD with momentum, dampening, Nesterov and weight decay, and AdamW with bias correction and
-// decoupled weight decay. State is in the master shard's dtype (float32 under mixed precision)
-// and covers the trainable section only, so frozen parameters cost none.
+// SGD with momentum, dampening, Nesterov and weight decay, and AdamW with bias correction,
+// decoupled weight decay and AMSGrad; either may maximize. State is in the master shard's dtype
+// (float32 under mixed precision) and covers the trainable section only, so frozen parameters cost
+// none.
 //
 // Hyperparameter groups are addressed by original parameter name (glob patterns) although shards
 // cut across parameters: each unit's shard is split into segments, one per parameter slice, each
@@ -25,15 +26,24 @@ inline const char* kind_name(OptimizerKind k) {
   return k == OptimizerKind::AdamW ? "adamw" : "sgd";
 }
 
+// One group's hyperparameters. The kinds' defaults are not here: fsdp.h's FSDP_SGD_DEFAULTS and
+// FSDP_ADAMW_DEFAULTS state them, once, and the C API starts every caller's struct from them.
 struct HyperParams {
-  double lr = 0.01, weight_decay = 0.0, momentum = 0.0, dampening = 0.0;
+  double lr = 0.0, weight_decay = 0.0, momentum = 0.0, dampening = 0.0;
   bool nesterov = false;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double beta1 = 0.0, beta2 = 0.0, eps = 0.0;
+  bool amsgrad = false;   // AdamW only
+  bool maximize = false;  // either kind
   uint64_t fingerprint() const;
 };
 
 // Throws InvalidArgument naming `who` and the field for a value the kind cannot use.
 void validate(const HyperParams& h, OptimizerKind kind, const std::string& who);
+
+// The state buffers an optimizer of `kind` keeps per unit, in buffer order, by PyTorch's state
+// names: SGD "momentum"; AdamW "exp_avg", "exp_avg_sq", and "max_exp_avg_sq" when `amsgrad`
+// (a group has or had amsgrad on: Optimizer::state_names).
+std::vector<std::string> state_names(OptimizerKind kind, bool amsgrad);
 
 class Optimizer {
  public:
@@ -78,9 +88,11 @@ class Optimizer {
   const std::string& pattern(int group) const {
     return groups_[static_cast<std::size_t>(group)].pattern;
   }
-  // The kind's state buffers ("momentum"; "exp_avg", "exp_avg_sq"): buffer b of `unit` covers its
-  // gradient shard, or is nullptr while not allocated.
-  static int max_state_buffers(OptimizerKind kind) { return kind == OptimizerKind::AdamW ? 2 : 1; }
+  // This optimizer's state buffers: state_names(kind, amsgrad) with amsgrad on once any group had
+  // it (as PyTorch keeps max_exp_avg_sq in a parameter's state once created, used or not). Buffer
+  // b of `unit` covers its gradient shard, or is nullptr while not allocated.
+  std::vector<std::string> state_names() const { return fsdp::state_names(kind_, amsgrad_state_); }
+  static int max_state_buffers(OptimizerKind kind) { return kind == OptimizerKind::AdamW ? 3 : 1; }
   void* state(const Unit& unit, int b) const;
   // Allocates buffer b (zeros) if needed; counted as optimizer state.
   void* ensure_state(const Unit& unit, int b);
@@ -98,8 +110,8 @@ class Optimizer {
   };
   struct UnitState {
     Unit* unit = nullptr;
-    std::vector<Slot> slots;              // in shard order
-    void* state[2] = {nullptr, nullptr};  // SGD: momentum; AdamW: exp_avg, exp_avg_sq
+    std::vector<Slot> slots;  // in shard order
+    void* state[3] = {};      // SGD: momentum; AdamW: exp_avg, exp_avg_sq, max_exp_avg_sq
     // Per parameter of the unit (frozen ones stay 0): updates made, and (SGD) whether its
     // momentum starts as the gradient at the next update (PyTorch's momentum_buffer None).
     std::vector<int64_t> steps;
@@ -111,6 +123,7 @@ class Optimizer {
   };
 
   int group_of(const std::string& name) const;
+  void keep_hyperparams(int group, const HyperParams& h);
   void assign_slots();
   // The kind's update of `length` elements at `offset` of the shard, with one group, count and
   // momentum start.
@@ -127,6 +140,7 @@ class Optimizer {
   const uint64_t id_;
   const OptimizerKind kind_;
   std::vector<Group> groups_;
+  bool amsgrad_state_ = false;  // a group has had amsgrad on: max_exp_avg_sq is state
   std::vector<Unit*> units_;
   std::vector<UnitState> states_;
 };

@@ -1,14 +1,16 @@
 // The host kernels, every instruction set's build (baseline, and AVX2 where the CPU has it),
-// against scalar references written here from the documented formulas, bit for bit: AdamW and
-// SGD (every flag combination) in float32 and float64, the gradient norms (serial double sums,
-// and the maximum), scale, the finiteness check, and the casts and scaled/accumulating stores
-// between float32, float64, bfloat16 and float16. Lengths 0, 1, 7, 8, 9 and 1000003, arrays
-// starting on and off a 64-byte boundary, inputs with NaN, infinities, subnormals, signed zeros
-// and rounding ties. The references are plain loops compiled without contraction into fused
-// multiply-adds (tests/CMakeLists.txt), in the precision the library documents.
+// against scalar references written here from the documented formulas, bit for bit: AdamW (with
+// and without AMSGrad and maximize) and SGD (every flag combination) in float32 and float64, the
+// gradient norms (serial double sums, and the maximum), scale, the finiteness check, and the casts
+// and scaled/accumulating stores between float32, float64, bfloat16 and float16. Lengths 0, 1, 7,
+// 8, 9 and 1000003, arrays starting on and off a 64-byte boundary, inputs with NaN, infinities,
+// subnormals, signed zeros and rounding ties. The references are plain loops compiled without
+// contraction into fused multiply-adds (tests/CMakeLists.txt), in the precision the library
+// documents.
 //
 // Equal bits everywhere, but where an operation meets two NaNs: IEEE leaves open which one it
 // returns, so there only NaN-ness is compared (a conversion of one NaN must keep its bits).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -143,55 +145,77 @@ DType dtype_of() {
 struct AdamWCase {
   double lr, wd, b1, b2, eps;
   int step;
+  bool amsgrad, maximize;
 };
+
+// torch.maximum: NaN if either is NaN, else the larger.
+template <class T>
+T torch_maximum(T a, T b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  return std::max(a, b);
+}
 
 template <class T>
 void ref_adamw(std::vector<T>& p, const std::vector<T>& g, std::vector<T>& m, std::vector<T>& v,
-               const AdamWCase& a) {
+               std::vector<T>& vmax, const AdamWCase& a) {
   // The scalars in double, as PyTorch computes them in Python, then once to T.
   const double bc1 = 1.0 - std::pow(a.b1, a.step), bc2 = std::sqrt(1.0 - std::pow(a.b2, a.step));
   const T decay = static_cast<T>(1.0 - a.lr * a.wd), b1c = static_cast<T>(1.0 - a.b1);
   const T b2 = static_cast<T>(a.b2), b2c = static_cast<T>(1.0 - a.b2), eps = static_cast<T>(a.eps);
   const T step = static_cast<T>(-(a.lr / bc1)), bc2t = static_cast<T>(bc2);
   for (std::size_t i = 0; i < p.size(); ++i) {
-    p[i] = p[i] * decay;                // param.mul_(1 - lr * wd)
-    m[i] = m[i] + b1c * (g[i] - m[i]);  // exp_avg.lerp_(grad, 1 - beta1)
-    v[i] =
-        v[i] * b2 + b2c * (g[i] * g[i]);  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
-    const T denom = std::sqrt(v[i]) / bc2t + eps;
+    const T gi = a.maximize ? -g[i] : g[i];  // grad = -grads[i] if maximize
+    p[i] = p[i] * decay;                     // param.mul_(1 - lr * wd)
+    m[i] = m[i] + b1c * (gi - m[i]);         // exp_avg.lerp_(grad, 1 - beta1)
+    v[i] = v[i] * b2 + b2c * (gi * gi);  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
+    T second = v[i];
+    if (a.amsgrad) {  // torch.maximum(max_exp_avg_sqs[i], exp_avg_sq, out=max_exp_avg_sqs[i])
+      vmax[i] = torch_maximum(vmax[i], v[i]);
+      second = vmax[i];
+    }
+    const T denom = std::sqrt(second) / bc2t + eps;
     p[i] = p[i] + step * (m[i] / denom);  // param.addcdiv_(exp_avg, denom, value=-step_size)
   }
 }
 
 template <class T>
 void adamw_cases(const host::OptimizerKernelSet& k) {
-  const AdamWCase cases[] = {{1e-3, 1e-2, 0.9, 0.999, 1e-8, 1},
-                             {1e-3, 1e-2, 0.9, 0.999, 1e-8, 17},
-                             {3e-2, 0.0, 0.8, 0.95, 1e-3, 3}};
+  const AdamWCase base[] = {{1e-3, 1e-2, 0.9, 0.999, 1e-8, 1, false, false},
+                            {1e-3, 1e-2, 0.9, 0.999, 1e-8, 17, false, false},
+                            {3e-2, 0.0, 0.8, 0.95, 1e-3, 3, false, false}};
   uint64_t seed = 100;
   for (const std::size_t n : kLengths)
     for (const std::size_t offset : {0, 1})
-      for (const AdamWCase& c : cases) {
-        auto p = values<T>(n, ++seed, 1.0), g = values<T>(n, ++seed, 0.01);
-        auto m = values<T>(n, ++seed, 0.001), v = values<T>(n, ++seed, 1e-6, false);
-        Array ap(n, sizeof(T), offset), ag(n, sizeof(T), offset), am(n, sizeof(T), offset),
-            av(n, sizeof(T), offset);
-        ap.fill(p.data()), ag.fill(g.data()), am.fill(m.data()), av.fill(v.data());
-        AdamWArgs args;
-        args.lr = c.lr, args.weight_decay = c.wd, args.beta1 = c.b1, args.beta2 = c.b2;
-        args.eps = c.eps;
-        args.bias_correction1 = 1.0 - std::pow(c.b1, c.step);
-        args.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(c.b2, c.step));
-        k.adamw_step(ap.data(), ag.data(), am.data(), av.data(), n, dtype_of<T>(), args);
-        ref_adamw(p, g, m, v, c);
-        const std::string what = std::string(k.name) + " adamw " + dtype_name(dtype_of<T>()) +
-                                 " n " + std::to_string(n) + " offset " + std::to_string(offset) +
-                                 " step " + std::to_string(c.step);
-        check(same_array(ap.as<T>(), p), what + ": param");
-        check(same_array(am.as<T>(), m), what + ": exp_avg");
-        check(same_array(av.as<T>(), v), what + ": exp_avg_sq");
-        check(same_array(ag.as<T>(), g), what + ": the gradient untouched");
-      }
+      for (const AdamWCase& b : base)
+        for (int flags = 0; flags < 4; ++flags) {
+          AdamWCase c = b;
+          c.amsgrad = (flags & 1) != 0, c.maximize = (flags & 2) != 0;
+          auto p = values<T>(n, ++seed, 1.0), g = values<T>(n, ++seed, 0.01);
+          auto m = values<T>(n, ++seed, 0.001), v = values<T>(n, ++seed, 1e-6, false);
+          auto x = values<T>(n, ++seed, 1e-6, false);
+          Array ap(n, sizeof(T), offset), ag(n, sizeof(T), offset), am(n, sizeof(T), offset),
+              av(n, sizeof(T), offset), ax(n, sizeof(T), offset);
+          ap.fill(p.data()), ag.fill(g.data()), am.fill(m.data()), av.fill(v.data());
+          ax.fill(x.data());
+          AdamWArgs args;
+          args.lr = c.lr, args.weight_decay = c.wd, args.beta1 = c.b1, args.beta2 = c.b2;
+          args.eps = c.eps, args.amsgrad = c.amsgrad, args.maximize = c.maximize;
+          args.bias_correction1 = 1.0 - std::pow(c.b1, c.step);
+          args.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(c.b2, c.step));
+          // Without amsgrad the kernel gets no max_exp_avg_sq (it must not touch one).
+          k.adamw_step(ap.data(), ag.data(), am.data(), av.data(), c.amsgrad ? ax.data() : nullptr,
+                       n, dtype_of<T>(), args);
+          ref_adamw(p, g, m, v, x, c);
+          const std::string what = std::string(k.name) + " adamw " + dtype_name(dtype_of<T>()) +
+                                   " n " + std::to_string(n) + " offset " + std::to_string(offset) +
+                                   " step " + std::to_string(c.step) +
+                                   (c.amsgrad ? " amsgrad" : "") + (c.maximize ? " maximize" : "");
+          check(same_array(ap.as<T>(), p), what + ": param");
+          check(same_array(am.as<T>(), m), what + ": exp_avg");
+          check(same_array(av.as<T>(), v), what + ": exp_avg_sq");
+          if (c.amsgrad) check(same_array(ax.as<T>(), x), what + ": max_exp_avg_sq");
+          check(same_array(ag.as<T>(), g), what + ": the gradient untouched");
+        }
 }
 
 // ---- SGD: PyTorch's single-tensor update ----
@@ -202,6 +226,7 @@ void ref_sgd(std::vector<T>& p, const std::vector<T>& g, std::vector<T>& buf, co
   const T mu = static_cast<T>(a.momentum), keep = static_cast<T>(1.0 - a.dampening);
   for (std::size_t i = 0; i < p.size(); ++i) {
     T d = g[i];
+    if (a.maximize) d = -d;                        // grad = -grads[i]
     if (a.weight_decay != 0.0) d = d + wd * p[i];  // grad.add(param, alpha=wd)
     if (a.momentum != 0.0) {
       if (a.first_step)
@@ -222,7 +247,7 @@ void sgd_cases(const host::OptimizerKernelSet& k) {
   uint64_t seed = 200;
   for (const std::size_t n : kLengths)
     for (const std::size_t offset : {0, 1})
-      for (int flags = 0; flags < 32; ++flags) {
+      for (int flags = 0; flags < 64; ++flags) {
         SgdArgs a;
         a.lr = 0.05;
         a.weight_decay = flags & 1 ? 1e-2 : 0.0;
@@ -230,6 +255,7 @@ void sgd_cases(const host::OptimizerKernelSet& k) {
         a.nesterov = (flags & 4) != 0;
         a.first_step = (flags & 8) != 0;
         a.dampening = flags & 16 ? 0.1 : 0.0;
+        a.maximize = (flags & 32) != 0;
         if (!a.momentum && (a.nesterov || a.first_step || a.dampening != 0.0)) continue;
         if (n > 100 && flags % 3) continue;  // the long arrays: a third of the combinations
         auto p = values<T>(n, ++seed, 1.0), g = values<T>(n, ++seed, 0.01);

@@ -82,11 +82,15 @@ __global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __rest
   }
 }
 
+// `x` (max_exp_avg_sq) is read and written only with c.amsgrad.
 template <class T>
 __global__ void adamw_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
-                             T* __restrict__ v, std::size_t n, numeric::AdamWCoefficients<T> c) {
+                             T* __restrict__ v, T* __restrict__ x, std::size_t n,
+                             numeric::AdamWCoefficients<T> c) {
   FSDP_GRID_STRIDE(i, n) {
-    numeric::adamw_update(p[i], g[i], m[i], v[i], c);
+    T xi = c.amsgrad ? x[i] : T(0);
+    numeric::adamw_update(p[i], g[i], m[i], v[i], xi, c);
+    if (c.amsgrad) x[i] = xi;
   }
 }
 
@@ -96,22 +100,27 @@ __global__ void adamw_kernel(T* __restrict__ p, const T* __restrict__ g, T* __re
 template <class T>
 __global__ void adamw_packed_kernel(Pack<T>* __restrict__ p, const Pack<T>* __restrict__ g,
                                     Pack<T>* __restrict__ m, Pack<T>* __restrict__ v,
-                                    std::size_t packs, numeric::AdamWCoefficients<T> c) {
+                                    Pack<T>* __restrict__ x, std::size_t packs,
+                                    numeric::AdamWCoefficients<T> c) {
   FSDP_GRID_STRIDE(i, packs) {
-    Pack<T> pp = p[i], mm = m[i], vv = v[i];
+    Pack<T> pp = p[i], mm = m[i], vv = v[i], xx = {};
     const Pack<T> gg = g[i];
+    if (c.amsgrad) xx = x[i];
 #pragma unroll
     for (std::size_t k = 0; k < kPack; ++k)
-      numeric::adamw_update(pp.v[k], gg.v[k], mm.v[k], vv.v[k], c);
+      numeric::adamw_update(pp.v[k], gg.v[k], mm.v[k], vv.v[k], xx.v[k], c);
     p[i] = pp;
     m[i] = mm;
     v[i] = vv;
+    if (c.amsgrad) x[i] = xx;
   }
 }
 
-bool aligned16(const void* a, const void* b, const void* c = nullptr, const void* d = nullptr) {
+bool aligned16(const void* a, const void* b, const void* c = nullptr, const void* d = nullptr,
+               const void* e = nullptr) {
   return (reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b) |
-          reinterpret_cast<std::uintptr_t>(c) | reinterpret_cast<std::uintptr_t>(d)) %
+          reinterpret_cast<std::uintptr_t>(c) | reinterpret_cast<std::uintptr_t>(d) |
+          reinterpret_cast<std::uintptr_t>(e)) %
              16 ==
          0;
 }
@@ -240,7 +249,7 @@ void sgd_step(const Launch& l, void* param, const void* grad, void* momentum, st
 }
 
 void adamw_step(const Launch& l, void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
-                std::size_t n, DType t, const AdamWArgs& args) {
+                void* max_exp_avg_sq, std::size_t n, DType t, const AdamWArgs& args) {
   if (n == 0) return;
   with_storage_type(t, "CUDA kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
@@ -249,16 +258,18 @@ void adamw_step(const Launch& l, void* param, const void* grad, void* exp_avg, v
     const T* const g = static_cast<const T*>(grad);
     T* const m = static_cast<T*>(exp_avg);
     T* const v = static_cast<T*>(exp_avg_sq);
+    T* const x = args.amsgrad ? static_cast<T*>(max_exp_avg_sq) : nullptr;
     packs_then_tail(
-        n, aligned16(p, g, m, v),
+        n, aligned16(p, g, m, v, x),
         [&](std::size_t packs) {
           adamw_packed_kernel<<<grid_for(l, packs), kThreads, 0, l.stream>>>(
               reinterpret_cast<Pack<T>*>(p), reinterpret_cast<const Pack<T>*>(g),
-              reinterpret_cast<Pack<T>*>(m), reinterpret_cast<Pack<T>*>(v), packs, c);
+              reinterpret_cast<Pack<T>*>(m), reinterpret_cast<Pack<T>*>(v),
+              reinterpret_cast<Pack<T>*>(x), packs, c);
         },
         [&](std::size_t first, std::size_t count) {
           adamw_kernel<<<grid_for(l, count), kThreads, 0, l.stream>>>(
-              p + first, g + first, m + first, v + first, count, c);
+              p + first, g + first, m + first, v + first, x ? x + first : nullptr, count, c);
         });
   });
   launched("adamw kernel");

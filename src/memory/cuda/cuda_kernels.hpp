@@ -29,8 +29,9 @@ void scaled(const Launch& l, void* out, DType out_t, const void* x, DType x_t, s
             double divisor, Store store);
 void sgd_step(const Launch& l, void* param, const void* grad, void* momentum, std::size_t n,
               DType t, const SgdArgs& args);
+// max_exp_avg_sq may be nullptr when !args.amsgrad.
 void adamw_step(const Launch& l, void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
-                std::size_t n, DType t, const AdamWArgs& args);
+                void* max_exp_avg_sq, std::size_t n, DType t, const AdamWArgs& args);
 void scale(const Launch& l, void* x, std::size_t n, DType t, double factor);
 // *result (device) = sum |x|^p, or max |x| for infinite p (NaN propagates). `block_partials`:
 // l.blocks doubles of device scratch.

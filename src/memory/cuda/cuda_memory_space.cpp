@@ -131,8 +131,9 @@ void CudaMemorySpace::sgd_step(void* param, const void* grad, void* momentum, st
 }
 
 void CudaMemorySpace::adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
-                                 std::size_t count, DType t, const AdamWArgs& args) {
-  cuda::adamw_step(launch(), param, grad, exp_avg, exp_avg_sq, count, t, args);
+                                 void* max_exp_avg_sq, std::size_t count, DType t,
+                                 const AdamWArgs& args) {
+  cuda::adamw_step(launch(), param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, count, t, args);
 }
 
 void CudaMemorySpace::reserve_results(std::size_t n) {

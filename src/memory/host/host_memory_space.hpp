@@ -20,9 +20,10 @@ class HostMemorySpace : public MemorySpace {
                 const SgdArgs& args) override {
     host::sgd_step(param, grad, momentum, count, t, args);
   }
-  void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq, std::size_t count,
-                  DType t, const AdamWArgs& args) override {
-    host::adamw_step(param, grad, exp_avg, exp_avg_sq, count, t, args);
+  void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
+                  void* max_exp_avg_sq, std::size_t count, DType t,
+                  const AdamWArgs& args) override {
+    host::adamw_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, count, t, args);
   }
   std::vector<double> norm_partials(const std::vector<Span>& spans, double p) override {
     std::vector<double> out;

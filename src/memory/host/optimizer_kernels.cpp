@@ -24,12 +24,13 @@ void with_flag(bool flag, F&& f) {
 }
 
 // The element updates are memory/numeric.hpp's, shared with the CUDA kernels, applied to local
-// copies (each array is then loaded and stored once per element). SGD's flags are template
-// arguments, written into each loop's copy of the coefficients, so its branches fold away.
-template <class T, bool Decay, bool Momentum, bool Nesterov, bool First>
+// copies (each array is then loaded and stored once per element). The flags are template
+// arguments, written into each loop's copy of the coefficients, so their branches fold away.
+template <class T, bool Maximize, bool Decay, bool Momentum, bool Nesterov, bool First>
 void sgd_loop(T* __restrict p, const T* __restrict g, T* __restrict buf, std::size_t n,
               numeric::SgdCoefficients<T> c) {
-  c.decay = Decay, c.momentum = Momentum, c.nesterov = Nesterov, c.first_step = First;
+  c.maximize = Maximize, c.decay = Decay, c.momentum = Momentum, c.nesterov = Nesterov;
+  c.first_step = First;
   for (std::size_t i = 0; i < n; ++i) {
     T pi = p[i], bi = T(0);
     if constexpr (Momentum && !First) bi = buf[i];
@@ -42,27 +43,42 @@ void sgd_loop(T* __restrict p, const T* __restrict g, T* __restrict buf, std::si
 template <class T>
 void sgd(T* p, const T* g, T* buf, std::size_t n, const SgdArgs& a) {
   const numeric::SgdCoefficients<T> c = numeric::sgd_coefficients<T>(a);
-  with_flag(c.decay, [&](auto decay) {
-    if (!c.momentum)
-      return sgd_loop<T, decltype(decay)::value, false, false, false>(p, g, buf, n, c);
-    with_flag(c.nesterov, [&](auto nesterov) {
-      with_flag(c.first_step, [&](auto first) {
-        sgd_loop<T, decltype(decay)::value, true, decltype(nesterov)::value,
-                 decltype(first)::value>(p, g, buf, n, c);
+  with_flag(c.maximize, [&](auto maximize) {
+    constexpr bool Max = decltype(maximize)::value;
+    with_flag(c.decay, [&](auto decay) {
+      constexpr bool Decay = decltype(decay)::value;
+      if (!c.momentum) return sgd_loop<T, Max, Decay, false, false, false>(p, g, buf, n, c);
+      with_flag(c.nesterov, [&](auto nesterov) {
+        with_flag(c.first_step, [&](auto first) {
+          sgd_loop<T, Max, Decay, true, decltype(nesterov)::value, decltype(first)::value>(
+              p, g, buf, n, c);
+        });
       });
     });
   });
 }
 
-template <class T>
-void adamw(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, std::size_t n,
-           const AdamWArgs& a) {
-  const numeric::AdamWCoefficients<T> c = numeric::adamw_coefficients<T>(a);
+template <class T, bool Amsgrad, bool Maximize>
+void adamw_loop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
+                T* __restrict vmax, std::size_t n, numeric::AdamWCoefficients<T> c) {
+  c.amsgrad = Amsgrad, c.maximize = Maximize;
   for (std::size_t i = 0; i < n; ++i) {
-    T pi = p[i], mi = m[i], vi = v[i];
-    numeric::adamw_update(pi, g[i], mi, vi, c);
+    T pi = p[i], mi = m[i], vi = v[i], xi = T(0);
+    if constexpr (Amsgrad) xi = vmax[i];
+    numeric::adamw_update(pi, g[i], mi, vi, xi, c);
     p[i] = pi, m[i] = mi, v[i] = vi;
+    if constexpr (Amsgrad) vmax[i] = xi;
   }
+}
+
+template <class T>
+void adamw(T* p, const T* g, T* m, T* v, T* vmax, std::size_t n, const AdamWArgs& a) {
+  const numeric::AdamWCoefficients<T> c = numeric::adamw_coefficients<T>(a);
+  with_flag(c.amsgrad, [&](auto amsgrad) {
+    with_flag(c.maximize, [&](auto maximize) {
+      adamw_loop<T, decltype(amsgrad)::value, decltype(maximize)::value>(p, g, m, v, vmax, n, c);
+    });
+  });
 }
 
 // The unsigned integer of T's width, and x's bits as one.
@@ -136,11 +152,11 @@ inline void sgd_body(void* param, const void* grad, void* momentum, std::size_t 
 }
 
 inline void adamw_body(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
-                       std::size_t n, DType t, const AdamWArgs& args) {
+                       void* max_exp_avg_sq, std::size_t n, DType t, const AdamWArgs& args) {
   with_storage_type(t, "host optimizer kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     adamw(static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
-          static_cast<T*>(exp_avg_sq), n, args);
+          static_cast<T*>(exp_avg_sq), static_cast<T*>(max_exp_avg_sq), n, args);
   });
 }
 
@@ -175,9 +191,9 @@ inline bool finite_body(const void* x, std::size_t n, DType t) {
     sgd_body(param, grad, momentum, n, t, args);                                                \
   }                                                                                             \
   ATTRIBUTES void NAME##_adamw_step(void* param, const void* grad, void* exp_avg,               \
-                                    void* exp_avg_sq, std::size_t n, DType t,                   \
-                                    const AdamWArgs& args) {                                    \
-    adamw_body(param, grad, exp_avg, exp_avg_sq, n, t, args);                                   \
+                                    void* exp_avg_sq, void* max_exp_avg_sq, std::size_t n,      \
+                                    DType t, const AdamWArgs& args) {                           \
+    adamw_body(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, n, t, args);                   \
   }                                                                                             \
   ATTRIBUTES double NAME##_norm_partial(const void* x, std::size_t n, DType t, double p) {      \
     return norm_body(x, n, t, p);                                                               \
@@ -223,9 +239,10 @@ void sgd_step(void* param, const void* grad, void* momentum, std::size_t n, DTyp
   active_optimizer_kernels().sgd_step(param, grad, momentum, n, t, args);
 }
 
-void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq, std::size_t n,
-                DType t, const AdamWArgs& args) {
-  active_optimizer_kernels().adamw_step(param, grad, exp_avg, exp_avg_sq, n, t, args);
+void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
+                void* max_exp_avg_sq, std::size_t n, DType t, const AdamWArgs& args) {
+  active_optimizer_kernels().adamw_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, n, t,
+                                        args);
 }
 
 double norm_partial(const void* x, std::size_t n, DType t, double p) {

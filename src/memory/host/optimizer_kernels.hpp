@@ -13,11 +13,11 @@ namespace fsdp {
 
 namespace host {
 
-// momentum may be nullptr when args.momentum == 0.
+// momentum may be nullptr when args.momentum == 0, max_exp_avg_sq when !args.amsgrad.
 void sgd_step(void* param, const void* grad, void* momentum, std::size_t n, DType t,
               const SgdArgs& args);
-void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq, std::size_t n,
-                DType t, const AdamWArgs& args);
+void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
+                void* max_exp_avg_sq, std::size_t n, DType t, const AdamWArgs& args);
 // sum |x|^p in double, added in element order (a serial sum: reordering it would change the
 // rounding), or max |x| when p is infinite (any order: a maximum is exact). A NaN element makes
 // either result NaN.
@@ -34,7 +34,7 @@ bool all_finite(const void* x, std::size_t n, DType t);
 struct OptimizerKernelSet {
   const char* name;
   void (*sgd_step)(void*, const void*, void*, std::size_t, DType, const SgdArgs&);
-  void (*adamw_step)(void*, const void*, void*, void*, std::size_t, DType, const AdamWArgs&);
+  void (*adamw_step)(void*, const void*, void*, void*, void*, std::size_t, DType, const AdamWArgs&);
   double (*norm_partial)(const void*, std::size_t, DType, double);
   void (*scale)(void*, std::size_t, DType, double);
   bool (*all_finite)(const void*, std::size_t, DType);
