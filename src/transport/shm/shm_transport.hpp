@@ -45,13 +45,13 @@ class ShmTransport final : public Transport {
   void abort() override;
   void interrupt_for_timeout() override;
 
-  NodeTeam& team() { return *team_; }
+  NodeTeam& team() const { return *team_; }
   NodeSlots& slots() { return *slots_; }
   // Zero-copy storage (FSDP_TRANSPORT_SHM_ZERO_COPY): a unit's node-shared block for its whole
   // life, its ranks' shards at their places; nullptr when the shard group spans nodes.
   ResidentArena* resident_storage() { return team_->cross().size == 1 ? resident_.get() : nullptr; }
   SharedArena& arena() { return *arena_; }
-  HostMemorySpace& arena_memory() { return *arena_memory_; }
+  HostMemorySpace& arena_memory() const { return *arena_memory_; }
   uint64_t allocation_calls() const;
   void release_scratch() {
     sums_->release();
