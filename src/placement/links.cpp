@@ -57,12 +57,13 @@ class ShmLink final : public MpiLink {
       : MpiLink(in.buffers, in),
         shm_(in.groups.shard(), in.topo.node_leader, mpi(), in.accounting,
              protect_shared_parameters(), /*fall_back=*/in.tried),
+        accounting_(in.accounting),
         zero_copy_(zero_copy) {}
   Transport& transport() override { return shm_; }
   MemorySpace& buffers() override { return shm_.arena_memory(); }
   std::unique_ptr<UnshardedStorage> make_storage(BufferPool&) override {
-    return std::make_unique<shm::NodeStorage>(shm_.team(), shm_.slots(),
-                                              zero_copy_ ? shm_.resident_storage() : nullptr);
+    return std::make_unique<shm::NodeStorage>(
+        shm_.team(), shm_.slots(), zero_copy_ ? shm_.resident_storage() : nullptr, accounting_);
   }
   void trim() override {
     MpiLink::trim();
@@ -76,6 +77,7 @@ class ShmLink final : public MpiLink {
 
  private:
   shm::ShmTransport shm_;
+  MemoryAccounting& accounting_;
   const bool zero_copy_;
 };
 
