@@ -16,7 +16,7 @@ declare -A allowed=(
   [placement]="base diag memory runtime transport core placement"
   [optim]="base diag memory runtime transport/transport.hpp core optim"
   [checkpoint]="base diag memory runtime core optim checkpoint"
-  [capi]="base diag memory runtime transport/transport.hpp core optim checkpoint capi"
+  [capi]="base diag memory runtime transport/transport.hpp core placement/select.hpp optim checkpoint capi"
   [tools]="base checkpoint tools"
 )
 bad=0

@@ -14,6 +14,7 @@
 #include "capi/mpi_args.hpp"
 #include "capi/sized_struct.hpp"
 #include "optim/registry.hpp"
+#include "placement/select.hpp"
 
 using fsdp::Context;
 using fsdp::Errc;
@@ -38,7 +39,7 @@ fsdp_status_t init(const char* call, MPI_Comm comm, const fsdp_config_t* cfg, fs
       options = fsdp::capi::options_from_config(cfg);
       fsdp::apply_environment(options);
     });
-    std::unique_ptr<Context> c = Context::create(comm, options, local);
+    std::unique_ptr<Context> c = Context::create(comm, options, local, fsdp::make_backend);
     fsdp::capi::register_context(c.get());
     *ctx = fsdp::capi::to_handle(c.release());
   });

@@ -1,6 +1,7 @@
 // The memory spaces, transport and unsharded storage of a context, chosen from its placement
-// (fsdp_config_t memory_space, device, cpu_offload, transport) by make_backend, the one place that
-// knows the concrete transports (placement/select.cpp):
+// (fsdp_config_t memory_space, device, cpu_offload, transport). Core sees them only through this
+// interface: the backend is built by the factory its creator hands Context::create
+// (placement/select.hpp's make_backend, the one place that knows the concrete transports):
 //
 //   host memory           buffers = shards = host,        transport = MPI,  storage = pool
 //   host memory, shm      full gradients in the node-shared arena, shards = host,
@@ -11,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "base/memory_accounting.hpp"
@@ -48,10 +50,11 @@ class Backend {
   virtual uint64_t allocation_calls() const = 0;
 };
 
-// Collective over the world group: a rank that cannot set up its device makes every rank throw
-// (agreement), and the transport chosen is the same everywhere.
-std::unique_ptr<Backend> make_backend(const PlacementRequest& request,
-                                      const MpiTransportOptions& mpi, const ProcessGroups& groups,
-                                      const Topology& topo, MemoryAccounting& accounting);
+// Builds a context's backend once its process groups exist. Collective over the world group: a
+// rank that cannot set up its device makes every rank throw (agreement), and the transport chosen
+// is the same everywhere.
+using BackendFactory = std::function<std::unique_ptr<Backend>(
+    const PlacementRequest& request, const MpiTransportOptions& mpi, const ProcessGroups& groups,
+    const Topology& topo, MemoryAccounting& accounting)>;
 
 }  // namespace fsdp

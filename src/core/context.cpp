@@ -37,7 +37,8 @@ bool progress_thread_wanted() {
 }  // namespace
 
 std::unique_ptr<Context> Context::create(MPI_Comm comm, const ContextOptions& options,
-                                         const std::optional<Error>& local_error) {
+                                         const std::optional<Error>& local_error,
+                                         const BackendFactory& build_backend) {
   MPI_Comm world = MPI_COMM_NULL;
   mpi_check(MPI_Comm_dup(comm, &world), "MPI_Comm_dup");
   try {
@@ -55,7 +56,7 @@ std::unique_ptr<Context> Context::create(MPI_Comm comm, const ContextOptions& op
     const int factor = resolve_sharding_factor(options.strategy, options.sharding_factor, topo);
     auto groups = std::make_unique<ProcessGroups>(world, topo, factor);
     world = MPI_COMM_NULL;  // owned by `groups` from here on
-    return std::unique_ptr<Context>(new Context(std::move(groups), topo, tuned));
+    return std::unique_ptr<Context>(new Context(std::move(groups), topo, tuned, build_backend));
   } catch (...) {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -66,9 +67,9 @@ std::unique_ptr<Context> Context::create(MPI_Comm comm, const ContextOptions& op
 
 // Collective (the backend agrees on the device setup and may create NCCL communicators).
 Context::Context(std::unique_ptr<ProcessGroups> groups, const Topology& topo,
-                 const ContextOptions& options)
+                 const ContextOptions& options, const BackendFactory& build_backend)
     : options_(options), groups_(std::move(groups)) {
-  backend_ = make_backend(options_.placement, options_.transport, *groups_, topo, accounting_);
+  backend_ = build_backend(options_.placement, options_.transport, *groups_, topo, accounting_);
   partial_sums_ = std::make_unique<Scratch>(memory(), accounting_);
   trace_ = std::make_unique<Trace>(groups_->world().rank);
   worker_ = std::make_unique<CommWorker>(progress_thread_wanted());

@@ -50,8 +50,10 @@ class Context {
  public:
   // Collective over `comm`. Every rank passes its options and, when its own arguments were
   // invalid, the error; if any rank has one, or the options differ, every rank throws.
+  // `build_backend` builds the memory spaces, transport and storage once the groups exist.
   static std::unique_ptr<Context> create(MPI_Comm comm, const ContextOptions& options,
-                                         const std::optional<Error>& local_error);
+                                         const std::optional<Error>& local_error,
+                                         const BackendFactory& build_backend);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -140,7 +142,7 @@ class Context {
 
  private:
   Context(std::unique_ptr<ProcessGroups> groups, const Topology& topo,
-          const ContextOptions& options);
+          const ContextOptions& options, const BackendFactory& build_backend);
 
   ContextOptions options_;
   MemoryAccounting accounting_;

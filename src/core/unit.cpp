@@ -60,11 +60,11 @@ char* Unit::element(void* base, std::size_t i, DType t) const {
 // where the shard is in host memory the transport does not take) this rank's block of each
 // section was already filled with its shard, rounded to param_dtype, by unshard_async, and the
 // all-gather runs in place: no staging buffer.
-void Unit::gather_sections(void* full) {
+void Unit::gather_sections(const Located& full) {
   const DType p = precision_.param;
   for (const Section& s : layout_.sections()) {
     if (s.numel == 0) continue;
-    void* out = element(full, s.flat_base, p);
+    const Located out = full.at(s.flat_base * dtype_size(p));
     const void* own = own_block_copied() ? nullptr : element(shard_, s.shard_base, p);
     ctx_.transport().all_gather(own, out, s.shard_numel, p, ctx_.groups().shard());
   }
@@ -209,8 +209,9 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
   ctx_.memory().take_from_caller();  // the caller may have written the shard on its stream
   auto body = [this, &storage, now] {
     TraceSpan s(ctx_.trace(), "all_gather", trace_name(), unsharded_bytes(), now ? 0 : 1);
-    if (void* full = storage.acquire(unsharded_)) {
-      if (own_block_copied()) copy_own_blocks(full);
+    const Located full = storage.acquire(unsharded_);
+    if (full.data) {
+      if (own_block_copied()) copy_own_blocks(full.data);
       gather_sections(full);
     } else {  // the shards are in place: nothing moves
       ctx_.memory().record(gathered_.get());
@@ -312,7 +313,7 @@ void* Unit::param_data(std::size_t i) {
 void* Unit::grad_data(std::size_t i) {
   if (pending_ == Pending::Reduce) complete_pending();
   if (!full_grad_) {
-    BufferPool::Lease g = ctx_.pool().acquire(full_grad_bytes(), BufferPool::Use::Gradients);
+    Lease g = ctx_.pool().acquire(full_grad_bytes(), BufferPool::Use::Gradients);
     ctx_.memory().zero(g.data(), full_grad_bytes());  // unwritten parameters and padding add zero
     ctx_.memory().record(grad_ready_.get());
     full_grad_ = std::move(g);
@@ -358,18 +359,18 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   void* out = grad_shard_storage();
   const Store store = grad_shard_is_zero_ ? Store::Assign : Store::Accumulate;
   const DType r = precision_.reduce;
-  void* full = full_grad_.data();
+  Located full = full_grad_.located();
   if (accumulated_) {  // earlier micro-batches' sum in reduce_dtype: this one adds to it
     fold_into_accumulated();
     reduce_copy_ = std::move(accumulated_);
-    full = reduce_copy_.data();
+    full = reduce_copy_.located();
   } else if (r != precision_.param) {  // converted here: the progress thread only communicates
     reduce_copy_ = ctx_.pool().acquire(layout_.grad_padded_numel() * dtype_size(r),
                                        BufferPool::Use::ReduceCopies);
-    ctx_.memory().convert(reduce_copy_.data(), r, full, precision_.param,
+    ctx_.memory().convert(reduce_copy_.data(), r, full.data, precision_.param,
                           layout_.grad_padded_numel());
     full_grad_.reset();
-    full = reduce_copy_.data();
+    full = reduce_copy_.located();
   }
   auto body = [this, full, r, out, store, now] {
     TraceSpan s(ctx_.trace(), "reduce_scatter", trace_name(),
@@ -389,7 +390,7 @@ void Unit::reduce_grads() {
 
 // Reduce-scatter over the shard group (and all-reduce over replicas) in reduce_dtype, divided by
 // W once, stored or added into the gradient shard in the storage dtype.
-void Unit::reduce_into(void* full, DType r, void* out, Store store) {
+void Unit::reduce_into(const Located& full, DType r, void* out, Store store) {
   const ProcessGroups& groups = ctx_.groups();
   const double divisor = ctx_.options().grad_reduction == GradReduction::Mean
                              ? static_cast<double>(groups.world().size)

@@ -165,7 +165,7 @@ class Unit {
   // its gradient).
   void check_tied_users_done(const char* doing) const;
   // Run on the progress thread: the collectives only (buffers are prepared by the caller).
-  void gather_sections(void* full);
+  void gather_sections(const Located& full);
   // This rank's block of each section, rounded to param_dtype, into `full` (mixed precision, and
   // CPU offload where the shard is in host memory the transport does not take).
   void copy_own_blocks(void* full);
@@ -179,7 +179,7 @@ class Unit {
   // Whether unshard_async writes this rank's block of the unsharded buffer itself (a conversion,
   // or a copy out of offloaded host memory) so the all-gather runs in place.
   bool own_block_copied() const;
-  void reduce_into(void* full, DType t, void* out, Store store);
+  void reduce_into(const Located& full, DType t, void* out, Store store);
   bool accumulates_wider() const;
   void fold_into_accumulated();  // full_grad_ added into accumulated_ (in reduce_dtype)
   std::shared_ptr<CommWorker::Task> track(Pending kind, std::shared_ptr<CommWorker::Task> t);
@@ -207,17 +207,17 @@ class Unit {
   std::vector<uint64_t> tied_users_;
   // The unsharded parameters: held from the unshard's start to the reshard (the all-gather's
   // output), or for life when the storage keeps the shard in place.
-  UnshardedStorage::Lease unsharded_;
+  UnshardedStorage::Claim unsharded_;
   // Debug mode, while unsharded: the node copy's check, once made (at the first reduce of the
   // hold, after which node peers may write their shards; else at reshard).
   std::optional<bool> copy_intact_;
-  BufferPool::Lease full_grad_;    // the caller's full gradient while one is being written
-  BufferPool::Lease reduce_copy_;  // the full gradient in reduce_dtype while it is reduced
+  Lease full_grad_;    // the caller's full gradient while one is being written
+  Lease reduce_copy_;  // the full gradient in reduce_dtype while it is reduced
   // Gradient sync off (no_sync) with a reduce_dtype wider than param_dtype (bfloat16 compute,
   // float32 reduction): each micro-batch's full gradient is added here, in reduce_dtype, at its
   // reduce, so micro-batches accumulate in float32 as FSDP2's do; the synchronizing reduce adds
   // the last one and communicates the sum.
-  BufferPool::Lease accumulated_;
+  Lease accumulated_;
   // Device memory: recorded after the all-gather and after a fresh gradient buffer is zeroed, so
   // the caller's stream waits for this unit's work only, not for a prefetch queued behind it.
   std::unique_ptr<StreamMark> gathered_, grad_ready_;

@@ -11,6 +11,7 @@
 
 #include "base/dtype.hpp"
 #include "base/store.hpp"
+#include "memory/located.hpp"
 #include "memory/update_args.hpp"
 
 namespace fsdp {
@@ -47,6 +48,9 @@ class MemorySpace {
   // Whether a buffer pool may cache this allocation for reuse (not a stopgap the space would
   // rather see freed: the shared-memory transport's private fallback, see shm/shared_arena.hpp).
   virtual bool keep_in_pool(const void*) const { return true; }
+  // Where an allocation of this space is, asked once by whoever lends it out (the buffer pool):
+  // private, but for the node-shared memory the shared-memory transport reads in place.
+  virtual Where where(const void*) const { return Where{}; }
 
   // The operations below may run asynchronously (queued in order on the space's stream); the CPU
   // sees their results after synchronize(). Pointers of another space the device can address

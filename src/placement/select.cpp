@@ -1,153 +1,50 @@
-// make_backend: the one place that knows the concrete transports and memory spaces, and picks
-// them from the placement asked for (see core/backend.hpp for what each placement gets).
-#include <cstdlib>
+#include "placement/select.hpp"
+
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "base/agreement.hpp"
-#include "base/environment.hpp"
 #include "base/mpi_check.hpp"
-#include "core/backend.hpp"
 #include "memory/cuda/cuda_api.hpp"
 #include "memory/host/host_memory_space.hpp"
 #include "placement/device_identity.hpp"
-#include "runtime/pooled_storage.hpp"
-#include "runtime/scratch.hpp"
-#include "transport/mpi/mpi_transport.hpp"
-#include "transport/nccl/nccl_factory.hpp"
-#include "transport/shm/node_storage.hpp"
-#include "transport/shm/shm_transport.hpp"
-#include "transport/staged/staged_transport.hpp"
+#include "placement/transport_table.hpp"
 
 namespace fsdp {
 namespace {
 
-// Debug mode makes node-shared parameters read-only to the caller (a write faults where it
-// happens): on in builds without NDEBUG, and with FSDP_DEBUG set to anything but 0.
-bool protect_shared_parameters() {
-#ifndef NDEBUG
-  return true;
-#else
-  const char* v = env(Env::Debug);
-  return v && std::string(v) != "0";
-#endif
-}
-
-class SelectedBackend final : public Backend {
+class WorldAgreement final : public Agreement {
  public:
-  SelectedBackend(const PlacementRequest& request, const MpiTransportOptions& mpi,
-                  const ProcessGroups& groups, const Topology& topo, MemoryAccounting& accounting);
-  ~SelectedBackend() override;
-
-  const Placement& placement() const override { return placement_; }
-  MemorySpace& buffers() override { return shm_ ? shm_->arena_memory() : *buffers_; }
-  MemorySpace& shards() override { return shards_ ? *shards_ : *buffers_; }
-  MemorySpace& host() override { return *host_; }
-  Transport& transport() override {
-    if (device_transport_) return *device_transport_;
-    if (shm_) return *shm_;
-    return *host_transport_;
+  explicit WorldAgreement(const Group& world) : world_(world) {}
+  void all_or_none(const char* what, const std::optional<Error>& local) override {
+    agree(world_, what, 0, local);
   }
-  UnshardedStorage& unsharded() override {
-    return node_storage_ ? static_cast<UnshardedStorage&>(*node_storage_) : *pooled_;
-  }
-  BufferPool& pool() override { return *pool_; }
-  void trim() override {
-    buffers_->synchronize();  // no queued device copy may still use what is freed
-    pool_->trim();
-    transport_scratch_->release();
-    if (shm_) shm_->release_scratch();
-  }
-  void before_cpu_touches_shards() override {
-    if (shards_) buffers_->synchronize();
-  }
-  uint64_t allocation_calls() const override {
-    uint64_t n = 0;
-    for (const auto* m : {host_.get(), buffers_.get(), shards_.get(), staging_.get()})
-      if (m) n += m->allocation_calls();
-    if (shm_) n += shm_->allocation_calls() + shm_->arena_memory().allocation_calls();
-    return n;
+  bool everywhere(bool yes) override {
+    int all = yes ? 1 : 0;
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, world_.comm), "MPI_Allreduce");
+    return all != 0;
   }
 
  private:
-  void choose_host_transport(const PlacementRequest& request, const ProcessGroups& groups,
-                             const Topology& topo, MemoryAccounting& accounting);
-  void choose_device_transport(const PlacementRequest& request, const MpiTransportOptions& mpi,
-                               const ProcessGroups& groups, const Topology& topo,
-                               MemoryAccounting& accounting);
-
-  Placement placement_;
-  std::unique_ptr<MemorySpace> host_, buffers_, shards_, staging_;
-  std::unique_ptr<Scratch> transport_scratch_;
-  std::unique_ptr<MpiTransport> host_transport_;
-  std::unique_ptr<Transport> device_transport_;
-  std::unique_ptr<shm::ShmTransport> shm_;
-  std::unique_ptr<BufferPool> pool_;  // after the memory spaces: freed before them
-  std::unique_ptr<PooledStorage> pooled_;
-  std::unique_ptr<shm::NodeStorage> node_storage_;
+  const Group& world_;
 };
 
-// Host memory: the shared-memory transport when the shard group has ranks on a common node (or
-// when asked for), MPI otherwise. Every rank ends with the same choice. (FSDP_TRANSPORT=nccl in
-// the environment reaches here for host contexts, and means what auto means for them.)
-void SelectedBackend::choose_host_transport(const PlacementRequest& request,
-                                            const ProcessGroups& groups, const Topology& topo,
-                                            MemoryAccounting& accounting) {
-  const Group& world = groups.world();
-  if (request.transport == TransportKind::Mpi) return;
-  const bool zero_copy = request.transport == TransportKind::ShmZeroCopy;
-  const bool forced = request.transport == TransportKind::Shm || zero_copy;
-  const std::optional<Error> failed = attempt([&] {
-    shm_ = std::make_unique<shm::ShmTransport>(groups.shard(), topo.node_leader, *host_transport_,
-                                               accounting, protect_shared_parameters(),
-                                               /*fall_back=*/!forced);
-  });
-  if (forced) {
-    agree(world,
-          zero_copy
-              ? "shared-memory transport setup (cfg->transport = FSDP_TRANSPORT_SHM_ZERO_COPY)"
-              : "shared-memory transport setup (cfg->transport = FSDP_TRANSPORT_SHM)",
-          0, failed);
-  } else {  // AUTO: a failed setup means MPI instead
-    // Worth it with a node peer in the shard group; used only when every group can.
-    int usable = shm_ && shm_->team().size() > 1 ? 1 : 0;
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, &usable, 1, MPI_INT, MPI_MIN, world.comm),
-              "MPI_Allreduce");
-    if (!usable) shm_.reset();  // collective over the shard group, whose members all built it
-  }
-  if (!shm_) return;
-  placement_.transport = zero_copy ? TransportKind::ShmZeroCopy : TransportKind::Shm;
-  // Zero-copy storage needs the shard group on one node (the resident arena).
-  node_storage_ = std::make_unique<shm::NodeStorage>(
-      shm_->team(), shm_->slots(), zero_copy ? shm_->resident_storage() : nullptr);
-}
+// The placement's memory: plain host memory, or the CUDA device (and pinned host memory for the
+// shards under CPU offload). Collective over the world group: every rank sets up its device, or
+// every rank throws.
+struct PlacementMemory {
+  std::unique_ptr<MemorySpace> buffers, offload;  // offload: the shards' memory, or nullptr
+  int device = -1;
+};
 
-SelectedBackend::SelectedBackend(const PlacementRequest& request, const MpiTransportOptions& mpi,
-                                 const ProcessGroups& groups, const Topology& topo,
-                                 MemoryAccounting& accounting) {
-  host_ = std::make_unique<HostMemorySpace>();
-  placement_.memory = request.memory;
-  placement_.cpu_offload = request.cpu_offload;
+PlacementMemory set_up_memory(const PlacementRequest& request, const Group& world,
+                              const Topology& topo) {
+  PlacementMemory m;
   if (request.memory == MemoryPlace::Host) {
-    buffers_ = std::make_unique<HostMemorySpace>();
-    transport_scratch_ = std::make_unique<Scratch>(*buffers_, accounting);
-    host_transport_ = std::make_unique<MpiTransport>(*transport_scratch_, mpi);
-    placement_.transport = TransportKind::Mpi;
-    choose_host_transport(request, groups, topo, accounting);
-  } else {
-    choose_device_transport(request, mpi, groups, topo, accounting);
+    m.buffers = std::make_unique<HostMemorySpace>();
+    return m;
   }
-  pool_ = std::make_unique<BufferPool>(buffers(), accounting);
-  pooled_ = std::make_unique<PooledStorage>(*pool_);
-}
-
-void SelectedBackend::choose_device_transport(const PlacementRequest& request,
-                                              const MpiTransportOptions& mpi,
-                                              const ProcessGroups& groups, const Topology& topo,
-                                              MemoryAccounting& accounting) {
-  const Group& world = groups.world();
-  std::optional<Error> local = attempt([&] {
+  const std::optional<Error> local = attempt([&] {
     if (!cuda::built_with_cuda())
       fail(Errc::Unsupported,
            "cfg->memory_space = FSDP_MEMORY_CUDA: this libfsdp was built "
@@ -162,68 +59,67 @@ void SelectedBackend::choose_device_transport(const PlacementRequest& request,
       fail(Errc::InvalidArgument, "cfg->device = " + std::to_string(request.device) +
                                       ": world rank " + std::to_string(world.rank) + " sees " +
                                       std::to_string(count) + " CUDA device(s)");
-    placement_.device = request.device >= 0 ? request.device : topo.node_rank % count;
-    buffers_ = cuda::make_device_memory(placement_.device);
-    if (request.cpu_offload) shards_ = cuda::make_pinned_memory(placement_.device);
+    m.device = request.device >= 0 ? request.device : topo.node_rank % count;
+    m.buffers = cuda::make_device_memory(m.device);
+    if (request.cpu_offload) m.offload = cuda::make_pinned_memory(m.device);
   });
   agree(world, "CUDA device setup", 0, local);
-
-  // NCCL refuses two ranks on one GPU; every rank sees the same list, so all decide alike. GPUs
-  // are told apart by UUID: under CUDA_VISIBLE_DEVICES every rank may see its own GPU as 0.
-  const std::pair<int, int> shared =
-      ranks_sharing_a_device(world, cuda::device_uuid(placement_.device));
-  bool nccl = false;
-  local = attempt([&] {
-    if (request.transport == TransportKind::Nccl) {
-      if (!cuda::built_with_nccl())
-        fail(Errc::Unsupported,
-             "cfg->transport = FSDP_TRANSPORT_NCCL: this libfsdp was built without NCCL");
-      if (shared.first >= 0)
-        fail(Errc::Unsupported,
-             "cfg->transport = FSDP_TRANSPORT_NCCL: world ranks " + std::to_string(shared.first) +
-                 " and " + std::to_string(shared.second) +
-                 " use the same GPU, which NCCL "
-                 "refuses; give each rank its own GPU or use FSDP_TRANSPORT_MPI");
-      nccl = true;
-    } else if (request.transport == TransportKind::Auto ||
-               request.transport == TransportKind::Shm ||
-               request.transport == TransportKind::ShmZeroCopy) {  // FSDP_TRANSPORT, for host
-      nccl = cuda::built_with_nccl() && shared.first < 0;
-    }
-    if (!nccl) staging_ = cuda::make_pinned_memory(placement_.device);
-  });
-  agree(world, "transport selection", 0, local);
-
-  if (nccl) {
-    transport_scratch_ = std::make_unique<Scratch>(*host_, accounting);  // unused by NCCL
-    local = attempt([&] {
-      device_transport_ = cuda::make_nccl_transport(*buffers_, groups.shard(), groups.replicate());
-    });
-    agree(world, "NCCL communicator setup", 0, local);
-    placement_.transport = TransportKind::Nccl;
-  } else {
-    transport_scratch_ = std::make_unique<Scratch>(*staging_, accounting);
-    host_transport_ = std::make_unique<MpiTransport>(*transport_scratch_, mpi);
-    device_transport_ = std::make_unique<StagedTransport>(
-        *buffers_, *staging_, accounting, *host_transport_, cuda::mpi_supports_cuda());
-    placement_.transport = TransportKind::Mpi;
-  }
+  return m;
 }
 
-SelectedBackend::~SelectedBackend() {
-  node_storage_.reset();
-  pooled_.reset();
-  pool_.reset();  // before the memory spaces its buffers came from
-  if (buffers_) {
-    try {
-      buffers_->synchronize();  // nothing queued may outlive the memory it uses
-    } catch (...) {
-    }
+// The placement's memory and the link the table chose; every member is set.
+class TableBackend final : public Backend {
+ public:
+  TableBackend(const Placement& placement, std::unique_ptr<MemorySpace> host,
+               PlacementMemory memory, Chosen chosen, MemoryAccounting& accounting)
+      : placement_(placement),
+        host_(std::move(host)),
+        memory_(std::move(memory)),
+        link_(std::move(chosen.link)),
+        pool_(std::make_unique<BufferPool>(link_->buffers(), accounting)),
+        storage_(link_->make_storage(*pool_)) {
+    placement_.transport = chosen.entry->resolved;
   }
-  device_transport_.reset();
-  shm_.reset();
-  host_transport_.reset();
-  transport_scratch_.reset();
+  ~TableBackend() override;
+
+  const Placement& placement() const override { return placement_; }
+  MemorySpace& buffers() override { return link_->buffers(); }
+  MemorySpace& shards() override { return memory_.offload ? *memory_.offload : *memory_.buffers; }
+  MemorySpace& host() override { return *host_; }
+  Transport& transport() override { return link_->transport(); }
+  UnshardedStorage& unsharded() override { return *storage_; }
+  BufferPool& pool() override { return *pool_; }
+  void trim() override {
+    memory_.buffers->synchronize();  // no queued device copy may still use what is freed
+    pool_->trim();
+    link_->trim();
+  }
+  void before_cpu_touches_shards() override {
+    if (memory_.offload) memory_.buffers->synchronize();
+  }
+  uint64_t allocation_calls() const override {
+    uint64_t n = host_->allocation_calls() + memory_.buffers->allocation_calls();
+    if (memory_.offload) n += memory_.offload->allocation_calls();
+    return n + link_->allocation_calls();
+  }
+
+ private:
+  Placement placement_;
+  std::unique_ptr<MemorySpace> host_;
+  PlacementMemory memory_;
+  std::unique_ptr<Link> link_;
+  std::unique_ptr<BufferPool> pool_;  // after the memory spaces: freed before them
+  std::unique_ptr<UnshardedStorage> storage_;
+};
+
+TableBackend::~TableBackend() {
+  storage_.reset();
+  pool_.reset();  // before the memory spaces its buffers came from
+  try {
+    memory_.buffers->synchronize();  // nothing queued may outlive the memory it uses
+  } catch (...) {
+  }
+  link_.reset();
 }
 
 }  // namespace
@@ -231,7 +127,26 @@ SelectedBackend::~SelectedBackend() {
 std::unique_ptr<Backend> make_backend(const PlacementRequest& request,
                                       const MpiTransportOptions& mpi, const ProcessGroups& groups,
                                       const Topology& topo, MemoryAccounting& accounting) {
-  return std::make_unique<SelectedBackend>(request, mpi, groups, topo, accounting);
+  const Group& world = groups.world();
+  auto host = std::make_unique<HostMemorySpace>();
+  PlacementMemory memory = set_up_memory(request, world, topo);
+  SelectionFacts facts;
+  facts.memory = request.memory;
+  facts.requested = request.transport;
+  if (request.memory == MemoryPlace::Cuda) {
+    facts.nccl_built = cuda::built_with_nccl();
+    // GPUs are told apart by UUID: under CUDA_VISIBLE_DEVICES every rank may see its GPU as 0.
+    facts.shared_gpu = ranks_sharing_a_device(world, cuda::device_uuid(memory.device));
+  }
+  const LinkInputs inputs{request, mpi, groups, topo, accounting, *memory.buffers, memory.device};
+  WorldAgreement agreement(world);
+  Chosen chosen = walk_transport_table(facts, inputs, agreement);
+  Placement placement;
+  placement.memory = request.memory;
+  placement.device = memory.device;
+  placement.cpu_offload = request.cpu_offload;
+  return std::make_unique<TableBackend>(placement, std::move(host), std::move(memory),
+                                        std::move(chosen), accounting);
 }
 
 }  // namespace fsdp

@@ -10,47 +10,26 @@ MemoryKind accounted_as(int use) {
 
 }  // namespace
 
-BufferPool::Lease& BufferPool::Lease::operator=(Lease&& o) noexcept {
-  if (this != &o) {
-    reset();
-    pool_ = o.pool_;
-    use_ = o.use_;
-    data_ = o.data_;
-    bytes_ = o.bytes_;
-    capacity_ = o.capacity_;
-    o.pool_ = nullptr;
-    o.data_ = nullptr;
-    o.bytes_ = o.capacity_ = 0;
-  }
-  return *this;
-}
-
-void BufferPool::Lease::reset() {
-  if (data_) pool_->give_back(data_, capacity_, use_);
-  pool_ = nullptr;
-  data_ = nullptr;
-  bytes_ = capacity_ = 0;
-}
-
 BufferPool::~BufferPool() {
   trim();
 }
 
 void BufferPool::free_cached(FreeList::iterator it) {
-  memory_.deallocate(it->second.data, it->first);
+  memory_.deallocate(it->second.at.data, it->first);
   cached_[it->second.use] -= it->first;
   accounting_.sub(MemoryKind::PoolCached, it->first);
   free_.erase(it);
 }
 
-BufferPool::Lease BufferPool::acquire(std::size_t bytes, Use use) {
+Lease BufferPool::acquire(std::size_t bytes, Use use) {
   const int u = static_cast<int>(use);
   if (bytes > largest_[u]) largest_[u] = bytes;
-  Lease lease;
+  Located at;
+  std::size_t capacity = 0;
   auto fit = free_.lower_bound(bytes);  // the smallest large enough: served if it is no larger
   if (fit != free_.end() && fit->first <= largest_[u]) {  // than this use's largest request
-    lease.capacity_ = fit->first;
-    lease.data_ = fit->second.data;
+    capacity = fit->first;
+    at = fit->second.at;
     cached_[fit->second.use] -= fit->first;
     accounting_.sub(MemoryKind::PoolCached, fit->first);
     free_.erase(fit);
@@ -61,24 +40,27 @@ BufferPool::Lease BufferPool::acquire(std::size_t bytes, Use use) {
         free_cached(it++);
       else
         ++it;
-    lease.data_ = memory_.allocate(bytes);
-    lease.capacity_ = bytes;
+    at.data = memory_.allocate(bytes);
+    at.where = memory_.where(at.data);
+    capacity = bytes;
   }
-  accounting_.add(accounted_as(u), lease.capacity_);
-  lease.use_ = u;
-  lease.pool_ = this;
-  lease.bytes_ = bytes;
+  accounting_.add(accounted_as(u), capacity);
+  Lease lease;
+  lend(lease, at, bytes, capacity, static_cast<uintptr_t>(u));
   return lease;
 }
 
-void BufferPool::give_back(void* data, std::size_t capacity, int use) {
+void BufferPool::take_back(Lease& lease) noexcept {
+  const int use = static_cast<int>(ticket(lease));
+  const std::size_t capacity = lease.capacity();
+  void* data = lease.data();
   accounting_.sub(accounted_as(use), capacity);
   if (!memory_.keep_in_pool(data)) {
     memory_.deallocate(data, capacity);
     return;
   }
   try {
-    free_.emplace(capacity, Cached{data, use});
+    free_.emplace(capacity, Cached{lease.located(), use});
   } catch (...) {  // no memory to remember it: free it instead (called from destructors)
     memory_.deallocate(data, capacity);
     return;

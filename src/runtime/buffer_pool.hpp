@@ -23,33 +23,12 @@
 
 #include "base/memory_accounting.hpp"
 #include "memory/memory_space.hpp"
+#include "runtime/lease.hpp"
 
 namespace fsdp {
 
-class BufferPool {
+class BufferPool final : public Lender {
  public:
-  // A buffer on loan; returns itself to the pool when destroyed.
-  class Lease {
-   public:
-    Lease() = default;
-    Lease(Lease&& o) noexcept { *this = std::move(o); }
-    Lease& operator=(Lease&& o) noexcept;
-    ~Lease() { reset(); }
-    void reset();
-    void* data() const { return data_; }
-    std::size_t bytes() const { return bytes_; }        // as requested
-    std::size_t capacity() const { return capacity_; }  // as allocated, >= bytes()
-    explicit operator bool() const { return data_ != nullptr; }
-
-   private:
-    friend class BufferPool;
-    BufferPool* pool_ = nullptr;
-    int use_ = 0;
-    void* data_ = nullptr;
-    std::size_t bytes_ = 0;
-    std::size_t capacity_ = 0;
-  };
-
   BufferPool(MemorySpace& memory, MemoryAccounting& accounting)
       : memory_(memory), accounting_(accounting) {}
   ~BufferPool();
@@ -58,7 +37,8 @@ class BufferPool {
 
   enum class Use { Parameters, Gradients, ReduceCopies, Count };
   // Contents are not initialized. Throws Errc::OutOfMemory. Accounted while on loan as unsharded
-  // parameters (Parameters) or full gradients (the others).
+  // parameters (Parameters) or full gradients (the others). The lease says where the buffer is
+  // (the memory space's answer, asked once when the buffer is allocated).
   Lease acquire(std::size_t bytes, Use use);
   // Frees every cached buffer (not those on loan) and forgets the sizes requested so far.
   void trim();
@@ -66,11 +46,11 @@ class BufferPool {
  private:
   static constexpr int kUses = static_cast<int>(Use::Count);
   struct Cached {
-    void* data;
+    Located at;
     int use;  // the use it last served
   };
   using FreeList = std::multimap<std::size_t, Cached>;  // by capacity
-  void give_back(void* data, std::size_t capacity, int use);
+  void take_back(Lease& lease) noexcept override;       // the lease's ticket is its use
   void free_cached(FreeList::iterator it);
 
   MemorySpace& memory_;

@@ -11,15 +11,13 @@ namespace fsdp {
 class PooledStorage final : public UnshardedStorage {
  public:
   explicit PooledStorage(BufferPool& pool) : pool_(pool) {}
-  void* acquire(Lease& lease) override { return lease.data(); }
+  Located acquire(Claim& claim) override { return buffer(claim).located(); }
 
  private:
-  struct Pooled final : Hold {
-    BufferPool::Lease buffer;
-    void* data() const override { return buffer.data(); }
-  };
-  void do_claim(Lease& lease, std::size_t bytes) override;
-  void do_release(Lease& lease) override;
+  void do_claim(Claim& claim, std::size_t bytes) override {
+    buffer(claim) = pool_.acquire(bytes, BufferPool::Use::Parameters);
+  }
+  void do_release(Claim& claim) override { buffer(claim).reset(); }
 
   BufferPool& pool_;
 };

@@ -9,6 +9,7 @@
 #include "base/dtype.hpp"
 #include "base/group.hpp"
 #include "base/store.hpp"
+#include "memory/located.hpp"
 
 namespace fsdp {
 
@@ -29,13 +30,16 @@ class Transport {
   virtual const char* name() const = 0;
 
   // full = concatenation of every rank's `shard` in group-rank order (count elements each).
-  // shard == nullptr: in place, this rank's block of `full` already holds its shard.
-  virtual void all_gather(const void* shard, void* full, std::size_t count, DType t,
+  // shard == nullptr: in place, this rank's block of `full` already holds its shard. `full` says
+  // where it is as its lender said (a node copy is all-gathered in place by the shared-memory
+  // transport; the others read only its data).
+  virtual void all_gather(const void* shard, const Located& full, std::size_t count, DType t,
                           const Group& g) = 0;
 
   // Block g.rank of the element-wise sum of every rank's `full` (g.size blocks of `block_count`
-  // elements) goes through `epilogue`. `full` is used as scratch and its contents are lost.
-  virtual void reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
+  // elements) goes through `epilogue`. `full` is used as scratch and its contents are lost; where
+  // it is (node-shared: its peers read it in place) is as its lender said.
+  virtual void reduce_scatter(const Located& full, std::size_t block_count, DType t, const Group& g,
                               const ReduceEpilogue& epilogue) = 0;
 
   // In-place element-wise sum over the group (16-bit types summed in float, rounded once per

@@ -68,12 +68,12 @@ int main(int argc, char** argv) {
       // All-gather from a separate shard, and in place.
       const std::vector<char> shard = values(t, n, g.rank, 1);
       std::vector<char> want(n * W * es), got(n * W * es, 0);
-      reference.all_gather(shard.data(), want.data(), n, t, g);
-      staged.all_gather(shard.data(), got.data(), n, t, g);
+      reference.all_gather(shard.data(), Located::private_memory(want.data()), n, t, g);
+      staged.all_gather(shard.data(), Located::private_memory(got.data()), n, t, g);
       check(same(want, got), "all_gather", t, n);
       std::fill(got.begin(), got.end(), 0);
       std::memcpy(got.data() + static_cast<std::size_t>(g.rank) * n * es, shard.data(), n * es);
-      staged.all_gather(nullptr, got.data(), n, t, g);
+      staged.all_gather(nullptr, Located::private_memory(got.data()), n, t, g);
       check(same(want, got), "all_gather in place", t, n);
 
       // Reduce-scatter into a float32 (or float64) shard: assign with the mean's division, then
@@ -83,8 +83,10 @@ int main(int argc, char** argv) {
         const double divisor = store == Store::Assign ? static_cast<double>(W) : 1.0;
         std::vector<char> full_a = values(t, n * W, g.rank, 2), full_b = full_a;
         std::vector<char> out_a = values(out_t, n, g.rank, 3), out_b = out_a;
-        reference.reduce_scatter(full_a.data(), n, t, g, {out_a.data(), out_t, divisor, store});
-        staged.reduce_scatter(full_b.data(), n, t, g, {out_b.data(), out_t, divisor, store});
+        reference.reduce_scatter(Located::private_memory(full_a.data()), n, t, g,
+                                 {out_a.data(), out_t, divisor, store});
+        staged.reduce_scatter(Located::private_memory(full_b.data()), n, t, g,
+                              {out_b.data(), out_t, divisor, store});
         check(same(out_a, out_b),
               store == Store::Assign ? "reduce_scatter, assign / W" : "reduce_scatter, accumulate",
               t, n);
@@ -98,7 +100,7 @@ int main(int argc, char** argv) {
   // Steady state reuses the staging buffers: a second round of the largest size allocates none.
   const uint64_t calls = staging.allocation_calls();
   std::vector<char> full = values(DType::Float32, 70001 * W, g.rank, 5), out(70001 * 4);
-  staged.reduce_scatter(full.data(), 70001, DType::Float32, g,
+  staged.reduce_scatter(Located::private_memory(full.data()), 70001, DType::Float32, g,
                         {out.data(), DType::Float32, 1.0, Store::Assign});
   check(staging.allocation_calls() == calls, "staging buffers reused", DType::Float32, 70001);
 

@@ -17,8 +17,9 @@ char* bytes_at(void* base, std::size_t block, std::size_t block_bytes) {
 
 }  // namespace
 
-void MpiTransport::all_gather(const void* shard, void* full, std::size_t count, DType t,
+void MpiTransport::all_gather(const void* shard, const Located& full_at, std::size_t count, DType t,
                               const Group& g) {
+  void* full = full_at.data;
   const MpiCount c(count, t);
   mpi_check(
       MPI_Allgather(shard ? shard : MPI_IN_PLACE, c.n(), c.type(), full, c.n(), c.type(), g.comm),
@@ -34,8 +35,9 @@ bool MpiTransport::use_ring(std::size_t block_bytes, const Group& g) const {
   return g.size == 2 || block_bytes >= options_.ring_min_block_bytes;
 }
 
-void MpiTransport::reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
-                                  const ReduceEpilogue& epilogue) {
+void MpiTransport::reduce_scatter(const Located& full_at, std::size_t block_count, DType t,
+                                  const Group& g, const ReduceEpilogue& epilogue) {
+  void* full = full_at.data;
   if (g.size == 1) {
     host::scaled(epilogue.out, epilogue.out_dtype, full, t, block_count, epilogue.divisor,
                  epilogue.store);

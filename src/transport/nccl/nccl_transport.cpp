@@ -164,8 +164,9 @@ ncclComm_t NcclTransport::comm_for(const Group& g) {
   return comm;
 }
 
-void NcclTransport::all_gather(const void* shard, void* full, std::size_t count, DType t,
-                               const Group& g) {
+void NcclTransport::all_gather(const void* shard, const Located& full_at, std::size_t count,
+                               DType t, const Group& g) {
+  void* full = full_at.data;
   const std::size_t block = count * dtype_size(t);
   void* own = at(full, block * static_cast<std::size_t>(g.rank));
   if (g.size == 1) {
@@ -180,8 +181,9 @@ void NcclTransport::all_gather(const void* shard, void* full, std::size_t count,
              "ncclAllGather");
 }
 
-void NcclTransport::reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
-                                   const ReduceEpilogue& epilogue) {
+void NcclTransport::reduce_scatter(const Located& full_at, std::size_t block_count, DType t,
+                                   const Group& g, const ReduceEpilogue& epilogue) {
+  void* full = full_at.data;
   void* own = at(full, block_count * dtype_size(t) * static_cast<std::size_t>(g.rank));
   if (g.size > 1) {
     std::lock_guard<std::timed_mutex> lock(enqueue_);

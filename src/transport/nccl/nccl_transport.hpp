@@ -33,9 +33,9 @@ class NcclTransport final : public Transport {
   NcclTransport& operator=(const NcclTransport&) = delete;
 
   const char* name() const override { return "nccl"; }
-  void all_gather(const void* shard, void* full, std::size_t count, DType t,
+  void all_gather(const void* shard, const Located& full, std::size_t count, DType t,
                   const Group& g) override;
-  void reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
+  void reduce_scatter(const Located& full, std::size_t block_count, DType t, const Group& g,
                       const ReduceEpilogue& epilogue) override;
   void all_reduce(void* buf, std::size_t count, DType t, const Group& g) override;
   // Local and callable from any thread: refuses new collectives, then aborts the communicators

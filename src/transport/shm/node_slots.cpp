@@ -8,20 +8,8 @@
 
 namespace fsdp::shm {
 
-void NodeSlots::Lease::reset() {
-  if (owner_) owner_->release(*this);
-  if (accounting_) accounting_->sub(MemoryKind::Unsharded, charged_);
-  accounting_ = nullptr;
-  owner_ = nullptr;
-  data_ = nullptr;
-  capacity_ = bytes_ = charged_ = 0;
-  index_ = -1;
-  claimed_ = false;
-  seal_ = SealedRegion();
-}
-
-NodeSlots::NodeSlots(NodeTeam& team, MemoryAccounting& accounting, bool protect, bool fall_back)
-    : team_(team), accounting_(accounting), protect_(protect), fall_back_(fall_back) {}
+NodeSlots::NodeSlots(NodeTeam& team, bool protect, Fallback& fallback)
+    : team_(team), protect_(protect), fallback_(fallback) {}
 
 NodeSlots::~NodeSlots() {
   const bool abandon = team_.aborted();
@@ -69,30 +57,20 @@ void NodeSlots::acquire(std::size_t bytes, Lease& lease) {
     try {
       index = create(round_to_pages(bytes));  // throws on every team rank alike
     } catch (const Error& e) {
-      // One node (the team is the whole group): every rank takes the same way out.
-      if (!fall_back_ || e.code() != Errc::OutOfMemory || team_.cross().size != 1) throw;
-      acquire_private(bytes, lease, e.what());
+      fallback_.allow_or_rethrow(e);
+      acquire_private(bytes, lease, e);
       return;
     }
   }
   const Slot& s = slots_[static_cast<std::size_t>(index)];
-  lease.owner_ = this;
-  lease.data_ = s.data();
-  lease.capacity_ = s.capacity;
-  lease.bytes_ = bytes;
-  lease.index_ = index;
+  Located at;
+  at.data = s.data();
+  at.where.kind = Where::Kind::NodeCopy;
+  lend(lease, at, bytes, s.capacity, static_cast<uintptr_t>(index));
   held_.fetch_or(uint64_t{1} << index, std::memory_order_acq_rel);
 }
 
-void NodeSlots::claim(Lease& lease, std::size_t bytes) {
-  // Each rank is charged its share, so memory stats summed over a node give the node's memory.
-  lease.claimed_ = true;
-  lease.charged_ = bytes / static_cast<std::size_t>(team_.size());
-  lease.accounting_ = &accounting_;
-  accounting_.add(MemoryKind::Unsharded, lease.charged_);
-}
-
-void NodeSlots::acquire_private(std::size_t bytes, Lease& lease, const std::string& why) {
+void NodeSlots::acquire_private(std::size_t bytes, Lease& lease, const Error& why) {
   void* data = nullptr;
   try {
     data = private_memory_.allocate(bytes);
@@ -102,39 +80,24 @@ void NodeSlots::acquire_private(std::size_t bytes, Lease& lease, const std::stri
   MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, team_.comm());
   if (!ok) {
     if (data) private_memory_.deallocate(data, bytes);
-    fail(Errc::OutOfMemory, why + "; and a private buffer of " + std::to_string(bytes) +
+    fail(Errc::OutOfMemory, std::string(why.what()) + "; and a private buffer of " +
+                                std::to_string(bytes) +
                                 " bytes could not be allocated on every rank either");
   }
-  warn_fallback_once(warned_, team_.rank() == 0, why,
-                     "unsharded parameters that do not fit are all-gathered");
-  lease.owner_ = this;
-  lease.data_ = static_cast<char*>(data);
-  lease.capacity_ = lease.bytes_ = bytes;
-  lease.index_ = -1;
-  // This rank holds the whole buffer, not a share of the node's copy.
-  accounting_.add(MemoryKind::Unsharded, bytes - lease.charged_);
-  lease.charged_ = bytes;
+  fallback_.warn_once(why, Fallback::Buffers::Unsharded);
+  lend(lease, Located::private_memory(data), bytes, bytes, kPrivate);
 }
 
 void NodeSlots::seal(Lease& lease) {
-  if (protect_ && lease.index_ >= 0) lease.seal_.seal(lease.data_, lease.capacity_, lease.bytes_);
+  if (protect_ && ticket(lease) != kPrivate) Lender::seal(lease);
 }
 
-void NodeSlots::release(Lease& lease) {
-  if (lease.index_ < 0) {  // a private buffer
-    private_memory_.deallocate(lease.data_, lease.capacity_);
+void NodeSlots::take_back(Lease& lease) noexcept {
+  if (ticket(lease) == kPrivate) {
+    private_memory_.deallocate(lease.data(), lease.capacity());
     return;
   }
-  lease.seal_.unseal(lease.data_, lease.capacity_);
-  held_.fetch_and(~(uint64_t{1} << lease.index_), std::memory_order_acq_rel);
-}
-
-bool NodeSlots::contains(const void* p) const {
-  const char* c = static_cast<const char*>(p);
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const Slot& s : slots_)
-    if (s.window && c >= s.data() && c < s.data() + s.capacity) return true;
-  return false;
+  held_.fetch_and(~(uint64_t{1} << ticket(lease)), std::memory_order_acq_rel);
 }
 
 }  // namespace fsdp::shm

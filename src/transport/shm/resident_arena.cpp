@@ -14,15 +14,9 @@ std::size_t counts_per_chunk() {
 
 }  // namespace
 
-void ResidentArena::Lease::reset() {
-  if (count_) {
-    unseal();
-    count_->fetch_add(1, std::memory_order_release);  // read by the next acquire's collect
-  }
-  data_ = nullptr;
-  bytes_ = span_ = 0;
-  count_ = nullptr;
-  seal_ = SealedRegion();
+void ResidentArena::take_back(Lease& lease) noexcept {
+  auto* count = reinterpret_cast<std::atomic<uint32_t>*>(ticket(lease));
+  count->fetch_add(1, std::memory_order_release);  // read by the next acquire's collect
 }
 
 ResidentArena::~ResidentArena() {
@@ -42,10 +36,10 @@ void ResidentArena::acquire(std::size_t bytes, Lease& lease) {
     carve(chunks_.back(), span, &record);
   }
   Chunk& c = chunks_[chunk];
-  lease.data_ = c.window->segment(0) + c.records[record].offset;
-  lease.bytes_ = bytes;
-  lease.span_ = span;
-  lease.count_ = &c.counts[record];
+  Located at;
+  at.data = c.window->segment(0) + c.records[record].offset;
+  at.where.kind = Where::Kind::NodeCopy;
+  lend(lease, at, bytes, span, reinterpret_cast<uintptr_t>(&c.counts[record]));
   team_.barrier();  // every rank read the counts before any rank can release again
 }
 
@@ -90,7 +84,7 @@ void ResidentArena::add_chunk(std::size_t span) {
 }
 
 void ResidentArena::seal(Lease& lease) {
-  if (protect_) lease.seal_.seal(lease.data_, lease.span_, lease.bytes_);
+  if (protect_) Lender::seal(lease);
 }
 
 }  // namespace fsdp::shm

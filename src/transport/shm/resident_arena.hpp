@@ -19,50 +19,30 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/lease.hpp"
 #include "transport/shm/free_ranges.hpp"
 #include "transport/shm/node_team.hpp"
-#include "transport/shm/sealed_region.hpp"
 #include "transport/shm/shared_window.hpp"
 
 namespace fsdp::shm {
 
-class ResidentArena {
+class ResidentArena final : public Lender {
  public:
-  // A unit's block, from its creation to its destruction.
-  class Lease {
-   public:
-    Lease() = default;
-    Lease(const Lease&) = delete;
-    Lease& operator=(const Lease&) = delete;
-    ~Lease() { reset(); }
-    void* data() const { return data_; }
-    // Debug mode (see NodeSlots::intact): writable again at reshard; whether the bytes are still
-    // those sealed at the unshard.
-    void unseal() { seal_.unseal(data_, span_); }
-    bool intact() const { return seal_.intact(data_, bytes_); }
-    // Lets the block go (free once every team rank let it go). Local.
-    void reset();
-
-   private:
-    friend class ResidentArena;
-    char* data_ = nullptr;
-    std::size_t bytes_ = 0;                   // asked for
-    std::size_t span_ = 0;                    // taken: whole pages
-    std::atomic<uint32_t>* count_ = nullptr;  // the block's release count, in its chunk
-    SealedRegion seal_;                       // debug mode
-  };
-
   // `protect`: debug mode, as NodeSlots.
   ResidentArena(NodeTeam& team, bool protect) : team_(team), protect_(protect) {}
   ~ResidentArena();
   ResidentArena(const ResidentArena&) = delete;
   ResidentArena& operator=(const ResidentArena&) = delete;
 
-  // Collective over the team (unit creation): fills `lease` with a block of at least `bytes`.
-  // Throws Errc::OutOfMemory on every team rank when a chunk cannot be made.
+  // Collective over the team (unit creation): fills `lease` (empty) with a block of at least
+  // `bytes`, the unit's for life (Where::Kind::NodeCopy). Letting it go is local: the block is
+  // free once every team rank let it go. Throws Errc::OutOfMemory on every team rank when a chunk
+  // cannot be made.
   void acquire(std::size_t bytes, Lease& lease);
   // As NodeSlots: after the team's barrier of an unshard (debug mode: read-only, checksummed).
   void seal(Lease& lease);
+  // Debug mode: writable again at reshard, the block staying the unit's.
+  void unseal(Lease& lease) { Lender::unseal(lease); }
   uint64_t allocation_calls() const { return allocation_calls_.load(std::memory_order_relaxed); }
 
   static constexpr std::size_t kChunkBytes = std::size_t(16) << 20;
@@ -79,6 +59,8 @@ class ResidentArena {
     std::vector<Record> records;      // at most as many as the head page holds counts
     std::atomic<uint32_t>* counts{};  // in the chunk's head page, shared by the team
   };
+  // The ticket is the block's release count, in its chunk.
+  void take_back(Lease& lease) noexcept override;
   void collect();  // returns the blocks every team rank let go to their chunks' free ranges
   bool carve(Chunk& c, std::size_t span, std::size_t* record);
   void add_chunk(std::size_t span);  // collective

@@ -18,15 +18,16 @@ SharedArena::~SharedArena() {
   segments_.clear();  // in window order on every team rank: MPI_Win_free is collective
 }
 
-void* SharedArena::allocate(std::size_t bytes) {
+Located SharedArena::allocate(std::size_t bytes) {
   const std::size_t want = aligned(bytes == 0 ? 1 : bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   const int me = team_.rank();
-  for (Segment& s : segments_)
-    if (std::optional<std::size_t> offset = s.free.take(want))
-      return s.window->segment(me) + *offset;
+  for (std::size_t i = 0; i < segments_.size(); ++i)
+    if (std::optional<std::size_t> offset = segments_[i].free.take(want))
+      return Located{segments_[i].window->segment(me) + *offset,
+                     Where{Where::Kind::NodeArena, i, *offset}};
   refused_ += want;
-  return nullptr;
+  return Located();
 }
 
 bool SharedArena::deallocate(void* p, std::size_t bytes) {
@@ -42,19 +43,16 @@ bool SharedArena::deallocate(void* p, std::size_t bytes) {
   return false;
 }
 
-bool SharedArena::locate(const void* p, uint64_t* window, uint64_t* offset) const {
+Where SharedArena::locate(const void* p) const {
   const char* c = static_cast<const char*>(p);
   std::lock_guard<std::mutex> lock(mutex_);
   const int me = team_.rank();
   for (std::size_t i = 0; i < segments_.size(); ++i) {
     const char* base = segments_[i].window->segment(me);
-    if (c >= base && c < base + segments_[i].window->segment_bytes(me)) {
-      *window = i;
-      *offset = static_cast<uint64_t>(c - base);
-      return true;
-    }
+    if (c >= base && c < base + segments_[i].window->segment_bytes(me))
+      return Where{Where::Kind::NodeArena, i, static_cast<uint64_t>(c - base)};
   }
-  return false;
+  return Where{};
 }
 
 const char* SharedArena::peer(int team_rank, uint64_t window, uint64_t offset) const {
@@ -93,7 +91,7 @@ uint64_t SharedArena::windows() const {
 }
 
 void* ArenaMemorySpace::allocate_bytes(std::size_t bytes) {
-  if (void* p = arena_.allocate(bytes)) return p;
+  if (void* p = arena_.allocate(bytes).data) return p;
   return HostMemorySpace::allocate_bytes(bytes);
 }
 
@@ -102,8 +100,7 @@ void ArenaMemorySpace::deallocate(void* p, std::size_t bytes) {
 }
 
 bool ArenaMemorySpace::keep_in_pool(const void* p) const {
-  uint64_t w = 0, o = 0;
-  return arena_.locate(p, &w, &o);
+  return arena_.locate(p).kind == Where::Kind::NodeArena;
 }
 
 }  // namespace fsdp::shm

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "memory/host/host_memory_space.hpp"
+#include "memory/located.hpp"
 #include "transport/shm/free_ranges.hpp"
 #include "transport/shm/node_team.hpp"
 #include "transport/shm/shared_window.hpp"
@@ -30,12 +31,12 @@ class SharedArena {
   SharedArena(const SharedArena&) = delete;
   SharedArena& operator=(const SharedArena&) = delete;
 
-  // Local and thread-safe. nullptr when no segment has room (the request is remembered).
-  void* allocate(std::size_t bytes);
+  // Local and thread-safe. No data when no segment has room (the request is remembered).
+  Located allocate(std::size_t bytes);
   // false when `p` is not from the arena.
   bool deallocate(void* p, std::size_t bytes);
-  // Where `p` is, for team peers: false when not in the arena.
-  bool locate(const void* p, uint64_t* window, uint64_t* offset) const;
+  // Where `p` is, for team peers (Where::Kind::NodeArena); private when not in the arena.
+  Where locate(const void* p) const;
   // Address of a peer's operand it announced as (window, offset).
   const char* peer(int team_rank, uint64_t window, uint64_t offset) const;
   // Growth this rank asks for at the next reduce: what was refused since the last growth.
@@ -64,6 +65,7 @@ class ArenaMemorySpace final : public HostMemorySpace {
   const char* name() const override { return "host (node-shared)"; }
   void deallocate(void* p, std::size_t bytes) override;
   bool keep_in_pool(const void* p) const override;
+  Where where(const void* p) const override { return arena_.locate(p); }
 
  protected:
   void* allocate_bytes(std::size_t bytes) override;

@@ -44,15 +44,6 @@ std::string shm_space_text() {
          " free of " + mib(static_cast<unsigned long long>(st.f_blocks) * st.f_frsize);
 }
 
-void warn_fallback_once(bool& warned, bool speaker, const std::string& why, const char* what) {
-  if (!warned && speaker)
-    std::fprintf(stderr,
-                 "libfsdp: warning: %s: %s through MPI instead (FSDP_TRANSPORT=mpi or =shm "
-                 "chooses)\n",
-                 why.c_str(), what);
-  warned = true;
-}
-
 SharedWindow::SharedWindow(MPI_Comm team, std::size_t my_bytes) {
   int size = 0;
   MPI_Comm_size(team, &size);

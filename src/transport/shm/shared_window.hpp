@@ -45,9 +45,6 @@ class SharedWindow {
 int back_pages(char* data, std::size_t bytes);
 // "/dev/shm has N MiB free of M MiB", for messages.
 std::string shm_space_text();
-// FSDP_TRANSPORT_AUTO's fallback to MPI, said once (`warned`) on one line by the node's
-// `speaker`: `why` (the window that cannot be backed), then `what` goes through MPI instead.
-void warn_fallback_once(bool& warned, bool speaker, const std::string& why, const char* what);
 
 // The page size, and `bytes` rounded up to it.
 std::size_t page_bytes();

@@ -20,10 +20,11 @@ constexpr std::size_t kChunkBytes = std::size_t(32) << 10;
 }  // namespace
 
 ShmTransport::ShmTransport(const Group& shard, int node_key, MpiTransport& mpi,
-                           MemoryAccounting& accounting, bool protect_slots, bool fall_back)
-    : mpi_(mpi), fall_back_(fall_back) {
+                           MemoryAccounting& accounting, bool protect_slots, bool tried)
+    : mpi_(mpi) {
   team_ = std::make_unique<NodeTeam>(shard, node_key);
-  slots_ = std::make_unique<NodeSlots>(*team_, accounting, protect_slots, fall_back);
+  fallback_ = std::make_unique<Fallback>(*team_, tried);
+  slots_ = std::make_unique<NodeSlots>(*team_, protect_slots, *fallback_);
   resident_ = std::make_unique<ResidentArena>(*team_, protect_slots);
   arena_ = std::make_unique<SharedArena>(*team_);
   arena_memory_ = std::make_unique<ArenaMemorySpace>(*arena_);
@@ -38,6 +39,7 @@ ShmTransport::~ShmTransport() {
   resident_.reset();
   arena_memory_.reset();
   arena_.reset();
+  fallback_.reset();
   team_.reset();
 }
 
@@ -56,11 +58,12 @@ void ShmTransport::interrupt_for_timeout() {
   mpi_.abort();
 }
 
-void ShmTransport::all_gather(const void* shard, void* full, std::size_t count, DType t,
+void ShmTransport::all_gather(const void* shard, const Located& full, std::size_t count, DType t,
                               const Group& g) {
-  if (!carries(g) || !slots_->contains(full)) return mpi_.all_gather(shard, full, count, t, g);
+  if (!carries(g) || full.where.kind != Where::Kind::NodeCopy)
+    return mpi_.all_gather(shard, full, count, t, g);
   const std::size_t block = count * dtype_size(t);
-  char* out = static_cast<char*>(full);
+  char* out = static_cast<char*>(full.data);
   if (shard) std::memcpy(out + static_cast<std::size_t>(g.rank) * block, shard, block);
   team_->barrier();  // every block of this node is in place
   const Group& cross = team_->cross();
@@ -104,21 +107,23 @@ void ShmTransport::team_sum(const std::vector<const char*>& x, std::size_t offse
   }
 }
 
-void ShmTransport::reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
-                                  const ReduceEpilogue& epilogue) {
+void ShmTransport::reduce_scatter(const Located& full, std::size_t block_count, DType t,
+                                  const Group& g, const ReduceEpilogue& epilogue) {
   if (!carries(g)) return mpi_.reduce_scatter(full, block_count, t, g, epilogue);
   const std::size_t esize = dtype_size(t), block = block_count * esize;
   const std::size_t bytes = block * static_cast<std::size_t>(g.size);
   NodeTeam& team = *team_;
   Mailbox& mine = team.mailbox(team.rank());
-  uint64_t window = 0, offset = 0;
+  const bool shared = full.where.kind == Where::Kind::NodeArena;
+  uint64_t window = full.where.window, offset = full.where.offset;
   void* staged = nullptr;
-  const bool shared = arena_->locate(full, &window, &offset);
   auto stage = [&] {
-    staged = arena_->allocate(bytes);
+    const Located copy = arena_->allocate(bytes);
+    staged = copy.data;
     if (!staged) return;
-    std::memcpy(staged, full, bytes);
-    arena_->locate(staged, &window, &offset);
+    std::memcpy(staged, full.data, bytes);
+    window = copy.where.window;
+    offset = copy.where.offset;
   };
   try {
     if (!shared) stage();
@@ -132,20 +137,16 @@ void ShmTransport::reduce_scatter(void* full, std::size_t block_count, DType t, 
     if (growing) {  // collective: some rank's gradient (or an earlier one) did not fit
       std::size_t most = 0;
       for (int j = 0; j < team.size(); ++j) most = std::max(most, team.mailbox(j).grow_bytes);
-      // AUTO on one node (the team is the whole group, so every rank decides alike): what node
-      // shared memory cannot hold is reduced through MPI.
-      const bool may_fall_back = fall_back_ && team.cross().size == 1;
-      bool fall_back = may_fall_back && most >= mpi_from_bytes_;
+      bool fall_back = fallback_->allowed() && most >= mpi_from_bytes_;
       if (fall_back) {
         arena_->forget_refused();  // no new attempt: it failed at this size before
       } else {
         try {
           arena_->grow(grow);
         } catch (const Error& e) {
-          if (!may_fall_back || e.code() != Errc::OutOfMemory) throw;
+          fallback_->allow_or_rethrow(e);
           mpi_from_bytes_ = std::min(mpi_from_bytes_, most);
-          warn_fallback_once(warned_, team.rank() == 0, e.what(),
-                             "gradients that do not fit are reduced");
+          fallback_->warn_once(e, Fallback::Buffers::Gradients);
           fall_back = true;
         }
       }
@@ -177,7 +178,7 @@ void ShmTransport::reduce_scatter(void* full, std::size_t block_count, DType t, 
         team_sum(x, where, block_count, t,
                  {partial + static_cast<std::size_t>(c) * block, t, 1.0, Store::Assign});
       }
-      mpi_.reduce_scatter(partial, block_count, t, cross, epilogue);
+      mpi_.reduce_scatter(Located::private_memory(partial), block_count, t, cross, epilogue);
     }
     team.barrier();  // every rank is done reading the others' gradients
   } catch (...) {

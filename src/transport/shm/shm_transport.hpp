@@ -1,12 +1,14 @@
 // Collectives of one shard group through the node's shared memory (fsdp_transport_t
 // FSDP_TRANSPORT_SHM), with MPI for the inter-node part and for other groups.
 //
-// All-gather: the output is a node slot (NodeSlots), so each rank writes only its own block and
-// the team synchronizes once; a node holds one unsharded copy and moves 1/F of the bytes an
-// MPI_Allgather moves. Across nodes, each team rank then all-gathers the blocks of its team index
-// from the other nodes (MPI_Allgatherv in place).
+// All-gather: the output is the node's copy (a node slot, or a zero-copy block: the lease says
+// so, Where::Kind::NodeCopy), so each rank writes only its own block and the team synchronizes
+// once; a node holds one unsharded copy and moves 1/F of the bytes an MPI_Allgather moves. Across
+// nodes, each team rank then all-gathers the blocks of its team index from the other nodes
+// (MPI_Allgatherv in place).
 //
-// Reduce-scatter: every rank's full gradient is in its shared arena, so each rank sums its own
+// Reduce-scatter: every rank's full gradient is in its shared arena (its lease says where), so
+// each rank sums its own
 // block across the team straight out of the others' buffers, in the order the MPI ring adds them
 // (start after this rank, end with it): on one node the result is bitwise the MPI transport's
 // ring. Across nodes, each team rank sums the blocks of its team index on every node into scratch,
@@ -18,6 +20,7 @@
 #include "base/memory_accounting.hpp"
 #include "runtime/scratch.hpp"
 #include "transport/mpi/mpi_transport.hpp"
+#include "transport/shm/fallback.hpp"
 #include "transport/shm/node_slots.hpp"
 #include "transport/shm/node_team.hpp"
 #include "transport/shm/resident_arena.hpp"
@@ -27,17 +30,16 @@ namespace fsdp::shm {
 
 class ShmTransport final : public Transport {
  public:
-  // Collective over `shard`. `mpi` carries every other group and the inter-node parts.
-  // `protect_slots`: debug mode, see NodeSlots. `fall_back`: FSDP_TRANSPORT_AUTO: on one node,
-  // what node shared memory (/dev/shm) cannot hold goes through `mpi` instead, with a warning;
-  // otherwise that is FSDP_ERR_OUT_OF_MEMORY.
+  // Collective over `shard`. `mpi` (the transport table's next entry) carries every other group,
+  // the inter-node parts, and what node shared memory cannot hold when `tried` (Fallback).
+  // `protect_slots`: debug mode, see NodeSlots.
   ShmTransport(const Group& shard, int node_key, MpiTransport& mpi, MemoryAccounting& accounting,
-               bool protect_slots, bool fall_back);
+               bool protect_slots, bool tried);
   ~ShmTransport() override;
   const char* name() const override { return "shm"; }
-  void all_gather(const void* shard, void* full, std::size_t count, DType t,
+  void all_gather(const void* shard, const Located& full, std::size_t count, DType t,
                   const Group& g) override;
-  void reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
+  void reduce_scatter(const Located& full, std::size_t block_count, DType t, const Group& g,
                       const ReduceEpilogue& epilogue) override;
   void all_reduce(void* buf, std::size_t count, DType t, const Group& g) override {
     mpi_.all_reduce(buf, count, t, g);
@@ -45,13 +47,13 @@ class ShmTransport final : public Transport {
   void abort() override;
   void interrupt_for_timeout() override;
 
-  NodeTeam& team() { return *team_; }
+  NodeTeam& team() const { return *team_; }
   NodeSlots& slots() { return *slots_; }
   // Zero-copy storage (FSDP_TRANSPORT_SHM_ZERO_COPY): a unit's node-shared block for its whole
   // life, its ranks' shards at their places; nullptr when the shard group spans nodes.
   ResidentArena* resident_storage() { return team_->cross().size == 1 ? resident_.get() : nullptr; }
   SharedArena& arena() { return *arena_; }
-  HostMemorySpace& arena_memory() { return *arena_memory_; }
+  HostMemorySpace& arena_memory() const { return *arena_memory_; }
   uint64_t allocation_calls() const;
   void release_scratch() {
     sums_->release();
@@ -66,12 +68,11 @@ class ShmTransport final : public Transport {
                 const ReduceEpilogue& e);
 
   MpiTransport& mpi_;
-  const bool fall_back_;
-  bool warned_ = false;
-  // AUTO's fallback: gradients of at least this many bytes (a growth that size failed) go
-  // through MPI without another attempt.
+  // Gradients of at least this many bytes (a growth that size failed) go through MPI without
+  // another attempt (Fallback).
   std::size_t mpi_from_bytes_ = SIZE_MAX;
   std::unique_ptr<NodeTeam> team_;
+  std::unique_ptr<Fallback> fallback_;
   std::unique_ptr<NodeSlots> slots_;
   std::unique_ptr<ResidentArena> resident_;
   std::unique_ptr<SharedArena> arena_;

@@ -29,23 +29,25 @@ StagedTransport::StagedTransport(MemorySpace& device, MemorySpace& staging,
 // Every operation first queues its copies into the staging buffers and synchronizes: that also
 // waits for the previous operation's copies out of them (one stream, in order), so a staging
 // buffer is never overwritten while a copy still reads it.
-void StagedTransport::all_gather(const void* shard, void* full, std::size_t count, DType t,
-                                 const Group& g) {
+void StagedTransport::all_gather(const void* shard, const Located& full_at, std::size_t count,
+                                 DType t, const Group& g) {
+  void* full = full_at.data;
   const std::size_t block = count * dtype_size(t), own = block * static_cast<std::size_t>(g.rank);
   if (direct_all_gather_) {
     device_.synchronize();  // the shard (or this rank's block) is written by queued work
-    host_.all_gather(shard, full, count, t, g);
+    host_.all_gather(shard, full_at, count, t, g);
     return;
   }
   void* stage = staging(stage_, block * static_cast<std::size_t>(g.size), device_);
   device_.copy(at(stage, own), shard ? shard : at(full, own), block);
   device_.synchronize();
-  host_.all_gather(nullptr, stage, count, t, g);
+  host_.all_gather(nullptr, Located::private_memory(stage), count, t, g);
   device_.copy(full, stage, block * static_cast<std::size_t>(g.size));
 }
 
-void StagedTransport::reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
-                                     const ReduceEpilogue& epilogue) {
+void StagedTransport::reduce_scatter(const Located& full_at, std::size_t block_count, DType t,
+                                     const Group& g, const ReduceEpilogue& epilogue) {
+  void* full = full_at.data;
   const std::size_t total = block_count * dtype_size(t) * static_cast<std::size_t>(g.size);
   const std::size_t out_bytes = block_count * dtype_size(epilogue.out_dtype);
   void* stage = staging(stage_, total, device_);
@@ -53,7 +55,7 @@ void StagedTransport::reduce_scatter(void* full, std::size_t block_count, DType 
   device_.copy(stage, full, total);
   if (epilogue.store == Store::Accumulate) device_.copy(out, epilogue.out, out_bytes);
   device_.synchronize();
-  host_.reduce_scatter(stage, block_count, t, g,
+  host_.reduce_scatter(Located::private_memory(stage), block_count, t, g,
                        {out, epilogue.out_dtype, epilogue.divisor, epilogue.store});
   device_.copy(epilogue.out, out, out_bytes);
 }

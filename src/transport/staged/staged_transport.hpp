@@ -20,9 +20,9 @@ class StagedTransport final : public Transport {
   StagedTransport(MemorySpace& device, MemorySpace& staging, MemoryAccounting& accounting,
                   Transport& host, bool direct_all_gather);
   const char* name() const override { return "mpi-staged"; }
-  void all_gather(const void* shard, void* full, std::size_t count, DType t,
+  void all_gather(const void* shard, const Located& full, std::size_t count, DType t,
                   const Group& g) override;
-  void reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
+  void reduce_scatter(const Located& full, std::size_t block_count, DType t, const Group& g,
                       const ReduceEpilogue& epilogue) override;
   void all_reduce(void* buf, std::size_t count, DType t, const Group& g) override;
 

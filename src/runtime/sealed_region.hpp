@@ -1,4 +1,4 @@
-// Debug mode's guard over node-shared parameters this rank holds (NodeSlots, ResidentArena):
+// Debug mode's guard over node-shared parameters this rank holds on a lease (runtime/lease.hpp):
 // read-only in this process, so this rank's own stray write faults where it happens, and
 // checksummed, so a node peer's write is found at the next check.
 #pragma once
@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace fsdp::shm {
+namespace fsdp {
 
 class SealedRegion {
  public:
@@ -24,4 +24,4 @@ class SealedRegion {
   bool sealed_ = false;
 };
 
-}  // namespace fsdp::shm
+}  // namespace fsdp

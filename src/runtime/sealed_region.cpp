@@ -1,10 +1,10 @@
-#include "transport/shm/sealed_region.hpp"
+#include "runtime/sealed_region.hpp"
 
 #include <sys/mman.h>
 
 #include "base/crc32c.hpp"
 
-namespace fsdp::shm {
+namespace fsdp {
 
 void SealedRegion::seal(char* data, std::size_t span, std::size_t bytes) {
   if (sealed_ || mprotect(data, span, PROT_READ) != 0) return;
@@ -22,4 +22,4 @@ bool SealedRegion::intact(const char* data, std::size_t bytes) const {
   return !sealed_ || crc32c(0, data, bytes) == crc_;
 }
 
-}  // namespace fsdp::shm
+}  // namespace fsdp
