@@ -243,7 +243,6 @@ def wrapped_names(paths):
 def generate_fortran(api, layout, out_dir, wrappers):
     sizes, _ = read_layout(layout)
     wrapped = wrapped_names(wrappers)
-    callbacks = [c[0] for c in api.callbacks]
     o = [f"! {HEADER_NOTE}",
          "! The C ABI of libfsdp (include/fsdp.h) as seen from Fortran: the constants, the",
          "! handles and structs as bind(C) types (`size` set to the C compiler's sizeof, the",
@@ -257,7 +256,6 @@ def generate_fortran(api, layout, out_dir, wrappers):
     public = []
     # Constants.
     o.append("  ! ---- Versions and #defines")
-    major, minor, patch = api.version
     for name, value in sorted(api.defines.items()):
         if name == "FSDP_VERSION":
             continue
