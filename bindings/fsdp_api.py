@@ -249,6 +249,10 @@ def parse(path):
     for name, typename, _ in api.initializers:
         if api.struct(typename) is None:
             raise ApiError(f"{name}: sizeof({typename}) is not a struct of the header")
+    for f in api.functions:
+        if f.takes_comm and twin(api, f) is None:
+            raise ApiError(f"{f.name} takes an MPI_Comm and has no _fcomm twin (a Fortran "
+                           "handle, int, first): Fortran and Python cannot call it")
     if not api.functions or not api.structs or not api.enums:
         raise ApiError(f"{path}: no functions, structs or enums found")
     major, minor, patch = (api.defines[f"FSDP_VERSION_{p}"] for p in ("MAJOR", "MINOR", "PATCH"))

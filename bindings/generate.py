@@ -36,7 +36,7 @@ def class_name(struct):
     return "".join(w.capitalize() for w in struct[len("fsdp_"):-len("_t")].split("_"))
 
 
-def read_layout(path):
+def read_layout(path, api):
     sizes, offsets = {}, {}
     for line in open(path):
         key, value = line.split()
@@ -44,6 +44,10 @@ def read_layout(path):
             offsets[key] = int(value)
         else:
             sizes[key] = int(value)
+    for name, fields in api.structs:
+        if name not in sizes or any(f"{name}.{f}" not in offsets for f, _ in fields):
+            raise fsdp_api.ApiError(f"{path} lacks the layout of {name}: measured from another "
+                                    "header?")
     return sizes, offsets
 
 
@@ -107,7 +111,7 @@ def py_type(api, t):
 
 
 def generate_python(api, layout, out, copy=None):
-    sizes, offsets = read_layout(layout)
+    sizes, offsets = read_layout(layout, api)
     o = [f'"""{HEADER_NOTE}', "The C ABI as ctypes declarations; libfsdp/_capi.py builds on it.\"\"\"",
          "import ctypes", "", f"VERSION = {api.version!r}", "",
          "# Every enum of the header: {typedef: {enumerator: value}}, *_COUNT sentinels aside.",
@@ -155,7 +159,7 @@ def generate_python(api, layout, out, copy=None):
           "", "", "_check_layout()", ""]
     text = "\n".join(o)
     for path in [out] + ([copy] if copy else []):
-        write_if_changed(path, text)
+        write(path, text)
 
 
 # ---- Fortran ----------------------------------------------------------------------------------
@@ -241,7 +245,7 @@ def wrapped_names(paths):
 
 
 def generate_fortran(api, layout, out_dir, wrappers):
-    sizes, _ = read_layout(layout)
+    sizes, _ = read_layout(layout, api)
     wrapped = wrapped_names(wrappers)
     o = [f"! {HEADER_NOTE}",
          "! The C ABI of libfsdp (include/fsdp.h) as seen from Fortran: the constants, the",
@@ -323,10 +327,7 @@ def generate_fortran(api, layout, out_dir, wrappers):
     bound = []
     for f in api.functions:
         if f.takes_comm:
-            if fsdp_api.twin(api, f) is None:
-                raise fsdp_api.ApiError(f"{f.name} takes an MPI_Comm and has no _fcomm twin: "
-                                        "Fortran and Python cannot call it")
-            continue
+            continue  # bound through its _fcomm twin (fsdp_api.parse checked it has one)
         names = [p.name for p in f.params]
         if "res" in names:
             raise fsdp_api.ApiError(f"{f.name}: an argument named res (the result's name here)")
@@ -355,18 +356,17 @@ def generate_fortran(api, layout, out_dir, wrappers):
         o += ["  end function", ""]
         public.append(fn)
     o.append("end module fsdp_c")
-    write_if_changed(os.path.join(out_dir, "fsdp_c.f90"), "\n".join(o) + "\n")
+    write(os.path.join(out_dir, "fsdp_c.f90"), "\n".join(o) + "\n")
     pub = [f"! {HEADER_NOTE}", "! What module fsdp re-exports from module fsdp_c."]
     pub += wrap("  public :: ", public, "", "            ")
-    write_if_changed(os.path.join(out_dir, "fsdp_public.inc"), "\n".join(pub) + "\n")
+    write(os.path.join(out_dir, "fsdp_public.inc"), "\n".join(pub) + "\n")
 
 
-def write_if_changed(path, text):
-    """Writes `path` unless it already holds `text` (so that its dependents are not rebuilt)."""
-    if os.path.exists(path) and open(path).read() == text:
-        return
+def write(path, text):
+    """Writes `path` (always: make compares its time with the inputs')."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    open(path, "w").write(text)
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def main(argv):
