@@ -133,6 +133,7 @@ def _check_known(api, t, where):
 
 def _doc_params(doc):
     out = {}
+    doc = re.sub(r"\n\s*\*(?!/)", " ", doc)  # the comment's line-leading asterisks
     for m in re.finditer(r"@param\[(in|out|in,\s*out)\]\s+(\w+)(.*?)(?=@param|@return|\*/|$)",
                          doc, re.S):
         out[m.group(2)] = (m.group(1).replace(" ", ""), " ".join(m.group(3).split()))
@@ -181,6 +182,13 @@ def _classify(api, fname, p, doc):
                        "Say so in bindings/fsdp_api.py ARGUMENT_FORMS")
     else:
         p.form = "struct" if api.struct(t.base) is not None else "value"
+        # A pointer its comment sizes by another argument or calls room or an array is many
+        # values: it must be in ARGUMENT_FORMS rather than bound as one.
+        counts = set(re.findall(r"`(\w+)`\s+(?:values|elements|flags|extents|entries)", text))
+        if t.stars == 1 and (counts & set(_doc_params(doc)) - {p.name}
+                             or re.search(r"room for|\barray\b", text)):
+            raise ApiError(f"{where}: its comment ('{text}') reads as many values: list it in "
+                           "bindings/fsdp_api.py ARGUMENT_FORMS as an array or a buffer")
 
 
 def _statements(text):

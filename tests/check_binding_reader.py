@@ -22,6 +22,9 @@ cases = [
      "FSDP_EXPORT fsdp_status_t fsdp_new_call(int (*fn)(void));", "fsdp_new_call"),
     ("a const pointer to a number (array or value?)",
      "FSDP_EXPORT fsdp_status_t fsdp_new_call(const double* x);", "ARGUMENT_FORMS"),
+    ("an output array bound as one value",
+     "/** @param[in] n how many\n *  @param[out] x `n` values */\n"
+     "FSDP_EXPORT fsdp_status_t fsdp_new_call(int n, double* x);", "reads as many values"),
     ("a declaration it cannot read", "FSDP_EXPORT fsdp_status_t fsdp_new_call(int x[3]);",
      "fsdp_new_call"),
     ("a typedef it cannot read", "typedef union fsdp_u { int a; double b; } fsdp_u_t;",
