@@ -233,15 +233,6 @@ def _statements(text):
         previous_end = i
 
 
-def _eval_int(api, expr, where):
-    expr = expr.strip()
-    if re.fullmatch(r"-?(0x[0-9A-Fa-f]+|\d+)[uUlL]*", expr):
-        return int(expr.rstrip("uUlL"), 0)
-    if expr in api.defines:
-        return api.defines[expr]
-    raise ApiError(f"{where}: cannot evaluate '{expr}'")
-
-
 def parse(path):
     api = Api()
     text = open(path).read()
