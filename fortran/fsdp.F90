@@ -24,51 +24,22 @@ module fsdp
   implicit none
   private
 
-  ! ---- Re-exported from fsdp_c: constants, handles, structs, functions used as they are
-  public :: FSDP_VERSION_MAJOR, FSDP_VERSION_MINOR, FSDP_VERSION_PATCH, FSDP_VERSION
-  public :: FSDP_SUCCESS, FSDP_ERR_INVALID_ARGUMENT, FSDP_ERR_INVALID_HANDLE, &
-            FSDP_ERR_DESTROYED_HANDLE, FSDP_ERR_FINALIZED, FSDP_ERR_OUT_OF_RANGE, &
-            FSDP_ERR_STATE, FSDP_ERR_MISMATCH, FSDP_ERR_VERSION, FSDP_ERR_UNSUPPORTED, &
-            FSDP_ERR_OUT_OF_MEMORY, FSDP_ERR_MPI, FSDP_ERR_INTERNAL, FSDP_ERR_CALLBACK, &
-            FSDP_ERR_IO, FSDP_ERR_FORMAT, FSDP_ERR_CORRUPT, FSDP_ERR_CUDA, FSDP_ERR_NCCL, &
-            FSDP_ERR_ABORTED, FSDP_ERR_TIMEOUT, FSDP_ON_TIMEOUT_ERROR, FSDP_ON_TIMEOUT_ABORT
-  public :: FSDP_MEMORY_HOST, FSDP_MEMORY_CUDA, FSDP_TRANSPORT_AUTO, FSDP_TRANSPORT_MPI, &
-            FSDP_TRANSPORT_NCCL, FSDP_TRANSPORT_SHM, FSDP_TRANSPORT_SHM_ZERO_COPY
-  public :: FSDP_DTYPE_AUTO, FSDP_FLOAT32, FSDP_FLOAT64, FSDP_BFLOAT16, FSDP_FLOAT16
-  public :: FSDP_FULL_SHARD, FSDP_HYBRID_SHARD, FSDP_NO_SHARD, FSDP_REDUCE_MEAN, FSDP_REDUCE_SUM
-  public :: FSDP_GROUP_WORLD, FSDP_GROUP_SHARD, FSDP_GROUP_REPLICATE
-  public :: FSDP_OP_SUM, FSDP_OP_MAX, FSDP_OP_MIN
-  public :: FSDP_OPTIMIZER_SGD, FSDP_OPTIMIZER_ADAMW
-  public :: FSDP_LOAD_STRICT, FSDP_LOAD_PARTIAL, FSDP_LOAD_MODEL_ONLY, FSDP_LOAD_CONVERT_DTYPE
-  public :: FSDP_MAX_NDIM, FSDP_MAX_NAME_LEN
+  ! ---- Re-exported from fsdp_c (generated with it): the constants, handles, structs, the
+  ! functions of the initializer macros (fsdp_sgd_defaults...) and every call used as it is.
+#include "fsdp_public.inc"
+  public :: FSDP_MAX_NAME_LEN
   !> The longest parameter name fsdp_param takes (the C library has no limit).
   integer, parameter :: FSDP_MAX_NAME_LEN = 1024
-  public :: fsdp_context_t, fsdp_unit_t, fsdp_optimizer_t, fsdp_grad_scaler_t, fsdp_request_t
-  public :: fsdp_config_t, fsdp_memory_stats_t, fsdp_hyperparams_t, fsdp_checkpoint_report_t
-  public :: fsdp_get_version, fsdp_check_version, fsdp_convert, fsdp_config_defaults
-  public :: fsdp_finalize, fsdp_group_info, fsdp_context_config, fsdp_memory_stats, &
-            fsdp_trim_pool, fsdp_reset_peak_memory, fsdp_set_grad_sync, &
-            fsdp_context_placement, fsdp_cuda_device_count, fsdp_set_stream, fsdp_abort
-  public :: fsdp_unit_destroy, fsdp_unshard, fsdp_reshard, fsdp_reduce_grads, fsdp_zero_grads, &
-            fsdp_param_shard_range, fsdp_unit_numel, fsdp_unit_info, fsdp_unit_precision, &
-            fsdp_param_numel, fsdp_unit_zero_copy, fsdp_gather_params, fsdp_broadcast, &
-            fsdp_allreduce, fsdp_unit_set_grad_sync, fsdp_unit_grad_sync
-  public :: fsdp_unshard_async, fsdp_reduce_grads_async, fsdp_wait, fsdp_test, fsdp_unit_wait, &
-            fsdp_context_async, fsdp_set_prefetch, fsdp_begin_forward, fsdp_begin_backward
-  public :: fsdp_optimizer_destroy, fsdp_optimizer_get_hyperparams, &
-            fsdp_optimizer_set_hyperparams, fsdp_optimizer_set_lr, fsdp_optimizer_step, &
-            fsdp_optimizer_zero_grad, fsdp_clip_grad_norm
-  public :: fsdp_grad_scaler_create, fsdp_grad_scaler_destroy, fsdp_grad_scaler_scale, &
-            fsdp_grad_scaler_unscale, fsdp_grad_scaler_step, fsdp_grad_scaler_update
 
   ! ---- Fortran forms
   public :: fsdp_status_string, fsdp_last_error, fsdp_record_error, fsdp_check
   public :: fsdp_init, fsdp_param_t, fsdp_param, fsdp_unit_create, fsdp_unit_tie, fsdp_param_info
   public :: fsdp_param_data, fsdp_grad_data, fsdp_shard_data, fsdp_shard_grad
-  public :: fsdp_optimizer_create, fsdp_optimizer_add_group, fsdp_sgd_defaults, &
-            fsdp_adamw_defaults
+  public :: fsdp_param_desc_shape, fsdp_param_desc_name
+  public :: fsdp_optimizer_create, fsdp_optimizer_add_group, fsdp_optimizer_state
   public :: fsdp_load_report_t, fsdp_checkpoint_save, fsdp_checkpoint_save_async, &
-            fsdp_checkpoint_load, fsdp_checkpoint_metadata
+            fsdp_checkpoint_load, fsdp_checkpoint_metadata, fsdp_checkpoint_describe
+  public :: fsdp_safetensors_export, fsdp_safetensors_import
 
   ! One parameter of a unit to create: fsdp_param(name, values [, requires_grad]) takes a
   ! real(c_float) or real(c_double) array of rank 0 to 4 (any expression, any section);
@@ -116,6 +87,25 @@ module fsdp
 #ifdef FSDP_HAVE_MPI_F08
     module procedure init_mpi_f08_comm
 #endif
+  end interface
+
+  ! Export and import take a communicator of `mpi` (integer) or `mpi_f08` (type(MPI_Comm)).
+  interface fsdp_safetensors_export
+    module procedure safetensors_export_integer_comm
+#ifdef FSDP_HAVE_MPI_F08
+    module procedure safetensors_export_mpi_f08_comm
+#endif
+  end interface
+  interface fsdp_safetensors_import
+    module procedure safetensors_import_integer_comm
+#ifdef FSDP_HAVE_MPI_F08
+    module procedure safetensors_import_mpi_f08_comm
+#endif
+  end interface
+
+  ! An optimizer's state buffer as a rank-1 pointer of the unit's kind, or as a type(c_ptr).
+  interface fsdp_optimizer_state
+    module procedure optimizer_state_f32, optimizer_state_f64, optimizer_state_ptr
   end interface
 
 #include "fsdp_typed_interfaces.inc"
@@ -404,18 +394,22 @@ contains
   end function
 
   ! fsdp_unit_create_ex with the options as optional arguments. Collective over the world
-  ! group. Frees the copies of the values that fsdp_param made for `params`, whatever the
+  ! group. `init` (deferred initialization): a bind(C) function of interface fsdp_init_fn that
+  ! writes each parameter's full values, given with `init_data` (passed to it as user_data);
+  ! the parameters then carry no values (fsdp_param(name, shape, dtype)). Frees the copies of the values that fsdp_param made for `params`, whatever the
   ! outcome: a descriptor with values serves one unit creation (call fsdp_param again for the
   ! next). A local problem with `params` (a refused descriptor, one given before) still makes the
   ! collective call, refused on every rank, so that no rank is left waiting.
   function fsdp_unit_create(ctx, params, unit, name, param_dtype, reduce_dtype, &
-                            sync_from_rank0) result(st)
+                            sync_from_rank0, init, init_data) result(st)
     type(fsdp_context_t), intent(in) :: ctx
     type(fsdp_param_t), intent(in), target :: params(:)
     type(fsdp_unit_t), intent(out) :: unit
     character(len=*), intent(in), optional :: name
     integer(c_int), intent(in), optional :: param_dtype, reduce_dtype
     logical, intent(in), optional :: sync_from_rank0
+    procedure(fsdp_init_fn), optional :: init
+    type(c_ptr), intent(in), optional :: init_data
     integer(c_int) :: st
     type(fsdp_param_desc_t), allocatable :: descs(:)
     type(c_ptr), allocatable :: values(:)
@@ -462,11 +456,17 @@ contains
     if (present(param_dtype)) options%param_dtype = param_dtype
     if (present(reduce_dtype)) options%reduce_dtype = reduce_dtype
     if (present(sync_from_rank0)) options%sync_from_rank0 = merge(1, 0, sync_from_rank0)
+    if (present(init)) options%init = c_funloc(init)
+    if (present(init_data)) options%init_user_data = init_data
     if (len(problem) > 0) then  ! no parameters: refused on this rank, and so on every rank
-      st = c_fsdp_unit_create_ex(ctx, 0_c_int, descs, values, options, unit)
+      st = fsdp_unit_create_ex(ctx, 0_c_int, descs, values, options, unit)
       st = fsdp_record_error(problem_status, 'fsdp_unit_create', problem)
+    else if (present(init) .and. .not. any([(holds(params(i)), i = 1, size(params))])) then
+      ! initial_values NULL beside a callback; values given as well reach C, which refuses them
+      st = fsdp_unit_create_ex(ctx, int(size(params), c_int), descs, options=options, unit=unit)
+      st = as_call(st, 'fsdp_unit_create_ex', 'fsdp_unit_create')
     else
-      st = c_fsdp_unit_create_ex(ctx, int(size(params), c_int), descs, values, options, unit)
+      st = fsdp_unit_create_ex(ctx, int(size(params), c_int), descs, values, options, unit)
       st = as_call(st, 'fsdp_unit_create_ex', 'fsdp_unit_create')
     end if
     do i = 1, size(params)
@@ -483,6 +483,25 @@ contains
     integer(c_int) :: st, index
     st = c_fsdp_unit_tie(user, to_c(alias), owner, int(owner_index, c_int), index)
     if (st == FSDP_SUCCESS .and. present(alias_index)) alias_index = index
+  end function
+
+  ! For an fsdp_init_fn callback: the parameter's shape in Fortran order (the C shape reversed),
+  ! the shape of the Fortran array to view its `data` as (c_f_pointer(data, a, shape)).
+  function fsdp_param_desc_shape(desc) result(shp)
+    type(fsdp_param_desc_t), intent(in) :: desc
+    integer(c_int64_t), allocatable :: shp(:)
+    integer(c_int64_t), pointer :: c_shape(:)
+    allocate (shp(desc%ndim))
+    if (desc%ndim == 0) return
+    call c_f_pointer(desc%shape, c_shape, [desc%ndim])
+    shp = c_shape(desc%ndim:1:-1)
+  end function
+
+  ! For an fsdp_init_fn callback: the parameter's name.
+  function fsdp_param_desc_name(desc) result(name)
+    type(fsdp_param_desc_t), intent(in) :: desc
+    character(len=:), allocatable :: name
+    name = from_c(desc%name)
   end function
 
   ! Parameter `index` as described: name, shape in C order (the Fortran array's is reversed),
@@ -615,17 +634,6 @@ contains
 
   ! ---- Optimizers
 
-  function fsdp_sgd_defaults() result(hp)
-    type(fsdp_hyperparams_t) :: hp
-    hp%size = c_sizeof(hp)
-  end function
-
-  function fsdp_adamw_defaults() result(hp)
-    type(fsdp_hyperparams_t) :: hp
-    hp%size = c_sizeof(hp)
-    hp%weight_decay = 1d-2
-  end function
-
   ! An optimizer over `units`; `defaults` absent: the kind's defaults. Collective.
   function fsdp_optimizer_create(ctx, kind, units, opt, defaults) result(st)
     type(fsdp_context_t), intent(in) :: ctx
@@ -634,15 +642,63 @@ contains
     type(fsdp_optimizer_t), intent(out) :: opt
     type(fsdp_hyperparams_t), intent(in), optional :: defaults
     integer(c_int) :: st
-    type(fsdp_hyperparams_t), target :: hp
     type(fsdp_unit_t), allocatable :: list(:)
     list = units  ! contiguous
-    if (present(defaults)) then
-      hp = defaults
-      st = c_fsdp_optimizer_create(ctx, kind, c_loc(hp), int(size(list), c_int), list, opt)
-    else
-      st = c_fsdp_optimizer_create(ctx, kind, c_null_ptr, int(size(list), c_int), list, opt)
+    st = c_fsdp_optimizer_create(ctx, kind, defaults, int(size(list), c_int), list, opt)
+  end function
+
+  ! State buffer `name` ("exp_avg", "exp_avg_sq", "momentum") of `unit` as a rank-1 pointer of
+  ! the unit's storage kind (checked), laid out like its gradient shard. Local.
+  function optimizer_state_f32(opt, unit, name, a) result(st)
+    type(fsdp_optimizer_t), intent(in) :: opt
+    type(fsdp_unit_t), intent(in) :: unit
+    character(len=*), intent(in) :: name
+    real(c_float), pointer :: a(:)
+    integer(c_int) :: st
+    type(c_ptr) :: p
+    integer(c_size_t) :: n
+    st = optimizer_state_view(opt, unit, name, FSDP_FLOAT32, p, n)
+    if (st == FSDP_SUCCESS) call c_f_pointer(p, a, [n])
+  end function
+
+  function optimizer_state_f64(opt, unit, name, a) result(st)
+    type(fsdp_optimizer_t), intent(in) :: opt
+    type(fsdp_unit_t), intent(in) :: unit
+    character(len=*), intent(in) :: name
+    real(c_double), pointer :: a(:)
+    integer(c_int) :: st
+    type(c_ptr) :: p
+    integer(c_size_t) :: n
+    st = optimizer_state_view(opt, unit, name, FSDP_FLOAT64, p, n)
+    if (st == FSDP_SUCCESS) call c_f_pointer(p, a, [n])
+  end function
+
+  function optimizer_state_ptr(opt, unit, name, data, numel) result(st)  ! outputs optional
+    type(fsdp_optimizer_t), intent(in) :: opt
+    type(fsdp_unit_t), intent(in) :: unit
+    character(len=*), intent(in) :: name
+    type(c_ptr), intent(out), optional :: data
+    integer(c_size_t), intent(out), optional :: numel
+    integer(c_int) :: st
+    st = c_fsdp_optimizer_state(opt, unit, to_c(name), data, numel)
+  end function
+
+  function optimizer_state_view(opt, unit, name, dtype, p, n) result(st)
+    type(fsdp_optimizer_t), intent(in) :: opt
+    type(fsdp_unit_t), intent(in) :: unit
+    character(len=*), intent(in) :: name
+    integer(c_int), intent(in) :: dtype
+    type(c_ptr), intent(out) :: p
+    integer(c_size_t), intent(out) :: n
+    integer(c_int) :: st, nparams, storage
+    st = fsdp_unit_info(unit, nparams, storage)
+    if (st == FSDP_SUCCESS .and. storage /= dtype) then
+      st = fsdp_record_error(FSDP_ERR_INVALID_ARGUMENT, 'fsdp_optimizer_state', 'a: a pointer '// &
+                             'to '//dtype_text(dtype)//', but the unit stores '// &
+                             dtype_text(storage))
+      return
     end if
+    st = c_fsdp_optimizer_state(opt, unit, to_c(name), p, n)
   end function
 
   function fsdp_optimizer_add_group(opt, pattern, hp, group, nmatched) result(st)
@@ -810,6 +866,84 @@ contains
       value(i:i) = buf(i)
     end do
   end function
+
+  ! What the checkpoint at `path` holds, as fsdp_checkpoint_describe's JSON text, without a
+  ! context. Local.
+  function fsdp_checkpoint_describe(path, json) result(st)
+    character(len=*), intent(in) :: path
+    character(len=:), allocatable, intent(out) :: json
+    integer(c_int) :: st
+    integer(c_size_t) :: length
+    character(kind=c_char), allocatable, target :: buf(:)
+    integer :: i
+    st = c_fsdp_checkpoint_describe(to_c(path), c_null_ptr, 0_c_size_t, length)
+    if (st /= FSDP_SUCCESS) return
+    allocate (buf(length + 1))
+    st = c_fsdp_checkpoint_describe(to_c(path), c_loc(buf), length + 1, length)
+    if (st /= FSDP_SUCCESS) return
+    allocate (character(len=length) :: json)
+    do i = 1, int(length)
+      json(i:i) = buf(i)
+    end do
+  end function
+
+  ! fsdp_safetensors_options_t from the optional arguments (absent: the C defaults).
+  function safetensors_options(dtype, max_shard_bytes) result(o)
+    integer(c_int), intent(in), optional :: dtype
+    integer(c_int64_t), intent(in), optional :: max_shard_bytes
+    type(fsdp_safetensors_options_t) :: o
+    o = fsdp_safetensors_options_init()
+    if (present(dtype)) o%dtype = dtype
+    if (present(max_shard_bytes)) o%max_shard_bytes = max_shard_bytes
+  end function
+
+  ! The parameters of checkpoint `checkpoint` as safetensors at `out` (a file; a directory of
+  ! shards of at most max_shard_bytes when that is given and > 0), in `dtype` (absent: each
+  ! parameter's own). Collective over `comm`; no context needed.
+  function safetensors_export_integer_comm(comm, checkpoint, out, dtype, max_shard_bytes) &
+      result(st)
+    integer, intent(in) :: comm
+    character(len=*), intent(in) :: checkpoint, out
+    integer(c_int), intent(in), optional :: dtype
+    integer(c_int64_t), intent(in), optional :: max_shard_bytes
+    integer(c_int) :: st
+    st = c_fsdp_safetensors_export_fcomm(int(comm, c_int), to_c(checkpoint), to_c(out), &
+                                         safetensors_options(dtype, max_shard_bytes))
+    st = as_call(st, 'fsdp_safetensors_export_fcomm', 'fsdp_safetensors_export')
+  end function
+
+  ! Safetensors weights at `in` (a file, an index, or a directory holding either) as a new
+  ! checkpoint at `checkpoint`, stored in `dtype` (absent: float64 stays, the rest float32).
+  ! Collective over `comm`; no context needed.
+  function safetensors_import_integer_comm(comm, in, checkpoint, dtype) result(st)
+    integer, intent(in) :: comm
+    character(len=*), intent(in) :: in, checkpoint
+    integer(c_int), intent(in), optional :: dtype
+    integer(c_int) :: st
+    st = c_fsdp_safetensors_import_fcomm(int(comm, c_int), to_c(in), to_c(checkpoint), &
+                                         safetensors_options(dtype))
+    st = as_call(st, 'fsdp_safetensors_import_fcomm', 'fsdp_safetensors_import')
+  end function
+
+#ifdef FSDP_HAVE_MPI_F08
+  function safetensors_export_mpi_f08_comm(comm, checkpoint, out, dtype, max_shard_bytes) &
+      result(st)
+    type(MPI_Comm), intent(in) :: comm
+    character(len=*), intent(in) :: checkpoint, out
+    integer(c_int), intent(in), optional :: dtype
+    integer(c_int64_t), intent(in), optional :: max_shard_bytes
+    integer(c_int) :: st
+    st = safetensors_export_integer_comm(comm%MPI_VAL, checkpoint, out, dtype, max_shard_bytes)
+  end function
+
+  function safetensors_import_mpi_f08_comm(comm, in, checkpoint, dtype) result(st)
+    type(MPI_Comm), intent(in) :: comm
+    character(len=*), intent(in) :: in, checkpoint
+    integer(c_int), intent(in), optional :: dtype
+    integer(c_int) :: st
+    st = safetensors_import_integer_comm(comm%MPI_VAL, in, checkpoint, dtype)
+  end function
+#endif
 
 #include "fsdp_typed.inc"
 

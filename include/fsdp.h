@@ -1430,6 +1430,29 @@ FSDP_EXPORT fsdp_status_t fsdp_safetensors_import(MPI_Comm comm, const char* in,
                                                   const char* checkpoint,
                                                   const fsdp_safetensors_options_t* options);
 
+/** Since 0.10: fsdp_safetensors_export for Fortran and FFI callers: `fcomm` is a Fortran
+ *  communicator handle (MPI_Fint, as for fsdp_init_fcomm). Collective over it.
+ *  @param[in] fcomm a Fortran communicator handle (MPI_Fint)
+ *  @param[in] checkpoint the checkpoint file
+ *  @param[in] out the safetensors file, or with options->max_shard_bytes > 0 the directory
+ *  @param[in] options NULL for the defaults, or from FSDP_SAFETENSORS_OPTIONS_INIT
+ *  @return as fsdp_safetensors_export; FSDP_ERR_MPI before MPI_Init or after MPI_Finalize */
+FSDP_EXPORT fsdp_status_t fsdp_safetensors_export_fcomm(int fcomm, const char* checkpoint,
+                                                        const char* out,
+                                                        const fsdp_safetensors_options_t* options);
+
+/** Since 0.10: fsdp_safetensors_import for Fortran and FFI callers (`fcomm` as for
+ *  fsdp_init_fcomm). Collective over it.
+ *  @param[in] fcomm a Fortran communicator handle (MPI_Fint)
+ *  @param[in] in the safetensors file, index or directory
+ *  @param[in] checkpoint the checkpoint file to write
+ *  @param[in] options NULL for the defaults, or from FSDP_SAFETENSORS_OPTIONS_INIT
+ *  (max_shard_bytes must be 0)
+ *  @return as fsdp_safetensors_import; FSDP_ERR_MPI before MPI_Init or after MPI_Finalize */
+FSDP_EXPORT fsdp_status_t fsdp_safetensors_import_fcomm(int fcomm, const char* in,
+                                                        const char* checkpoint,
+                                                        const fsdp_safetensors_options_t* options);
+
 #ifdef __cplusplus
 }
 #endif

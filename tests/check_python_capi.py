@@ -2,8 +2,10 @@
 enumerator of every public enum (sentinels aside) with its value, the constants (config magic,
 MAX_NDIM, the header version), and every struct's fields in order, with their offsets and sizes
 measured by the C compiler (a program generated here and compiled against fsdp.h). Any
-difference fails, naming it.
-    check_python_capi.py <include dir> <python package dir> <MPI C compiler (fsdp.h needs mpi.h)>"""
+difference fails, naming it. The header is read here by its own small reader, not by the
+generator's (bindings/fsdp_api.py), so that a mistake of the generator does not check itself.
+    check_python_capi.py <include dir> <python package dir> <MPI C compiler (fsdp.h needs mpi.h)>
+                         <generated _abi.py>"""
 import ctypes
 import os
 import re
@@ -12,12 +14,17 @@ import sys
 import tempfile
 import types
 
-include, package, cc = sys.argv[1:4]
+include, package, cc, abi_path = sys.argv[1:5]
 header = open(os.path.join(include, "fsdp.h")).read()
 text = re.sub(r"/\*.*?\*/", "", header, flags=re.S)
 text = re.sub(r"//[^\n]*", "", text)
 
-# _capi.py alone (no library needed): run it as a module without importing the package.
+# _capi.py alone (no library needed): run it as a module without importing the package, over
+# the generated description it imports as libfsdp._abi.
+abi = types.ModuleType("libfsdp._abi")
+exec(compile(open(abi_path).read(), abi_path, "exec"), abi.__dict__)
+sys.modules["libfsdp"] = types.ModuleType("libfsdp")
+sys.modules["libfsdp"]._abi = sys.modules["libfsdp._abi"] = abi
 capi = types.ModuleType("_capi")
 exec(compile(open(os.path.join(package, "_capi.py")).read(), "_capi.py", "exec"), capi.__dict__)
 problems = []
@@ -75,17 +82,20 @@ version = tuple(define(f"FSDP_VERSION_{p}") for p in ("MAJOR", "MINOR", "PATCH")
 if capi.VERSION != version:
     problems.append(f"VERSION {capi.VERSION} != fsdp.h {version}")
 
-# Structs: field names in order from the header; offsets and sizes from the compiler.
-structs = {"Config": "fsdp_config_t", "ParamDesc": "fsdp_param_desc_t",
-           "UnitOptions": "fsdp_unit_options_t", "MemoryStats": "fsdp_memory_stats_t",
-           "Hyperparams": "fsdp_hyperparams_t", "CheckpointOptions": "fsdp_checkpoint_options_t",
-           "CheckpointReport": "fsdp_checkpoint_report_t"}
+# Structs: every one of the header, field names in order; offsets and sizes from the compiler.
 declared = {}
 for body, name in re.findall(r"typedef struct \w+ \{(.*?)\} (\w+);", text, re.S):
     declared[name] = [re.findall(r"(\w+)\s*$", f.strip())[0] for f in body.split(";")
                       if f.strip()]
+structs = {"".join(w.capitalize() for w in c[len("fsdp_"):-len("_t")].split("_")): c
+           for c in declared}
+for py in structs:
+    if not hasattr(capi, py):
+        problems.append(f"_capi.py has no class {py} for fsdp.h's {structs[py]}")
 lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "fsdp.h"', "int main(void) {"]
 for py, c in structs.items():
+    if not hasattr(capi, py):
+        continue
     fields = [f for f, _ in getattr(capi, py)._fields_]
     if fields != declared[c]:
         problems.append(f"{py} fields {fields} != fsdp.h {c} {declared[c]}")

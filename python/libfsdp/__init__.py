@@ -99,7 +99,6 @@ def init(comm=None, strategy="full", sharding_factor=0, param_dtype=None, reduce
     memory_space "host" or "cuda", device (-1: by node rank), cpu_offload; transport "auto",
     "mpi", "nccl", "shm" or "shm_zero_copy" (FSDP_TRANSPORT overrides); debug_collectives
     (FSDP_DEBUG); on_timeout "error" or "abort" after timeout_s seconds (0: no watchdog)."""
-    global _mpi_started
     call = "fsdp_init"
     cfg = _capi.Config()
     _check(_lib.fsdp_config_defaults(ctypes.byref(cfg), ctypes.sizeof(cfg)))
@@ -120,23 +119,29 @@ def init(comm=None, strategy="full", sharding_factor=0, param_dtype=None, reduce
     cfg.cpu_offload = 1 if cpu_offload else 0
     cfg.debug_collectives = 1 if debug_collectives else 0
     cfg.timeout_s = float(timeout_s)
+    fcomm = _fortran_comm(call, comm, thread_multiple)
+    handle = ctypes.c_void_p()
+    _check(_lib.fsdp_init_fcomm(fcomm, ctypes.byref(cfg), ctypes.byref(handle)))
+    return Context(handle)
+
+
+def _fortran_comm(call, comm, thread_multiple=True):
+    """The Fortran handle (MPI_Fint) of `comm` for the _fcomm calls: None for MPI_COMM_WORLD
+    (MPI initialized here if nothing else did it), an mpi4py communicator or a Fortran handle."""
+    global _mpi_started
     if comm is None:
         world = ctypes.c_int()
         _check(_lib.fsdp_mpi_init(1 if thread_multiple else 0, None, ctypes.byref(world)))
         if not _mpi_started:
             _mpi_started = True
             atexit.register(finalize_mpi)
-        fcomm = world.value
-    elif hasattr(comm, "py2f"):
-        fcomm = comm.py2f()
-    elif isinstance(comm, int):
-        fcomm = comm
-    else:
-        _refuse("fsdp_init", f"comm: None, an mpi4py communicator or a Fortran handle (int) is "
-                f"needed, got {type(comm).__name__}")
-    handle = ctypes.c_void_p()
-    _check(_lib.fsdp_init_fcomm(fcomm, ctypes.byref(cfg), ctypes.byref(handle)))
-    return Context(handle)
+        return world.value
+    if hasattr(comm, "py2f"):
+        return comm.py2f()
+    if isinstance(comm, int) and not isinstance(comm, bool):
+        return comm
+    _refuse(call, f"comm: None, an mpi4py communicator or a Fortran handle (int) is needed, got "
+            f"{type(comm).__name__}")
 
 
 def finalize_mpi():
@@ -163,6 +168,37 @@ def describe_checkpoint(path):
     buf = ctypes.create_string_buffer(length.value + 1)
     _check(_lib.fsdp_checkpoint_describe(str(path).encode(), buf, len(buf), None))
     return json.loads(buf.value.decode())
+
+
+def _safetensors_options(call, dtype, max_shard_bytes):
+    options = _capi.initialized("FSDP_SAFETENSORS_OPTIONS_INIT")
+    options.dtype = _choice(call, "dtype", _DTYPES, dtype)
+    if not isinstance(max_shard_bytes, int) or isinstance(max_shard_bytes, bool) or \
+            max_shard_bytes < 0:
+        _refuse(call, f"max_shard_bytes: an int >= 0 is needed, got {max_shard_bytes!r}")
+    options.max_shard_bytes = max_shard_bytes
+    return options
+
+
+def safetensors_export(checkpoint, out, dtype=None, max_shard_bytes=0, comm=None):
+    """The parameters of checkpoint `checkpoint` as safetensors (fsdp_safetensors_export): one
+    file at `out`, or with max_shard_bytes > 0 a directory of Hugging Face shards; dtype None
+    keeps each parameter's own, else "float32", "float64", "bfloat16" or "float16". Collective
+    over `comm` (as for init); no context needed."""
+    call = "fsdp_safetensors_export"
+    options = _safetensors_options(call, dtype, max_shard_bytes)
+    _check(_lib.fsdp_safetensors_export_fcomm(_fortran_comm(call, comm), str(checkpoint).encode(),
+                                              str(out).encode(), ctypes.byref(options)))
+
+
+def safetensors_import(source, checkpoint, dtype=None, comm=None):
+    """Safetensors weights (a file, an index or a directory holding either) as a new checkpoint
+    at `checkpoint` (fsdp_safetensors_import), stored as dtype "float32" or "float64" (None:
+    float64 stays, the rest become float32). Collective over `comm` (as for init)."""
+    call = "fsdp_safetensors_import"
+    options = _safetensors_options(call, dtype, 0)
+    _check(_lib.fsdp_safetensors_import_fcomm(_fortran_comm(call, comm), str(source).encode(),
+                                              str(checkpoint).encode(), ctypes.byref(options)))
 
 
 # The classes need _lib, _check... above.

@@ -1,168 +1,14 @@
-"""The C ABI of libfsdp as ctypes declarations: loading the library, the structs of include/fsdp.h
-and one prototype per function. Nothing here is public; libfsdp/__init__.py builds on it."""
+"""The C ABI of libfsdp through ctypes: loading the library and its description, _abi.py,
+generated from include/fsdp.h at build time (bindings/generate.py): the structs, the enums and
+the prototype of every exported call. Nothing here is public; libfsdp/__init__.py builds on it."""
 import ctypes
 import ctypes.util
 import importlib.util
 import os
 import sys
 
-# Status codes and enumerations: the values of include/fsdp.h. tests/check_python_capi.py compares
-# every one of them, and every struct's fields and offsets, with the header (in make check).
-STATUS_NAMES = [
-    "FSDP_SUCCESS", "FSDP_ERR_INVALID_ARGUMENT", "FSDP_ERR_INVALID_HANDLE",
-    "FSDP_ERR_DESTROYED_HANDLE", "FSDP_ERR_FINALIZED", "FSDP_ERR_OUT_OF_RANGE", "FSDP_ERR_STATE",
-    "FSDP_ERR_MISMATCH", "FSDP_ERR_VERSION", "FSDP_ERR_UNSUPPORTED", "FSDP_ERR_OUT_OF_MEMORY",
-    "FSDP_ERR_MPI", "FSDP_ERR_INTERNAL", "FSDP_ERR_CALLBACK", "FSDP_ERR_IO", "FSDP_ERR_FORMAT",
-    "FSDP_ERR_CORRUPT", "FSDP_ERR_CUDA", "FSDP_ERR_NCCL", "FSDP_ERR_ABORTED", "FSDP_ERR_TIMEOUT",
-]
-SUCCESS, ERR_INVALID_ARGUMENT = 0, 1
-DTYPE_AUTO, FLOAT32, FLOAT64, BFLOAT16, FLOAT16 = -1, 0, 1, 2, 3
-STRATEGIES = {"full": 0, "hybrid": 1, "none": 2}
-REDUCTIONS = {"mean": 0, "sum": 1}
-GROUPS = {"world": 0, "shard": 1, "replicate": 2}
-OPS = {"sum": 0, "max": 1, "min": 2}
-OPTIMIZERS = {"sgd": 0, "adamw": 1}
-MEMORY_SPACES = {"host": 0, "cuda": 1}
-TRANSPORTS = {"auto": 0, "mpi": 1, "nccl": 2, "shm": 3, "shm_zero_copy": 4}
-ON_TIMEOUT = {"error": 0, "abort": 1}
-LOAD_FLAGS = {"strict": 0, "partial": 1, "model_only": 2, "convert_dtype": 4}
-CONFIG_MAGIC = 0x46534450
-MAX_NDIM = 16
 # Where the library was loaded from (set by load()).
 LOADED_FROM = None
-# The header version this binding was written against (checked against the library at load).
-VERSION = (0, 9, 0)
-
-size_t, c_int, c_double, c_void_p, c_char_p = (ctypes.c_size_t, ctypes.c_int, ctypes.c_double,
-                                               ctypes.c_void_p, ctypes.c_char_p)
-P = ctypes.POINTER
-
-
-class Config(ctypes.Structure):
-    _fields_ = [("size", size_t), ("magic", ctypes.c_uint32), ("version", ctypes.c_uint32),
-                ("strategy", c_int), ("sharding_factor", c_int), ("grad_reduction", c_int),
-                ("param_dtype", c_int), ("reduce_dtype", c_int), ("max_unsharded", c_int),
-                ("memory_space", c_int), ("device", c_int), ("cpu_offload", c_int),
-                ("transport", c_int), ("debug_collectives", c_int), ("on_timeout", c_int),
-                ("timeout_s", c_double)]
-
-
-class ParamDesc(ctypes.Structure):
-    _fields_ = [("name", c_char_p), ("ndim", c_int), ("shape", P(ctypes.c_int64)),
-                ("dtype", c_int), ("requires_grad", c_int)]
-
-
-class UnitOptions(ctypes.Structure):
-    _fields_ = [("size", size_t), ("name", c_char_p), ("param_dtype", c_int),
-                ("reduce_dtype", c_int), ("init", c_void_p), ("init_user_data", c_void_p),
-                ("sync_from_rank0", c_int)]
-
-
-class MemoryStats(ctypes.Structure):
-    _fields_ = [(n, size_t) for n in (
-        "size", "shard_bytes", "grad_shard_bytes", "unsharded_bytes", "pool_cached_bytes",
-        "peak_bytes", "unsharded_model_bytes", "scratch_bytes", "full_grad_bytes",
-        "optimizer_state_bytes", "peak_parameter_bytes", "peak_shard_bytes",
-        "peak_grad_shard_bytes", "peak_unsharded_bytes", "peak_full_grad_bytes",
-        "peak_optimizer_state_bytes", "allocation_calls", "peak_init_bytes",
-        "prefetches_started", "prefetches_used", "prefetches_unused", "prefetches_skipped_limit")]
-
-
-class Hyperparams(ctypes.Structure):
-    _fields_ = [("size", size_t), ("lr", c_double), ("weight_decay", c_double),
-                ("momentum", c_double), ("dampening", c_double), ("nesterov", c_int),
-                ("beta1", c_double), ("beta2", c_double), ("eps", c_double)]
-
-
-class CheckpointOptions(ctypes.Structure):
-    _fields_ = [("size", size_t), ("noptimizers", c_int), ("optimizers", P(c_void_p)),
-                ("grad_scaler", c_void_p), ("nmetadata", c_int), ("metadata_keys", P(c_char_p)),
-                ("metadata_values", P(c_char_p)), ("load_flags", ctypes.c_uint)]
-
-
-class CheckpointReport(ctypes.Structure):
-    _fields_ = [("size", size_t), ("loaded", c_int), ("missing", c_int), ("unexpected", c_int),
-                ("mismatched", c_int), ("details", c_char_p)]
-
-
-# name: argument types (every function returns fsdp_status_t unless listed in _RESTYPES).
-_PROTOTYPES = {
-    "fsdp_status_string": [c_int],
-    "fsdp_last_error": [],
-    "fsdp_record_error": [c_int, c_char_p, c_char_p],
-    "fsdp_get_version": [P(c_int), P(c_int), P(c_int)],
-    "fsdp_check_version": [c_int, c_int, c_int],
-    "fsdp_convert": [c_void_p, c_int, c_void_p, c_int, size_t],
-    "fsdp_config_defaults": [P(Config), size_t],
-    "fsdp_mpi_init": [c_int, P(c_int), P(c_int)],
-    "fsdp_mpi_finalize": [],
-    "fsdp_init_fcomm": [c_int, P(Config), P(c_void_p)],
-    "fsdp_finalize": [P(c_void_p)],
-    "fsdp_group_info": [c_void_p, c_int, P(c_int), P(c_int)],
-    "fsdp_broadcast": [c_void_p, c_int, c_int, c_void_p, size_t],
-    "fsdp_allreduce": [c_void_p, c_int, c_int, P(c_double), size_t],
-    "fsdp_unit_set_grad_sync": [c_void_p, c_int],
-    "fsdp_unit_grad_sync": [c_void_p, P(c_int)],
-    "fsdp_context_config": [c_void_p, P(c_int), P(c_int), P(c_int)],
-    "fsdp_memory_stats": [c_void_p, P(MemoryStats)],
-    "fsdp_context_placement": [c_void_p, P(c_int), P(c_int), P(c_int), P(c_int)],
-    "fsdp_reset_peak_memory": [c_void_p],
-    "fsdp_set_grad_sync": [c_void_p, c_int],
-    "fsdp_unit_create_ex": [c_void_p, c_int, P(ParamDesc), P(c_void_p), P(UnitOptions),
-                            P(c_void_p)],
-    "fsdp_unit_destroy": [P(c_void_p)],
-    "fsdp_unshard": [c_void_p],
-    "fsdp_reshard": [c_void_p],
-    "fsdp_param_data": [c_void_p, c_int, P(c_void_p)],
-    "fsdp_grad_data": [c_void_p, c_int, P(c_void_p)],
-    "fsdp_reduce_grads": [c_void_p],
-    "fsdp_zero_grads": [c_void_p],
-    "fsdp_grad_set_none": [c_void_p, c_int, c_int],
-    "fsdp_grad_none": [c_void_p, P(c_int), c_int],
-    "fsdp_shard_data": [c_void_p, P(c_void_p), P(size_t)],
-    "fsdp_shard_grad": [c_void_p, P(c_void_p), P(size_t)],
-    "fsdp_param_shard_range": [c_void_p, c_int, P(size_t), P(size_t), P(size_t)],
-    "fsdp_unit_numel": [c_void_p, P(size_t), P(size_t), P(size_t)],
-    "fsdp_gather_params": [c_void_p, P(c_void_p)],
-    "fsdp_unit_info": [c_void_p, P(c_int), P(c_int)],
-    "fsdp_unit_precision": [c_void_p, P(c_int), P(c_int), P(c_int)],
-    "fsdp_unit_zero_copy": [c_void_p, P(c_int)],
-    "fsdp_param_info": [c_void_p, c_int, P(c_char_p), P(c_int), P(ctypes.c_int64), P(c_int),
-                        P(c_int)],
-    "fsdp_unshard_async": [c_void_p, P(c_void_p)],
-    "fsdp_reduce_grads_async": [c_void_p, P(c_void_p)],
-    "fsdp_wait": [P(c_void_p)],
-    "fsdp_test": [c_void_p, P(c_int)],
-    "fsdp_unit_wait": [c_void_p],
-    "fsdp_context_async": [c_void_p, P(c_int)],
-    "fsdp_set_prefetch": [c_void_p, c_int, c_int],
-    "fsdp_begin_forward": [c_void_p],
-    "fsdp_begin_backward": [c_void_p],
-    "fsdp_optimizer_create": [c_void_p, c_int, P(Hyperparams), c_int, P(c_void_p), P(c_void_p)],
-    "fsdp_optimizer_destroy": [P(c_void_p)],
-    "fsdp_optimizer_add_group": [c_void_p, c_char_p, P(Hyperparams), P(c_int), P(c_int)],
-    "fsdp_optimizer_set_lr": [c_void_p, c_int, c_double],
-    "fsdp_optimizer_step": [c_void_p],
-    "fsdp_optimizer_zero_grad": [c_void_p],
-    "fsdp_optimizer_state": [c_void_p, c_void_p, c_char_p, P(c_void_p), P(size_t)],
-    "fsdp_optimizer_steps": [c_void_p, c_void_p, P(ctypes.c_int64)],
-    "fsdp_optimizer_set_steps": [c_void_p, c_void_p, ctypes.c_int64],
-    "fsdp_optimizer_param_steps": [c_void_p, c_void_p, c_int, P(ctypes.c_int64)],
-    "fsdp_optimizer_set_param_steps": [c_void_p, c_void_p, c_int, ctypes.c_int64],
-    "fsdp_clip_grad_norm": [c_void_p, c_double, c_double, P(c_double)],
-    "fsdp_grad_scaler_create": [c_void_p, c_double, c_double, c_double, c_int, P(c_void_p)],
-    "fsdp_grad_scaler_destroy": [P(c_void_p)],
-    "fsdp_grad_scaler_scale": [c_void_p, P(c_double)],
-    "fsdp_grad_scaler_unscale": [c_void_p, c_void_p],
-    "fsdp_grad_scaler_step": [c_void_p, c_void_p, P(c_int)],
-    "fsdp_grad_scaler_update": [c_void_p],
-    "fsdp_checkpoint_save": [c_void_p, c_char_p, P(CheckpointOptions)],
-    "fsdp_checkpoint_save_async": [c_void_p, c_char_p, P(CheckpointOptions), P(c_void_p)],
-    "fsdp_checkpoint_load": [c_void_p, c_char_p, P(CheckpointOptions), P(CheckpointReport)],
-    "fsdp_checkpoint_metadata": [c_char_p, c_char_p, c_char_p, size_t, P(size_t)],
-    "fsdp_checkpoint_describe": [c_char_p, c_char_p, size_t, P(size_t)],
-}
-_RESTYPES = {"fsdp_status_string": c_char_p, "fsdp_last_error": c_char_p}
 
 
 def _candidates():
@@ -182,6 +28,89 @@ def _candidates():
         yield found
 
 
+def _load_abi():
+    """_abi.py: installed in this package (cmake --install, pip), or, for the package of the
+    source tree, the copy the build wrote beside the library it describes (libfsdp_abi.py)."""
+    try:
+        from libfsdp import _abi
+        return _abi
+    except ImportError:
+        pass
+    tried = []
+    for path in _candidates():
+        beside = os.path.join(os.path.dirname(path), "libfsdp_abi.py")
+        tried.append(beside)
+        if os.path.exists(beside):
+            spec = importlib.util.spec_from_file_location("libfsdp._abi", beside)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules["libfsdp._abi"] = module
+            return module
+    raise ImportError("libfsdp: no _abi.py in the package and no libfsdp_abi.py beside the library "
+                      "(build the project, or set LIBFSDP_LIBRARY to the build's libfsdp.so); tried "
+                      + ", ".join(tried))
+
+
+_abi = _load_abi()
+VERSION = _abi.VERSION  # the header version the description was generated from (checked at load)
+PROTOTYPES = _abi.PROTOTYPES
+INITIALIZERS = _abi.INITIALIZERS
+Config, ParamDesc, UnitOptions = _abi.Config, _abi.ParamDesc, _abi.UnitOptions
+MemoryStats, Hyperparams = _abi.MemoryStats, _abi.Hyperparams
+CheckpointOptions, CheckpointReport = _abi.CheckpointOptions, _abi.CheckpointReport
+SafetensorsOptions = _abi.SafetensorsOptions
+
+
+def _enum(typedef):
+    return _abi.ENUMS[typedef]
+
+
+_status = _enum("fsdp_status_t")
+STATUS_NAMES = sorted(_status, key=_status.get)
+SUCCESS, ERR_INVALID_ARGUMENT = _status["FSDP_SUCCESS"], _status["FSDP_ERR_INVALID_ARGUMENT"]
+_dtype = _enum("fsdp_dtype_t")
+DTYPE_AUTO, FLOAT32, FLOAT64, BFLOAT16, FLOAT16 = (
+    _dtype[f"FSDP_{n}"] for n in ("DTYPE_AUTO", "FLOAT32", "FLOAT64", "BFLOAT16", "FLOAT16"))
+
+
+def _table(typedef, names):
+    """{Python spelling: value} for enumerators named by `names` {spelling: C name}."""
+    members = _enum(typedef)
+    return {k: members[c] for k, c in names.items()}
+
+
+# The Python spellings of the enums' members (tests/check_python_capi.py checks each table
+# covers its enum).
+STRATEGIES = _table("fsdp_sharding_strategy_t", {"full": "FSDP_FULL_SHARD",
+                                                 "hybrid": "FSDP_HYBRID_SHARD",
+                                                 "none": "FSDP_NO_SHARD"})
+REDUCTIONS = _table("fsdp_grad_reduction_t", {"mean": "FSDP_REDUCE_MEAN",
+                                              "sum": "FSDP_REDUCE_SUM"})
+GROUPS = _table("fsdp_group_t", {k: f"FSDP_GROUP_{k.upper()}"
+                                 for k in ("world", "shard", "replicate")})
+OPS = _table("fsdp_reduce_op_t", {k: f"FSDP_OP_{k.upper()}" for k in ("sum", "max", "min")})
+OPTIMIZERS = _table("fsdp_optimizer_kind_t", {"sgd": "FSDP_OPTIMIZER_SGD",
+                                              "adamw": "FSDP_OPTIMIZER_ADAMW"})
+MEMORY_SPACES = _table("fsdp_memory_space_t", {"host": "FSDP_MEMORY_HOST",
+                                               "cuda": "FSDP_MEMORY_CUDA"})
+TRANSPORTS = _table("fsdp_transport_t", {k: f"FSDP_TRANSPORT_{k.upper()}"
+                                         for k in ("auto", "mpi", "nccl", "shm",
+                                                   "shm_zero_copy")})
+ON_TIMEOUT = _table("fsdp_on_timeout_t", {"error": "FSDP_ON_TIMEOUT_ERROR",
+                                          "abort": "FSDP_ON_TIMEOUT_ABORT"})
+LOAD_FLAGS = _table("fsdp_load_flags_t", {k: f"FSDP_LOAD_{k.upper()}"
+                                          for k in ("strict", "partial", "model_only",
+                                                    "convert_dtype")})
+CONFIG_MAGIC = _abi.DEFINES["FSDP_CONFIG_MAGIC"]
+MAX_NDIM = _abi.DEFINES["FSDP_MAX_NDIM"]
+
+
+def initialized(macro):
+    """The struct an initializer macro of fsdp.h fills (e.g. "FSDP_SAFETENSORS_OPTIONS_INIT")."""
+    cls, values = INITIALIZERS[macro]
+    return getattr(_abi, cls)(**values)
+
+
 def load():
     errors = []
     for path in _candidates():
@@ -196,10 +125,10 @@ def load():
                           + ("; tried " + "; ".join(errors) if errors else ""))
     global LOADED_FROM
     LOADED_FROM = path
-    for name, argtypes in _PROTOTYPES.items():
+    for name, (argtypes, restype) in PROTOTYPES.items():
         fn = getattr(lib, name)
         fn.argtypes = argtypes
-        fn.restype = _RESTYPES.get(name, c_int)
+        fn.restype = restype
     if lib.fsdp_check_version(*VERSION) != SUCCESS:
         raise ImportError("libfsdp: " + lib.fsdp_last_error().decode())
     return lib

@@ -1,5 +1,5 @@
 // fsdp_safetensors_export / fsdp_safetensors_import: the C face of checkpoint/safetensors_io
-// (fsdp-ckpt export and import call them too).
+// (fsdp-ckpt export and import call them too), and their _fcomm twins for Fortran and FFI callers.
 #include <optional>
 #include <string>
 
@@ -85,28 +85,55 @@ void collective(MPI_Comm comm, const char* from_arg, const char* from, const cha
   fsdp::free_group(g);
 }
 
+// A Fortran communicator handle as a C one; MPI_COMM_NULL before MPI_Init (MPI_Comm_f2c needs
+// MPI), which require_usable_mpi then reports.
+MPI_Comm from_fortran(int fcomm) {
+  static_assert(sizeof(MPI_Fint) == sizeof(int), "MPI_Fint is not an int in this MPI");
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  return initialized ? MPI_Comm_f2c(static_cast<MPI_Fint>(fcomm)) : MPI_COMM_NULL;
+}
+
+void export_body(MPI_Comm comm, const char* checkpoint, const char* out,
+                 const fsdp_safetensors_options_t* options) {
+  collective(comm, "checkpoint", checkpoint, "out", out, options, true,
+             [](MPI_Comm c, const Request& r) {
+               fsdp::ckpt::export_safetensors(c, r.from, r.to, r.options);
+             });
+}
+
+void import_body(MPI_Comm comm, const char* in, const char* checkpoint,
+                 const fsdp_safetensors_options_t* options) {
+  collective(comm, "in", in, "checkpoint", checkpoint, options, false,
+             [](MPI_Comm c, const Request& r) {
+               fsdp::ckpt::import_safetensors(c, r.from, r.to, r.options);
+             });
+}
+
 }  // namespace
 
 extern "C" {
 
 fsdp_status_t fsdp_safetensors_export(MPI_Comm comm, const char* checkpoint, const char* out,
                                       const fsdp_safetensors_options_t* options) {
-  return fsdp::capi::guard(__func__, [&] {
-    collective(comm, "checkpoint", checkpoint, "out", out, options, true,
-               [](MPI_Comm c, const Request& r) {
-                 fsdp::ckpt::export_safetensors(c, r.from, r.to, r.options);
-               });
-  });
+  return fsdp::capi::guard(__func__, [&] { export_body(comm, checkpoint, out, options); });
 }
 
 fsdp_status_t fsdp_safetensors_import(MPI_Comm comm, const char* in, const char* checkpoint,
                                       const fsdp_safetensors_options_t* options) {
-  return fsdp::capi::guard(__func__, [&] {
-    collective(comm, "in", in, "checkpoint", checkpoint, options, false,
-               [](MPI_Comm c, const Request& r) {
-                 fsdp::ckpt::import_safetensors(c, r.from, r.to, r.options);
-               });
-  });
+  return fsdp::capi::guard(__func__, [&] { import_body(comm, in, checkpoint, options); });
+}
+
+fsdp_status_t fsdp_safetensors_export_fcomm(int fcomm, const char* checkpoint, const char* out,
+                                            const fsdp_safetensors_options_t* options) {
+  return fsdp::capi::guard(__func__,
+                           [&] { export_body(from_fortran(fcomm), checkpoint, out, options); });
+}
+
+fsdp_status_t fsdp_safetensors_import_fcomm(int fcomm, const char* in, const char* checkpoint,
+                                            const fsdp_safetensors_options_t* options) {
+  return fsdp::capi::guard(__func__,
+                           [&] { import_body(from_fortran(fcomm), in, checkpoint, options); });
 }
 
 }  // extern "C"
