@@ -161,6 +161,13 @@ _PROTOTYPES = {
     "fsdp_checkpoint_load": [c_void_p, c_char_p, P(CheckpointOptions), P(CheckpointReport)],
     "fsdp_checkpoint_metadata": [c_char_p, c_char_p, c_char_p, size_t, P(size_t)],
     "fsdp_checkpoint_describe": [c_char_p, c_char_p, size_t, P(size_t)],
+    "fsdp_param_group_of": [P(c_char_p), c_int, c_char_p, P(c_int)],
+    "fsdp_optimizer_kind_info": [c_int, P(c_char_p), P(c_int), P(c_int), P(c_int)],
+    "fsdp_optimizer_state_name": [c_int, c_int, P(c_char_p)],
+    "fsdp_optimizer_hyperparam_name": [c_int, c_int, P(c_char_p)],
+    "fsdp_optimizer_defaults": [c_int, P(Hyperparams)],
+    "fsdp_storage_dtype": [c_int, P(c_int)],
+    "fsdp_precision_resolve": [c_void_p, c_int, c_int, c_int, P(c_int), P(c_int)],
 }
 _RESTYPES = {"fsdp_status_string": c_char_p, "fsdp_last_error": c_char_p}
 
