@@ -837,6 +837,35 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_precision(fsdp_unit_t unit, fsdp_dtype_t* st
                                               fsdp_dtype_t* param_dtype,
                                               fsdp_dtype_t* reduce_dtype);
 
+/** Since 0.10: the dtype a parameter of `dtype` is stored in (its master copy and shard):
+ *  float64 stays float64; float32, bfloat16 and float16 are stored in float32 (a 16-bit model
+ *  then computes in its own dtype through param_dtype). For bindings that create units from
+ *  parameters of any floating dtype. Local; thread-safe.
+ *  @param[in] dtype a parameter's dtype (not FSDP_DTYPE_AUTO)
+ *  @param[out] storage the storage dtype, FSDP_FLOAT32 or FSDP_FLOAT64
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (dtype not an fsdp_dtype_t, storage NULL) */
+FSDP_EXPORT fsdp_status_t fsdp_storage_dtype(fsdp_dtype_t dtype, fsdp_dtype_t* storage);
+
+/** Since 0.10: the param_dtype and reduce_dtype a unit of `storage` parameters created in `ctx`
+ *  with these options (fsdp_unit_options_t) would get, or the error its creation would report:
+ *  unset dtypes take the context's, then param_dtype the storage dtype and reduce_dtype the
+ *  param_dtype; float32 parameters compute and reduce in float32, bfloat16 or float16, float64
+ *  parameters only in float64. Local; thread-safe (ctx is only read).
+ *  @param[in] ctx a context whose fsdp_config_t precision applies, or NULL for none
+ *  @param[in] storage FSDP_FLOAT32 or FSDP_FLOAT64 (fsdp_storage_dtype)
+ *  @param[in] param_dtype the unit's request, or FSDP_DTYPE_AUTO
+ *  @param[in] reduce_dtype the unit's request, or FSDP_DTYPE_AUTO
+ *  @param[out] param_out may be NULL; the resolved param_dtype
+ *  @param[out] reduce_out may be NULL; the resolved reduce_dtype
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (a dtype out of range, storage not float32 or float64,
+ * a combination the library does not compute); FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad non-NULL ctx */
+FSDP_EXPORT fsdp_status_t fsdp_precision_resolve(fsdp_context_t ctx, fsdp_dtype_t storage,
+                                                 fsdp_dtype_t param_dtype,
+                                                 fsdp_dtype_t reduce_dtype,
+                                                 fsdp_dtype_t* param_out,
+                                                 fsdp_dtype_t* reduce_out);
+
 /** Since 0.7: whether the unit keeps its shard inside the node's unsharded copy
  *  (FSDP_TRANSPORT_SHM_ZERO_COPY, for a unit whose shard group lies on one node, whose
  *  param_dtype is its storage dtype and whose parameters are all trainable or all frozen). Such a
@@ -1160,6 +1189,66 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_param_steps(fsdp_optimizer_t opt, fsdp_
  * FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_param_steps(fsdp_optimizer_t opt, fsdp_unit_t unit,
                                                          int index, int64_t steps);
+
+/** Since 0.10: the hyperparameter group of the parameter `name` among groups whose patterns are
+ *  patterns[0..npatterns-1], by the rule of fsdp_optimizer_add_group and of checkpoints: the
+ *  first group g >= 1 whose pattern matches (fnmatch(3) with no flags: '\' quotes the next
+ *  character, '*' and '?' match any character, '.' and '/' included), else group 0 (the
+ *  defaults). For converters and bindings that place parameters into groups (libfsdp.dcp).
+ *  Local; thread-safe.
+ *  @param[in] patterns npatterns patterns, group 0's first (never matched: may be NULL or "")
+ *  @param[in] npatterns >= 1
+ *  @param[in] name a parameter name
+ *  @param[out] group the group index, in [0, npatterns)
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (npatterns < 1, patterns NULL, patterns[g >= 1] NULL or
+ * empty, name NULL, group NULL) */
+FSDP_EXPORT fsdp_status_t fsdp_param_group_of(const char* const* patterns, int npatterns,
+                                              const char* name, int* group);
+
+/** Since 0.10: what an optimizer kind keeps and reads, for bindings and converters: its name as
+ *  checkpoints write it ("sgd", "adamw"), its state buffers (fsdp_optimizer_state_name, the names
+ *  fsdp_optimizer_state takes), the fsdp_hyperparams_t fields its update reads
+ *  (fsdp_optimizer_hyperparam_name; the others are ignored), and whether the update reads the
+ *  update count itself (1: AdamW's bias correction, so a restored state needs its true count) or
+ *  only whether it is 0 (0: SGD, whose momentum buffer restarts from the gradient at a count of 0
+ *  and continues at any other). Local; thread-safe. Outputs may be NULL.
+ *  @param[in] kind FSDP_OPTIMIZER_SGD or FSDP_OPTIMIZER_ADAMW
+ *  @param[out] name may be NULL; the kind's name (static storage)
+ *  @param[out] nstates may be NULL; its number of state buffers
+ *  @param[out] nhyperparams may be NULL; the number of hyperparameters it reads
+ *  @param[out] step_count may be NULL; 1 if its update reads the count, 0 if only whether it is 0
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (kind out of range) */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_kind_info(fsdp_optimizer_kind_t kind, const char** name,
+                                                   int* nstates, int* nhyperparams,
+                                                   int* step_count);
+
+/** Since 0.10: the name of state buffer `index` of an optimizer kind (fsdp_optimizer_kind_info),
+ *  in the order checkpoints store them ("momentum"; "exp_avg", "exp_avg_sq"). Local; thread-safe.
+ *  @param[in] kind FSDP_OPTIMIZER_SGD or FSDP_OPTIMIZER_ADAMW
+ *  @param[in] index in [0, nstates)
+ *  @param[out] name the name, in static storage (valid while the library is loaded)
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (kind out of range, name NULL); OUT_OF_RANGE (index) */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_state_name(fsdp_optimizer_kind_t kind, int index,
+                                                    const char** name);
+
+/** Since 0.10: the name of the `index`th fsdp_hyperparams_t field an optimizer kind's update reads
+ *  ("lr", "weight_decay", "momentum", "dampening", "nesterov"; "lr", "weight_decay", "beta1",
+ *  "beta2", "eps"), spelled as the struct's member. Local; thread-safe.
+ *  @param[in] kind FSDP_OPTIMIZER_SGD or FSDP_OPTIMIZER_ADAMW
+ *  @param[in] index in [0, nhyperparams) (fsdp_optimizer_kind_info)
+ *  @param[out] name the field's name, in static storage
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (kind out of range, name NULL); OUT_OF_RANGE (index) */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_hyperparam_name(fsdp_optimizer_kind_t kind, int index,
+                                                         const char** name);
+
+/** Since 0.10: the kind's default hyperparameters, FSDP_SGD_DEFAULTS or FSDP_ADAMW_DEFAULTS as
+ *  this library was built with them (what fsdp_optimizer_create takes for NULL defaults and for
+ *  the fields of a shorter struct), for bindings that cannot read the macros. Local; thread-safe.
+ *  @param[in] kind FSDP_OPTIMIZER_SGD or FSDP_OPTIMIZER_ADAMW
+ *  @param[in,out] hp hp->size set by the caller; that many bytes are written
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (kind out of range, hp NULL, hp->size too small) */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_defaults(fsdp_optimizer_kind_t kind,
+                                                  fsdp_hyperparams_t* hp);
 
 /** Clips the gradients of every unit of the context by their total `norm_type`-norm (>= 1, or
  *  INFINITY), taken over all ranks, padding and frozen parameters excluded and hybrid replicas

@@ -21,6 +21,8 @@
   sgd DIR                       writes a DCP directory of a parameter with SGD's momentum_buffer
   same-model DIR1 DIR2          the tensors of two DCP directories are equal bit for bit
                                 (bfloat16 compared as the float32 libfsdp keeps)
+  queries                       what the library says of its optimizer kinds (state names, the
+                                hyperparameters read, defaults) against torch.optim's own
 Exit 77 (skipped) without PyTorch >= 2.6."""
 import os
 import socket
@@ -295,6 +297,39 @@ def same_model(d1, d2):
     return 1 if bad else 0
 
 
+def queries():
+    """fsdp_optimizer_kind_info / _state_name / _hyperparam_name / fsdp_optimizer_defaults
+    against torch.optim's SGD and AdamW: the state one step leaves (libfsdp's names, PyTorch's
+    where libfsdp.dcp renames them, and "step" where the kind reads its count), and the defaults
+    of an optimizer built without arguments."""
+    from libfsdp import dcp as converter
+    from libfsdp.optimizer import defaults, kind_info
+    bad = []
+    for kind, cls, args in (("sgd", torch.optim.SGD, {"momentum": 0.9}),
+                            ("adamw", torch.optim.AdamW, {})):
+        p = torch.nn.Parameter(torch.ones(3))
+        p.grad = torch.ones(3)
+        opt = cls([p], **args)
+        opt.step()
+        theirs = set(opt.state[p])
+        info = kind_info(kind)
+        mine = set(converter._states(kind).values()) | ({"step"} if info.step_count else set())
+        if mine != theirs:
+            bad.append(f"{kind}: the library's state {sorted(mine)}, torch.optim's "
+                       f"{sorted(theirs)}")
+        group = dict(cls([torch.nn.Parameter(torch.ones(1))]).param_groups[0])
+        if "betas" in group:
+            group["beta1"], group["beta2"] = group["betas"]
+        hp = defaults(kind)
+        for field in info.hyperparams:
+            if field not in group or float(getattr(hp, field)) != float(group[field]):
+                bad.append(f"{kind}: default {field} = {getattr(hp, field)}, torch.optim's "
+                           f"{group.get(field, 'absent')}")
+    for line in bad:
+        print("FAIL", line)
+    return 1 if bad else 0
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "fsdp2-save":
@@ -314,6 +349,8 @@ def main():
         return sgd(*args)
     if cmd == "same-model":
         return same_model(*args)
+    if cmd == "queries":
+        return queries()
     raise SystemExit(f"unknown command {cmd}")
 
 

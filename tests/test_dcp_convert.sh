@@ -23,6 +23,9 @@ rm -rf "$dir" && mkdir -p "$dir"
 chk="$py $src/check_dcp_convert.py"
 conv="$py -m libfsdp.dcp"
 
+$chk queries; rc=$?
+check "the library's optimizer kinds (state, hyperparameters, defaults) are torch.optim's" '[ $rc -eq 0 ]'
+
 $chk fsdp2-save "$dir/fsdp2" "$dir/ref.pt"; rc=$?
 [ $rc -eq 77 ] && exit 77
 check "FSDP2 trains and writes a DCP checkpoint" '[ $rc -eq 0 ] && [ -f "$dir/fsdp2/.metadata" ]'

@@ -1,6 +1,9 @@
 """The Python binding (python/libfsdp) against numpy references computed here: unsharded values,
 mean-reduced gradients, an SGD step, a checkpoint round trip, and bad input refused with the
 argument named and nothing written. Run under mpiexec with 1 to 4 ranks."""
+import ctypes
+import ctypes.util
+import fnmatch
 import os
 import sys
 import tempfile
@@ -8,6 +11,9 @@ import tempfile
 import numpy as np
 
 import libfsdp
+from libfsdp import dcp
+from libfsdp.optimizer import group_of, kind_info
+from libfsdp.unit import resolve_precision, storage_dtype
 
 failures = 0
 
@@ -171,6 +177,109 @@ check(report["loaded"] == 2 and report["missing"] == 0, f"load report {report}")
 unit.unshard()
 check(np.array_equal(unit.param("fc.weight"), stepped["fc.weight"]), "weight after load")
 
+# Queries (fsdp_param_group_of, fsdp_optimizer_kind_info, fsdp_storage_dtype,
+# fsdp_precision_resolve), each against a reference computed without the library.
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.fnmatch.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+
+
+def posix_group(patterns, name):
+    """The first group g >= 1 whose pattern POSIX fnmatch(3) matches, else 0."""
+    return next((g for g, p in enumerate(patterns)
+                 if g and libc.fnmatch(p.encode(), name.encode(), 0) == 0), 0)
+
+
+patterns = ["", "a\\*b", "*.bias", "blk[0-9].w", "x\\\\y", "c?d", "[!z]*"]
+for name in ["a*b", "axb", "a\\xyzb", "enc.bias", "enc/x.bias", "blk3.w", "blkx.w", "x\\y",
+             "c/d", "zz", "z"]:
+    got = group_of(patterns, name)
+    check(got == posix_group(patterns, name), f"group_of({name!r}) = {got}, fnmatch(3) says "
+          f"{posix_group(patterns, name)}")
+# Where Python's fnmatchcase differs (a backslash is no escape there): the library answers POSIX's.
+check(fnmatch.fnmatchcase("a\\xyzb", "a\\*b") and group_of(["", "a\\*b"], "a\\xyzb") == 0,
+      "a quoted '*' matches only '*'")
+for name in ["w*", "a?b[c]", "back\\slash", "plain.name"]:
+    check(group_of(["", dcp._exact(name)], name) == 1 and
+          group_of(["", dcp._exact(name)], name + "x") == 0, f"_exact({name!r}) matches it alone")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "npatterns = 0", group_of, [], "w")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "patterns[1]: NULL or empty", group_of, ["", ""], "w")
+out = ctypes.c_int()
+check(libfsdp._lib.fsdp_param_group_of(None, 1, b"w", ctypes.byref(out)) == 1 and
+      "fsdp_param_group_of: patterns: NULL" in libfsdp._lib.fsdp_last_error().decode(),
+      "fsdp_param_group_of refuses NULL patterns")
+
+# The hyperparameters a kind reads: changing one changes two steps' result, any other does not.
+base = {"sgd": {"lr": 0.1, "momentum": 0.9}, "adamw": {"lr": 0.1}}
+other = {"lr": 0.2, "weight_decay": 0.1, "momentum": 0.5, "dampening": 0.5, "nesterov": True,
+         "beta1": 0.5, "beta2": 0.5, "eps": 0.1}
+g = np.linspace(-1, 1, 12, dtype=np.float32)
+
+
+def two_steps(kind, hp):
+    u = ctx.unit([("w", np.arange(12, dtype=np.float32))])
+    o = ctx.optimizer(kind, [u], **hp)
+    for _ in range(2):
+        u.unshard()
+        u.write_grad("w", g)
+        u.reduce_grads()
+        u.reshard()
+        o.step()
+    values = u.gather()[0]
+    o.destroy()
+    u.destroy()
+    return values
+
+
+for kind in ("sgd", "adamw"):
+    info = kind_info(kind)
+    reference = two_steps(kind, base[kind])
+    read = {f for f, value in other.items()
+            if not np.array_equal(two_steps(kind, dict(base[kind], **{f: value})), reference)}
+    check(read == set(info.hyperparams), f"{kind} reads {sorted(read)}, the library says "
+          f"{sorted(info.hyperparams)}")
+    hp = libfsdp.optimizer.defaults(kind)  # PyTorch's documented defaults
+    want = {"lr": 1e-3, "weight_decay": 1e-2 if kind == "adamw" else 0.0, "momentum": 0.0,
+            "dampening": 0.0, "nesterov": 0, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
+    check({f: getattr(hp, f) for f in want} == want, f"{kind} defaults {hp}")
+check(kind_info("adamw").step_count and not kind_info("sgd").step_count,
+      "AdamW reads its update count (bias correction), SGD only whether it is 0")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "kind: 'adam'", kind_info, "adam")
+name = ctypes.c_char_p()
+check(libfsdp._lib.fsdp_optimizer_state_name(0, 1, ctypes.byref(name)) == 5 and
+      "index = 1: sgd has 1 state buffer(s)" in libfsdp._lib.fsdp_last_error().decode(),
+      "fsdp_optimizer_state_name: OUT_OF_RANGE past the last buffer")
+check(libfsdp._lib.fsdp_optimizer_kind_info(7, None, None, None, None) == 1 and
+      "kind = 7" in libfsdp._lib.fsdp_last_error().decode(), "fsdp_optimizer_kind_info: bad kind")
+
+# Storage dtype: float64 stays, every narrower dtype gets a float32 master (doc/api.md).
+for dtype, want in [("float32", "float32"), ("float64", "float64"), ("bfloat16", "float32"),
+                    ("float16", "float32")]:
+    check(storage_dtype(dtype) == want, f"storage_dtype({dtype}) = {storage_dtype(dtype)}")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "dtype = -1", storage_dtype, "auto")
+# Precision: the query answers as a unit's creation does (created here), its refusals included.
+for storage in ("float32", "float64"):
+    for param in (None, "float64", "bfloat16"):
+        for reduce in (None, "float32", "float16"):
+            try:
+                answer = resolve_precision(ctx, storage, param, reduce)
+            except libfsdp.Error as e:
+                answer = e.status_name
+            try:
+                u = ctx.unit([("w", np.zeros(4, storage))], param_dtype=param, reduce_dtype=reduce)
+                made = (u.param_dtype.name if u.param_dtype != np.uint16 else "bfloat16",
+                        u.reduce_dtype.name if u.reduce_dtype != np.uint16 else "bfloat16")
+                u.destroy()
+            except libfsdp.Error as e:
+                made = e.status_name
+            check(answer == made, f"precision {storage}/{param}/{reduce}: query {answer}, unit "
+                  f"{made}")
+check(resolve_precision(None, "float32", "bfloat16") == ("bfloat16", "bfloat16"),
+      "reduce_dtype defaults to param_dtype")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "float64 parameters only in float64", resolve_precision,
+             None, "float64", "bfloat16")
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "storage = bfloat16", resolve_precision, None,
+             "bfloat16")
+
 # Bad input: the argument named, nothing written.
 weight_before = unit.param(0).copy()
 expect_error("FSDP_ERR_STATE", "fsdp_unshard", unit.unshard)
@@ -188,8 +297,8 @@ expect_error("FSDP_ERR_INVALID_ARGUMENT", "params[0] \"x\": dtype int32", ctx.un
              [("x", np.zeros(3, np.int32))])
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "not C-contiguous", ctx.unit,
              [("x", np.zeros((4, 4), np.float32)[:, ::2])])
-expect_error("FSDP_ERR_INVALID_ARGUMENT", "mixed", ctx.unit,
-             [("x", np.zeros(3, np.float32)), ("y", np.zeros(3, np.float64))])
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "all parameters of a unit share one dtype",
+             ctx.unit, [("x", np.zeros(3, np.float32)), ("y", np.zeros(3, np.float64))])
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "strategy: 'fully'", libfsdp.init, strategy="fully")
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "momentun", ctx.optimizer, "sgd", [unit], momentun=0.9)
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "metadata", ctx.save, path, [], {"step": 8})

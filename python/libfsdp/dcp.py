@@ -28,7 +28,6 @@ defaults); every other takes the parameters matching its --group-patterns glob, 
 one exact-name group per parameter. libfsdp groups become PyTorch groups in order.
 """
 import argparse
-import fnmatch
 import os
 import shutil
 import sys
@@ -43,10 +42,13 @@ except ImportError:  # reported when a conversion is asked for
     torch = dcp = None
 
 import libfsdp
+from libfsdp import _capi
+from libfsdp.optimizer import group_of as _group_of, kind_info
 
-# Optimizer state buffers by kind: libfsdp's name (fsdp_optimizer_state) -> PyTorch's.
-_STATES = {"adamw": {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq"},
-           "sgd": {"momentum": "momentum_buffer"}}
+# PyTorch's names where they differ from libfsdp's (fsdp_optimizer_state_name); PyTorch's
+# optimizers that count updates keep the count as one more state entry, "step".
+_TORCH_STATE = {"momentum": "momentum_buffer"}
+_TORCH_OPTIMIZER = {"adamw": "AdamW", "sgd": "SGD"}
 _UNIT_BYTES = 256 << 20  # units of at most this many parameter bytes (one is read at a time)
 
 
@@ -69,20 +71,13 @@ def _quiet(fn, *args, **kwargs):
 
 
 def _exact(name):
-    """A glob matching exactly `name` (for C fnmatch and Python fnmatchcase alike)."""
-    if "\\" in name:
-        raise ConversionError(f"parameter '{name}': a backslash in a name cannot be put in a "
-                              "hyperparameter group pattern; pass --group-patterns")
-    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+    """A glob matching exactly `name`: every special character of fnmatch(3) quoted."""
+    return "".join(f"\\{c}" if c in "*?[\\" else c for c in name)
 
 
-def _group_of(patterns, name):
-    """libfsdp's rule (src/optim/optimizer.cpp): the first group g >= 1 whose pattern matches,
-    else group 0."""
-    for g, pattern in enumerate(patterns):
-        if g > 0 and fnmatch.fnmatchcase(name, pattern):
-            return g
-    return 0
+def _states(kind):
+    """{libfsdp state name: PyTorch's} of the library's optimizer `kind`."""
+    return {n: _TORCH_STATE.get(n, n) for n in kind_info(kind).states}
 
 
 # ---- DCP -> libfsdp ------------------------------------------------------------------------------
@@ -173,17 +168,19 @@ def _optimizer_plan(cat, group_patterns):
     names = {n for states in cat.state.values() for n in states}
     if not cat.state:
         return None, [], {}
-    if names <= set(_STATES["adamw"].values()) | {"step"}:
-        kind = "adamw"
-    elif names <= set(_STATES["sgd"].values()):
-        kind = "sgd"
-    else:
+    fits = [k for k in _capi.OPTIMIZERS if names - {"step"} <= set(_states(k).values()) and
+            ("step" not in names or kind_info(k).step_count)]
+    if not fits:
+        known = "; ".join(f"{k}: {', '.join(_states(k).values())}"
+                          f"{', step' if kind_info(k).step_count else ''}"
+                          for k in _capi.OPTIMIZERS)
         raise ConversionError(f"{cat.directory}: optimizer state {sorted(names)}: libfsdp "
-                              "converts AdamW (exp_avg, exp_avg_sq, step) and SGD "
-                              "(momentum_buffer)")
+                              f"converts the states of its optimizers ({known})")
+    kind = fits[0]
+    counted = kind_info(kind).step_count
     for fqn, states in cat.state.items():
         (pkey, pmeta) = cat.params[fqn]
-        for n in _STATES[kind].values():
+        for n in _states(kind).values():
             if n not in states:
                 raise ConversionError(f"{cat.directory}: '{fqn}' has optimizer state "
                                       f"{sorted(states)} without '{n}'")
@@ -192,14 +189,15 @@ def _optimizer_plan(cat, group_patterns):
                 raise ConversionError(
                     f"{cat.directory}: tensor '{key}' has shape {list(meta.size)}, its parameter "
                     f"'{pkey}' {list(pmeta.size)}")
-        if kind == "adamw":
+        if counted:
             if "step" not in states:
-                raise ConversionError(f"{cat.directory}: '{fqn}' has AdamW state without 'step'")
+                raise ConversionError(f"{cat.directory}: '{fqn}' has {kind} state without "
+                                      "'step'")
             if tuple(states["step"][1].size) not in ((), (1,)):
                 raise ConversionError(f"{cat.directory}: tensor '{states['step'][0]}' has shape "
                                       f"{list(states['step'][1].size)}; a step is a scalar")
     steps = {}
-    if kind == "adamw":
+    if counted:
         read = cat.read([states["step"] for states in cat.state.values()])
         for fqn, states in cat.state.items():
             value = float(read[states["step"][0]].reshape(()).item())
@@ -207,7 +205,7 @@ def _optimizer_plan(cat, group_patterns):
                 raise ConversionError(f"{cat.directory}: tensor '{states['step'][0]}' = {value}: "
                                       "not an update count")
             steps[fqn] = int(value)
-    else:  # SGD counts no steps; a momentum buffer continues (libfsdp: steps > 0)
+    else:  # its update reads only whether the count is 0: any other continues the state
         steps = {fqn: 1 for fqn in cat.state}
     groups = []
     if cat.groups:
@@ -221,25 +219,23 @@ def _optimizer_plan(cat, group_patterns):
 def _libfsdp_groups(cat, kind, groups, group_patterns):
     """PyTorch's param_groups as libfsdp (pattern, hyperparameters) groups, checked: a group the
     library's update would not reproduce is refused."""
+    reads = kind_info(kind).hyperparams
     out = []
     for g, group in enumerate(groups):
         where = f"{cat.directory}: param_groups[{g}]"
         for flag in ("amsgrad", "maximize", "differentiable"):
-            if group.get(flag):
+            if group.get(flag) and flag not in reads:
                 raise ConversionError(f"{where}: {flag}=True has no libfsdp equivalent")
-        hp = {"lr": float(group.get("lr", 1e-3)),
-              "weight_decay": float(group.get("weight_decay", 0.0))}
-        if kind == "adamw":
-            if group.get("decoupled_weight_decay") is False and hp["weight_decay"] != 0:
-                raise ConversionError(f"{where}: torch.optim.Adam's L2 weight decay "
-                                      f"(weight_decay={hp['weight_decay']}) is not AdamW's "
-                                      "decoupled decay, the one libfsdp computes")
-            betas = group.get("betas", (0.9, 0.999))
-            hp.update(betas=(float(betas[0]), float(betas[1])), eps=float(group.get("eps", 1e-8)))
-        else:
-            hp.update(momentum=float(group.get("momentum", 0.0)),
-                      dampening=float(group.get("dampening", 0.0)),
-                      nesterov=bool(group.get("nesterov", False)))
+        fields = dict(group)
+        if "betas" in group:
+            fields["beta1"], fields["beta2"] = group["betas"]
+        # What the group lacks keeps the library's default (PyTorch's).
+        hp = {f: fields[f] for f in reads if f in fields}
+        if (kind == "adamw" and group.get("decoupled_weight_decay") is False
+                and float(group.get("weight_decay", 0.0)) != 0):
+            raise ConversionError(f"{where}: torch.optim.Adam's L2 weight decay "
+                                  f"(weight_decay={group['weight_decay']}) is not AdamW's "
+                                  "decoupled decay, the one libfsdp computes")
         out.append((list(group.get("params", [])), hp))
     if not out:
         return [("", {})]
@@ -262,12 +258,15 @@ def _libfsdp_groups(cat, kind, groups, group_patterns):
     return result
 
 
+# torch dtype -> the library's name, for the dtypes a parameter may have.
+_LIB_DTYPE = {} if torch is None else {torch.float32: "float32", torch.float64: "float64",
+                                       torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
 def _storage_dtype(dtype):
-    if dtype == torch.float64:
-        return np.float64
-    if dtype in (torch.float32, torch.bfloat16, torch.float16):
-        return np.float32
-    return None
+    """The numpy dtype the library stores a parameter of torch `dtype` in (fsdp_storage_dtype),
+    or None for a dtype that is not one of the library's."""
+    return np.dtype(libfsdp.unit.storage_dtype(_LIB_DTYPE[dtype])) if dtype in _LIB_DTYPE else None
 
 
 def to_libfsdp(dcp_dir, out, ctx=None, model_key="model", optim_key="optim",
@@ -304,34 +303,35 @@ def to_libfsdp(dcp_dir, out, ctx=None, model_key="model", optim_key="optim",
 
 
 def _fill_units(ctx, cat, kind, groups, steps):
-    """Units grouped by (step, storage dtype), at most _UNIT_BYTES each, filled from the DCP
-    tensors one unit at a time; the optimizer over them, its state and steps restored."""
+    """Units of one storage dtype each, with or without optimizer state (so that parameters
+    without state get none), at most _UNIT_BYTES each, filled from the DCP tensors one unit at a
+    time; the optimizer over them, its state and each parameter's update count restored."""
     buckets = {}
     for fqn, (key, meta) in cat.params.items():
         dtype = _storage_dtype(meta.properties.dtype)
-        buckets.setdefault((steps.get(fqn, -1), np.dtype(dtype).str), []).append(fqn)
+        buckets.setdefault((fqn in steps, dtype), []).append(fqn)
     plan = []
-    for (step, dtype), fqns in buckets.items():
+    for (stateful, dtype), fqns in buckets.items():
         current, size = [], 0
         for fqn in fqns:
-            nbytes = int(np.prod(cat.params[fqn][1].size, dtype=np.int64)) * np.dtype(dtype).itemsize
+            nbytes = int(np.prod(cat.params[fqn][1].size, dtype=np.int64)) * dtype.itemsize
             if current and size + nbytes > _UNIT_BYTES:
-                plan.append((step, dtype, current))
+                plan.append((stateful, dtype, current))
                 current, size = [], 0
             current.append(fqn)
             size += nbytes
-        plan.append((step, dtype, current))
+        plan.append((stateful, dtype, current))
     units = [ctx.unit([(fqn, tuple(cat.params[fqn][1].size), np.dtype(dtype)) for fqn in fqns],
                       name=f"dcp {i}") for i, (_, dtype, fqns) in enumerate(plan)]
     opt = _optimizer(ctx, kind, units, groups) if kind is not None else None
-    states = _STATES.get(kind, {})
-    for unit, (step, dtype, fqns) in zip(units, plan):
+    states = _states(kind) if kind is not None else {}
+    for unit, (stateful, dtype, fqns) in zip(units, plan):
         keys = [cat.params[f] for f in fqns]
-        if step >= 0:
+        if stateful:
             keys += [cat.state[f][n] for f in fqns for n in states.values()]
         values = cat.read(keys)
         shard = unit.shard()
-        buffers = {n: opt.state(unit, lib) for lib, n in states.items()} if step >= 0 else {}
+        buffers = {n: opt.state(unit, lib) for lib, n in states.items()} if stateful else {}
         for i, fqn in enumerate(fqns):
             shard_off, param_off, length = unit.shard_range(i)
             part = slice(param_off, param_off + length)
@@ -339,8 +339,8 @@ def _fill_units(ctx, cat, kind, groups, steps):
             for n, buf in buffers.items():
                 buf[shard_off:shard_off + length] = _flat(values[cat.state[fqn][n][0]],
                                                           dtype)[part]
-        if step >= 0:
-            opt.set_steps(unit, step)
+            if stateful:
+                opt.set_param_steps(unit, i, steps[fqn])
         del values
     return units, opt
 
@@ -359,12 +359,12 @@ def _torch_group_fields(kind, hp):
     """This PyTorch's param_group fields for the optimizer (every key its own optimizer has, so
     FSDP2's load finds them all), from a throwaway optimizer built with the hyperparameters."""
     p = [torch.nn.Parameter(torch.zeros(1))]
-    if kind == "adamw":
-        o = torch.optim.AdamW(p, lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"],
-                              weight_decay=hp["weight_decay"])
-    else:
-        o = torch.optim.SGD(p, lr=hp["lr"], momentum=hp["momentum"], dampening=hp["dampening"],
-                            nesterov=bool(hp["nesterov"]), weight_decay=hp["weight_decay"])
+    args = _hyper(kind, hp)
+    if "betas" in args:
+        args["betas"] = tuple(args["betas"])
+    if "nesterov" in args:
+        args["nesterov"] = bool(args["nesterov"])
+    o = getattr(torch.optim, _TORCH_OPTIMIZER[kind])(p, **args)
     fields = dict(o.param_groups[0])
     del fields["params"]
     return fields
@@ -415,10 +415,10 @@ def to_dcp(path, dcp_dir, model_key="model", optim_key="optim"):
 
 def _load_full(ctx, path, info, oinfo, step_of, model_key, optim_key):
     """The checkpoint's parameters and optimizer state as full tensors, loaded by libfsdp (every
-    checksum verified) into units grouped by step and dtype."""
+    checksum verified) into units grouped by dtype and by whether they have optimizer state."""
     buckets = {}
     for p in info["params"]:
-        buckets.setdefault((step_of.get(p["name"], -1), p["dtype"]), []).append(p)
+        buckets.setdefault((p["name"] in step_of, p["dtype"]), []).append(p)
     plan = list(buckets.items())
     units = [ctx.unit([(p["name"], tuple(p["shape"]), np.dtype(dtype)) for p in params],
                       name=f"checkpoint {i}") for i, ((_, dtype), params) in enumerate(plan)]
@@ -428,10 +428,11 @@ def _load_full(ctx, path, info, oinfo, step_of, model_key, optim_key):
                          [(g["pattern"], _hyper(oinfo["kind"], g)) for g in oinfo["groups"]])
     ctx.load(str(path), optimizers=[opt] if opt else [])
     model, state = {}, {}
-    states = _STATES[oinfo["kind"]] if oinfo else {}
-    for unit, ((step, _), params) in zip(units, plan):
+    states = _states(oinfo["kind"]) if oinfo else {}
+    counted = oinfo is not None and kind_info(oinfo["kind"]).step_count
+    for unit, ((stateful, _), params) in zip(units, plan):
         shard = unit.shard()
-        buffers = {n: opt.state(unit, lib) for lib, n in states.items()} if step >= 0 else {}
+        buffers = {n: opt.state(unit, lib) for lib, n in states.items()} if stateful else {}
         for i, p in enumerate(params):
             shard_off, _, length = unit.shard_range(i)
             part = slice(shard_off, shard_off + length)
@@ -440,16 +441,15 @@ def _load_full(ctx, path, info, oinfo, step_of, model_key, optim_key):
                 continue
             entry = {n: torch.from_numpy(buf[part].copy()).reshape(p["shape"])
                      for n, buf in buffers.items()}
-            if oinfo["kind"] == "adamw":
-                entry["step"] = torch.tensor(float(step), dtype=torch.float32)
+            if counted:
+                entry["step"] = torch.tensor(float(opt.param_steps(unit, i)),
+                                             dtype=torch.float32)
             state[p["name"]] = entry
     sd = {model_key: model}
     if oinfo is not None:
         groups = [dict(_torch_group_fields(oinfo["kind"], g), params=[])
                   for g in oinfo["groups"]]
         patterns = [g["pattern"] for g in oinfo["groups"]]
-        if any("\\" in p for p in patterns):
-            raise ConversionError(f"{path}: a hyperparameter group pattern with a backslash")
         for p in info["params"]:
             groups[_group_of(patterns, p["name"])]["params"].append(p["name"])
         sd[optim_key] = {"state": state, "param_groups": groups}
@@ -470,11 +470,12 @@ def _optimizer(ctx, kind, units, groups):
 
 
 def _hyper(kind, g):
-    if kind == "adamw":
-        return {"lr": g["lr"], "weight_decay": g["weight_decay"], "betas": (g["beta1"], g["beta2"]),
-                "eps": g["eps"]}
-    return {"lr": g["lr"], "weight_decay": g["weight_decay"], "momentum": g["momentum"],
-            "dampening": g["dampening"], "nesterov": g["nesterov"]}
+    """The hyperparameters the kind reads (fsdp_optimizer_hyperparam_name) of a described group,
+    with (beta1, beta2) as torch.optim's betas."""
+    hp = {f: g[f] for f in kind_info(kind).hyperparams}
+    if "beta1" in hp:
+        hp["betas"] = (hp.pop("beta1"), hp.pop("beta2"))
+    return hp
 
 
 # ---- Command line --------------------------------------------------------------------------------

@@ -1,10 +1,59 @@
 """libfsdp.Optimizer: the library's sharded SGD and AdamW (PyTorch's update rules)."""
+import collections
 import ctypes
+import functools
 
 from . import _capi
 from . import _check, _choice, _lib, _refuse, _view
 
-_FIELDS = {"lr", "weight_decay", "momentum", "dampening", "nesterov", "betas", "eps"}
+# fsdp_hyperparams_t's fields, and "betas" for (beta1, beta2) as torch.optim takes them.
+_FIELDS = {f for f, _ in _capi.Hyperparams._fields_ if f != "size"} | {"betas"}
+
+KindInfo = collections.namedtuple("KindInfo", "states hyperparams step_count")
+
+
+@functools.lru_cache(maxsize=None)
+def kind_info(kind):
+    """What the library's optimizer `kind` ("sgd", "adamw") keeps and reads, as the library says
+    (fsdp_optimizer_kind_info): its state buffers' names (Optimizer.state), the hyperparameters
+    its update reads, and step_count: whether the update reads the update count itself (AdamW's
+    bias correction) or only whether it is 0 (SGD's momentum restarts at 0, continues after)."""
+    code = _choice("fsdp_optimizer_kind_info", "kind", _capi.OPTIMIZERS, kind)
+    nstates, nhyper, step_count = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    _check(_lib.fsdp_optimizer_kind_info(code, None, ctypes.byref(nstates), ctypes.byref(nhyper),
+                                         ctypes.byref(step_count)))
+
+    def names(fn, n):
+        out = []
+        for i in range(n):
+            name = ctypes.c_char_p()
+            _check(fn(code, i, ctypes.byref(name)))
+            out.append(name.value.decode())
+        return tuple(out)
+    return KindInfo(names(_lib.fsdp_optimizer_state_name, nstates.value),
+                    names(_lib.fsdp_optimizer_hyperparam_name, nhyper.value),
+                    bool(step_count.value))
+
+
+def defaults(kind):
+    """The kind's default hyperparameters (fsdp_optimizer_defaults: FSDP_SGD_DEFAULTS,
+    FSDP_ADAMW_DEFAULTS) as an fsdp_hyperparams_t."""
+    code = _choice("fsdp_optimizer_defaults", "kind", _capi.OPTIMIZERS, kind)
+    hp = _capi.Hyperparams(ctypes.sizeof(_capi.Hyperparams))
+    _check(_lib.fsdp_optimizer_defaults(code, ctypes.byref(hp)))
+    return hp
+
+
+def group_of(patterns, name):
+    """The hyperparameter group of parameter `name` among groups with these glob patterns, group
+    0's (the defaults') first, by the library's own rule (fsdp_param_group_of: the first later
+    group whose pattern matches, fnmatch(3), else 0)."""
+    patterns = [str(p).encode() for p in patterns]
+    array = (ctypes.c_char_p * max(len(patterns), 1))(*patterns)
+    group = ctypes.c_int()
+    _check(_lib.fsdp_param_group_of(array, len(patterns), str(name).encode(),
+                                    ctypes.byref(group)))
+    return group.value
 
 
 def _hyperparams(call, kind, base, overrides):
@@ -27,9 +76,6 @@ def _hyperparams(call, kind, base, overrides):
 class Optimizer:
     """A sharded optimizer over units of one context. Create with Context.optimizer()."""
 
-    # PyTorch's defaults, as FSDP_SGD_DEFAULTS / FSDP_ADAMW_DEFAULTS.
-    _DEFAULTS = {"sgd": (1e-3, 0.0), "adamw": (1e-3, 1e-2)}
-
     @classmethod
     def _create(cls, ctx, kind, units, overrides):
         call = "fsdp_optimizer_create"
@@ -37,9 +83,7 @@ class Optimizer:
         units = list(units)
         if not units or any(u.context is not ctx for u in units):
             _refuse(call, "units: one or more units of this context are needed")
-        base = _capi.Hyperparams(ctypes.sizeof(_capi.Hyperparams), *cls._DEFAULTS[kind], 0.0,
-                                 0.0, 0, 0.9, 0.999, 1e-8)
-        hp = _hyperparams(call, kind, base, overrides)
+        hp = _hyperparams(call, kind, defaults(kind), overrides)
         handles = (ctypes.c_void_p * len(units))(*[u._handle for u in units])
         handle = ctypes.c_void_p()
         _check(_lib.fsdp_optimizer_create(ctx._handle, code, ctypes.byref(hp), len(units),

@@ -7,6 +7,31 @@ from . import _capi
 from . import _NUMPY, _DTYPES, _check, _choice, _lib, _refuse, _view
 from .request import Request
 
+_DTYPE_NAMES = {code: name for name, code in _DTYPES.items() if name not in (None, "auto")}
+_CODES = {dtype: code for code, dtype in _NUMPY.items()}  # numpy shows bfloat16 as uint16
+
+
+def storage_dtype(dtype):
+    """The dtype ("float32", "float64") the library stores a parameter of `dtype` ("float32",
+    "float64", "bfloat16", "float16") in (fsdp_storage_dtype)."""
+    call = "fsdp_storage_dtype"
+    out = ctypes.c_int()
+    _check(_lib.fsdp_storage_dtype(_choice(call, "dtype", _DTYPES, dtype), ctypes.byref(out)))
+    return _DTYPE_NAMES[out.value]
+
+
+def resolve_precision(ctx, storage, param_dtype=None, reduce_dtype=None):
+    """(param_dtype, reduce_dtype) names that a unit of `storage` parameters created in `ctx`
+    (a Context or None) with these options would get, or libfsdp.Error as its creation would
+    refuse them (fsdp_precision_resolve)."""
+    call = "fsdp_precision_resolve"
+    codes = [_choice(call, arg, _DTYPES, value) for arg, value in
+             (("storage", storage), ("param_dtype", param_dtype), ("reduce_dtype", reduce_dtype))]
+    param, reduce = ctypes.c_int(), ctypes.c_int()
+    _check(_lib.fsdp_precision_resolve(ctx._handle if ctx is not None else None, *codes,
+                                       ctypes.byref(param), ctypes.byref(reduce)))
+    return _DTYPE_NAMES[param.value], _DTYPE_NAMES[reduce.value]
+
 
 class Unit:
     """A unit of a Context: its parameters' names, shapes and dtypes, and views of the
@@ -49,8 +74,8 @@ class Unit:
                         "requires_grad]) "
                         f"is needed, got {type(entry).__name__}")
             pname, requires_grad = entry[0], True
-            if not isinstance(pname, str) or not pname:
-                _refuse(call, f"{where}: the name must be a non-empty str")
+            if not isinstance(pname, str):
+                _refuse(call, f"{where}: the name must be a str")
             if len(entry) == 2 or (len(entry) == 3 and isinstance(entry[1], np.ndarray)):
                 array = entry[1]
                 if len(entry) == 3:
@@ -58,9 +83,6 @@ class Unit:
                 if not isinstance(array, np.ndarray):
                     _refuse(call, f"{where} \"{pname}\": a numpy array is needed, got "
                             f"{type(array).__name__}")
-                if array.dtype not in (np.float32, np.float64):
-                    _refuse(call, f"{where} \"{pname}\": dtype {array.dtype}; parameters are "
-                            "float32 or float64")
                 if not array.flags.c_contiguous:
                     _refuse(call, f"{where} \"{pname}\": the array is not C-contiguous (row-"
                             "major); pass np.ascontiguousarray(a)")
@@ -69,22 +91,15 @@ class Unit:
                 values[i] = array.ctypes.data
             else:
                 shape, dtype = tuple(entry[1]), np.dtype(entry[2])
-                if dtype not in (np.float32, np.float64):
-                    _refuse(call, f"{where} \"{pname}\": dtype {dtype}; parameters are float32 "
-                            "or float64")
                 if len(entry) == 4:
                     requires_grad = bool(entry[3])
-            if len(shape) > _capi.MAX_NDIM or any(int(e) <= 0 for e in shape):
-                _refuse(call, f"{where} \"{pname}\": shape {shape}: at most {_capi.MAX_NDIM} "
-                        "extents, each > 0")
+            if dtype not in _CODES:  # the library checks every other rule of a descriptor
+                _refuse(call, f"{where} \"{pname}\": dtype {dtype} is not one of the library's "
+                        "(float32, float64, bfloat16 as uint16 bits, float16)")
             cshape = (ctypes.c_int64 * max(len(shape), 1))(*[int(e) for e in shape])
             keep += [pname.encode(), cshape]
             descs[i] = _capi.ParamDesc(keep[-2], len(shape), cshape if shape else None,
-                                       _capi.FLOAT32 if dtype == np.float32 else _capi.FLOAT64,
-                                       1 if requires_grad else 0)
-        dtypes = {descs[i].dtype for i in range(len(params))}
-        if len(dtypes) > 1:
-            _refuse(call, "params: float32 and float64 parameters mixed; a unit has one dtype")
+                                       _CODES[dtype], 1 if requires_grad else 0)
         opts = _capi.UnitOptions()
         opts.size = ctypes.sizeof(opts)
         opts.name = name.encode() if name else None

@@ -34,4 +34,10 @@ inline bool dtype_storable(DType t) {
   return t == DType::Float32 || t == DType::Float64;
 }
 
+// The dtype a parameter of dtype `t` is stored in: float64 stays float64, everything narrower
+// gets a float32 master (and computes in `t` as its param_dtype).
+inline DType storage_dtype(DType t) {
+  return t == DType::Float64 ? DType::Float64 : DType::Float32;
+}
+
 }  // namespace fsdp

@@ -404,9 +404,7 @@ InterchangeSummary import_safetensors(MPI_Comm comm, const std::string& in, cons
                          f.path.c_str(), t.name.c_str(), t.dtype.c_str());
           continue;
         }
-        const DType dst = options.dtype            ? *options.dtype
-                          : *src == DType::Float64 ? DType::Float64
-                                                   : DType::Float32;
+        const DType dst = options.dtype ? *options.dtype : storage_dtype(*src);
         DatasetSpec d;
         d.path = std::string(kModelGroup) + "/" + escape_name(t.name);
         d.dtype = dst;

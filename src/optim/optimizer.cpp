@@ -1,7 +1,5 @@
 #include "optim/optimizer.hpp"
 
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -9,6 +7,7 @@
 #include "base/fingerprint.hpp"
 #include "core/context.hpp"
 #include "core/unit.hpp"
+#include "optim/group_match.hpp"
 
 namespace fsdp {
 namespace {
@@ -56,6 +55,12 @@ void validate(const HyperParams& h, OptimizerKind kind, const std::string& who) 
   }
 }
 
+const KindReads& kind_reads(OptimizerKind kind) {
+  static const KindReads sgd{{"lr", "weight_decay", "momentum", "dampening", "nesterov"}, false};
+  static const KindReads adamw{{"lr", "weight_decay", "beta1", "beta2", "eps"}, true};
+  return kind == OptimizerKind::AdamW ? adamw : sgd;
+}
+
 Optimizer::Optimizer(Context& ctx, uint64_t id, OptimizerKind kind, const HyperParams& defaults,
                      std::vector<Unit*> units)
     : ctx_(ctx), id_(id), kind_(kind), units_(std::move(units)) {
@@ -84,9 +89,8 @@ Optimizer::~Optimizer() {
 }
 
 int Optimizer::group_of(const std::string& name) const {
-  for (std::size_t g = 1; g < groups_.size(); ++g)
-    if (fnmatch(groups_[g].pattern.c_str(), name.c_str(), 0) == 0) return static_cast<int>(g);
-  return 0;
+  return fsdp::group_of(
+      groups_.size(), [&](std::size_t g) { return groups_[g].pattern.c_str(); }, name.c_str());
 }
 
 void Optimizer::assign_slots() {
@@ -108,7 +112,7 @@ int Optimizer::add_group(const std::string& pattern, const HyperParams& h) {
   for (Unit* u : units_)
     for (const ParamSpec& p : u->layout().params())
       if (p.requires_grad && group_of(p.name) == 0 &&
-          fnmatch(pattern.c_str(), p.name.c_str(), 0) == 0)
+          group_pattern_matches(pattern.c_str(), p.name.c_str()))
         ++taken;
   groups_.push_back({pattern, {}});
   keep_hyperparams(num_groups() - 1, h);

@@ -45,6 +45,15 @@ void validate(const HyperParams& h, OptimizerKind kind, const std::string& who);
 // (a group has or had amsgrad on: Optimizer::state_names).
 std::vector<std::string> state_names(OptimizerKind kind, bool amsgrad);
 
+// What a kind's update reads: its hyperparameters (fsdp_hyperparams_t's field names), and
+// whether it reads the update count itself (AdamW's bias correction) or only whether it is 0
+// (SGD: the momentum buffer restarts from the gradient at 0 and continues after).
+struct KindReads {
+  std::vector<const char*> hyperparams;
+  bool step_count = false;
+};
+const KindReads& kind_reads(OptimizerKind kind);
+
 class Optimizer {
  public:
   // Local. The units must belong to `ctx` and be distinct; they cannot be destroyed while the

@@ -1,9 +1,10 @@
 """Construction: meta-device parameters materialized one unit at a time, and each unit created
 from its parameters' values."""
+import numpy as np
 import torch
 
-from ._plan import owners as owners_of
-from .policy import LIB_DTYPE
+from ._plan import owners as owners_of, unit_dtypes
+from ._unit_state import TORCH_OF
 
 
 def _has_meta(tensors):
@@ -69,18 +70,15 @@ def broadcast_from_rank0(ctx, tensor):
 
 
 def create_unit(ctx, where, params, sync, policy, frozen_may_train=False):
-    """The unit of `params` (float32 masters, or float64), computing in the policy's param_dtype
-    (or a low-precision model's own dtype) and reducing in its reduce_dtype; sync: every rank
-    starts from rank 0's values; frozen_may_train: frozen parameters get gradient memory too."""
-    storage = torch.float64 if params[0][1].dtype == torch.float64 else torch.float32
-    compute = policy.param_dtype
-    if compute is None and params[0][1].dtype in (torch.bfloat16, torch.float16):
-        compute = params[0][1].dtype  # a low-precision model: float32 masters, its dtype
+    """The unit of `params` in the library's storage dtype, computing and reducing in the dtypes
+    of _plan.unit_dtypes; sync: every rank starts from rank 0's values; frozen_may_train: frozen
+    parameters get gradient memory too."""
+    storage_name, compute, reduce = unit_dtypes(params, policy)
+    storage = TORCH_OF[np.dtype(storage_name)]
     values = []
     for name, p in params:
         v = p.detach()
         v = v.to(storage) if v.dtype != storage else v
         values.append((name, v.contiguous().numpy(), p.requires_grad or frozen_may_train))
-    return ctx.unit(values, name=where, sync_from_rank0=sync,
-                    param_dtype=LIB_DTYPE.get(compute),
-                    reduce_dtype=LIB_DTYPE.get(policy.reduce_dtype))
+    return ctx.unit(values, name=where, sync_from_rank0=sync, param_dtype=compute,
+                    reduce_dtype=reduce)

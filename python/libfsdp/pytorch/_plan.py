@@ -2,9 +2,23 @@
 parameter given to the unit of the innermost listed module that contains every module using it."""
 import torch
 
-from .. import _refuse
+from .. import Error, _refuse
 from ..context import Context
+from ..unit import resolve_precision, storage_dtype
 from .policy import LIB_DTYPE, MixedPrecisionPolicy
+
+
+def unit_dtypes(params, policy):
+    """(storage, param_dtype, reduce_dtype) as library names for the unit of `params` [(name,
+    Parameter)] under `policy`: the library's storage dtype of the parameters' dtype
+    (fsdp_storage_dtype), the policy's dtypes (None: the default), and for a low-precision model
+    without a policy param_dtype its own dtype (FSDP2 computes in the parameters' dtype)."""
+    own = LIB_DTYPE[params[0][1].dtype]
+    storage = storage_dtype(own)
+    compute = LIB_DTYPE.get(policy.param_dtype)
+    if compute is None and own != storage:
+        compute = own
+    return storage, compute, LIB_DTYPE.get(policy.reduce_dtype)
 
 
 def plan(ctx, root, submodules, policy, param_init_fn, ignored_params=None,
@@ -71,9 +85,9 @@ def plan(ctx, root, submodules, policy, param_init_fn, ignored_params=None,
     owner = {}
     for pid, (p, units) in uses.items():
         name = first_name[pid]
-        if not p.is_floating_point() or p.is_complex():
-            _refuse(call, f"parameter \"{name}\": dtype {p.dtype}; only floating-point "
-                    "parameters can be sharded")
+        if p.dtype not in LIB_DTYPE:
+            _refuse(call, f"parameter \"{name}\": dtype {p.dtype}; the library's parameters "
+                    f"are {', '.join(sorted(str(d) for d in LIB_DTYPE))}")
         if p.device.type not in ("cpu", "meta"):
             _refuse(call, f"parameter \"{name}\": on {p.device}; FullyShard runs PyTorch on "
                     "the CPU (host memory); move the model to the CPU or the meta device")
@@ -94,19 +108,15 @@ def plan(ctx, root, submodules, policy, param_init_fn, ignored_params=None,
         if not params:
             continue
         where = names[id(m)]
-        storage = {torch.float64 if p.dtype == torch.float64 else torch.float32
-                   for _, p in params}
+        storage = {storage_dtype(LIB_DTYPE[p.dtype]) for _, p in params}
         if len(storage) > 1:
-            _refuse(call, f"module '{where}': float64 and lower-precision parameters in one "
-                    "unit; a unit has one dtype (list the float64 part as its own submodule)")
-        wide = storage.pop() == torch.float64
-        for field in ("param_dtype", "reduce_dtype"):
-            value = getattr(policy_of(m), field)
-            if value is not None and (value == torch.float64) != wide:
-                _refuse(call, f"mp_policy.{field}: {value} for module '{where}', whose "
-                        f"parameters are {'float64' if wide else 'float32 or lower'}: float32 "
-                        "masters compute and reduce in float32, bfloat16 or float16; float64 "
-                        "parameters only in float64")
+            _refuse(call, f"module '{where}': parameters stored in {' and '.join(sorted(storage))}"
+                    " in one unit; a unit has one dtype (list the float64 part as its own "
+                    "submodule)")
+        try:
+            resolve_precision(ctx, *unit_dtypes(params, policy_of(m)))
+        except Error as e:
+            _refuse(call, f"mp_policy for module '{where}': {e}")
         for name, p in params:
             if p.device.type == "meta" and param_init_fn is None:
                 holder = holders(root, p)[0][0]

@@ -7,6 +7,7 @@ import torch
 
 from .. import _refuse
 from ._materialize import broadcast_from_rank0
+from ._unit_state import TORCH_OF
 
 
 def error_of(call, message):
@@ -123,7 +124,7 @@ class StateDicts:
             for state, i, aliases in entries:
                 key_of[(id(state), i)] = next((a for a in aliases if a in state_dict), None)
         for state in self.states:
-            dtype = torch.float64 if state.unit.dtype == np.float64 else torch.float32
+            dtype = TORCH_OF[state.unit.dtype]
             full = []
             for i in range(len(state.params)):
                 key = key_of.get((id(state), i))
