@@ -40,10 +40,7 @@ struct Comm {
     MPI_Comm_rank(c, &rank);
     MPI_Comm_size(c, &size);
   }
-  std::pair<uint64_t, uint64_t> share(uint64_t n) const {
-    return {n * static_cast<uint64_t>(rank) / static_cast<uint64_t>(size),
-            n * static_cast<uint64_t>(rank + 1) / static_cast<uint64_t>(size)};
-  }
+  std::pair<uint64_t, uint64_t> share(uint64_t n) const { return element_share(n, rank, size); }
 };
 
 bool is_directory(const std::string& path) {
