@@ -41,6 +41,8 @@ const Table<OptimizerGroupInfo>& optimizer_group_fields() {
       {"beta1", &HyperParams::beta1},
       {"beta2", &HyperParams::beta2},
       {"eps", &HyperParams::eps},
+      {"amsgrad", &HyperParams::amsgrad, since("0.10")},
+      {"maximize", &HyperParams::maximize, since("0.10")},
   };
   return t;
 }
@@ -71,27 +73,20 @@ const Table<DatasetInfo>& dataset_fields() {
   return t;
 }
 
-const std::vector<StateRow>& state_rows() {
-  static const std::vector<StateRow> t = {
-      {"sgd", "momentum", false},
-      {"adamw", "exp_avg", false},
-      {"adamw", "exp_avg_sq", false},
-  };
-  return t;
-}
-
 // ---- Derived from the tables ----
 
+// A kind's state buffers are the optimizer's (fsdp::state_names): a file may hold every buffer
+// the kind can keep; those kept only under some hyperparameters (amsgrad's max_exp_avg_sq) may
+// be absent.
 std::vector<std::string> state_names(const std::string& kind) {
-  std::vector<std::string> names;
-  for (const StateRow& r : state_rows())
-    if (kind == r.kind) names.emplace_back(r.name);
-  return names;
+  for (OptimizerKind k : {OptimizerKind::Sgd, OptimizerKind::AdamW})
+    if (kind == kind_name(k)) return fsdp::state_names(k, /*amsgrad=*/true);
+  return {};
 }
 
 bool state_optional(const std::string& kind, std::size_t b) {
-  for (const StateRow& r : state_rows())
-    if (kind == r.kind && b-- == 0) return r.optional;
+  for (OptimizerKind k : {OptimizerKind::Sgd, OptimizerKind::AdamW})
+    if (kind == kind_name(k)) return b >= fsdp::state_names(k, /*amsgrad=*/false).size();
   return false;
 }
 

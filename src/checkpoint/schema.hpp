@@ -5,10 +5,10 @@
 //   - the attributes a save writes and a load reads (catalog_attrs.hpp);
 //   - the broadcast of the catalog from rank 0 to the others (catalog_wire.cpp);
 //   - the JSON of fsdp_checkpoint_describe (catalog_json.cpp).
-// Adding a value to the format is one row here (plus the code that uses it): e.g. a new AdamW
-// hyperparameter is a member of HyperParams and the row
-// {"amsgrad", &HyperParams::amsgrad, since("0.10")} in optimizer_group_fields();
-// a new state buffer is the row {"adamw", "max_exp_avg_sq", true} of state_rows().
+// Adding a value to the format is one row here (plus the code that uses it): e.g. AdamW's amsgrad
+// is a member of HyperParams and the row {"amsgrad", &HyperParams::amsgrad, since("0.10")} in
+// optimizer_group_fields(). State buffers are the optimizer's own list (fsdp::state_names): its
+// new buffer max_exp_avg_sq needed no change here.
 #pragma once
 
 #include <cstdint>
@@ -67,20 +67,12 @@ const Table<OptimizerGroupInfo>& optimizer_group_fields();  // of "/optimizers/<
 const Table<ScalerInfo>& scaler_fields();                   // of "/grad_scaler"
 const Table<DatasetInfo>& dataset_fields();                 // a dataset's catalog entry
 
-// An optimizer state buffer: the group /optimizers/<k>/<name> holds one dataset per parameter
-// with state. A kind's buffers are numbered in the order of its rows (Optimizer::state(unit, b)).
-struct StateRow {
-  const char* kind;
-  const char* name;
-  // Kept only under some hyperparameters: a file may hold it for none of a unit's parameters.
-  bool optional;
-};
-const std::vector<StateRow>& state_rows();
-
-// The names of a kind's state buffers in buffer order ("sgd": momentum; "adamw": exp_avg,
-// exp_avg_sq); empty for an unknown kind.
+// The state buffers a file may hold for a kind, in buffer order (the optimizer's state_names with
+// every optional buffer: "sgd": momentum; "adamw": exp_avg, exp_avg_sq, max_exp_avg_sq); empty
+// for an unknown kind. The group /optimizers/<k>/<name> holds one dataset per parameter with state.
 std::vector<std::string> state_names(const std::string& optimizer_kind);
-// Whether buffer b of the kind is optional (StateRow::optional).
+// Whether buffer b of the kind is kept only under some hyperparameters (amsgrad), so that a file
+// may hold it for none of a unit's parameters.
 bool state_optional(const std::string& optimizer_kind, std::size_t b);
 
 }  // namespace fsdp::ckpt
