@@ -28,10 +28,11 @@ bool protect_shared_parameters() {
 }
 
 // MPI over host memory: what the shared-memory and staged transports hand the rest to.
+// `scratch_memory`: where its scratch lives (the staged transport's: pinned staging memory).
 class MpiLink : public Link {
  public:
-  MpiLink(MemorySpace& host, const LinkInputs& in)
-      : buffers_(in.buffers), scratch_(host, in.accounting), mpi_(scratch_, in.mpi) {}
+  MpiLink(MemorySpace& scratch_memory, const LinkInputs& in)
+      : buffers_(in.buffers), scratch_(scratch_memory, in.accounting), mpi_(scratch_, in.mpi) {}
   Transport& transport() override { return mpi_; }
   MemorySpace& buffers() override { return buffers_; }
   std::unique_ptr<UnshardedStorage> make_storage(BufferPool& pool) override {
@@ -56,7 +57,7 @@ class ShmLink final : public MpiLink {
   ShmLink(const LinkInputs& in, bool zero_copy)
       : MpiLink(in.buffers, in),
         shm_(in.groups.shard(), in.topo.node_leader, mpi(), in.accounting,
-             protect_shared_parameters(), /*fall_back=*/in.tried),
+             protect_shared_parameters(), /*tried=*/in.tried),
         accounting_(in.accounting),
         zero_copy_(zero_copy) {}
   Transport& transport() override { return shm_; }

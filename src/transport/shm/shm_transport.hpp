@@ -1,18 +1,16 @@
 // Collectives of one shard group through the node's shared memory (fsdp_transport_t
 // FSDP_TRANSPORT_SHM), with MPI for the inter-node part and for other groups.
 //
-// All-gather: the output is the node's copy (a node slot, or a zero-copy block: the lease says
-// so, Where::Kind::NodeCopy), so each rank writes only its own block and the team synchronizes
-// once; a node holds one unsharded copy and moves 1/F of the bytes an MPI_Allgather moves. Across
-// nodes, each team rank then all-gathers the blocks of its team index from the other nodes
-// (MPI_Allgatherv in place).
+// All-gather: the output is a node slot (NodeSlots; its lease says so, Where::Kind::NodeCopy),
+// so each rank writes only its own block and the team synchronizes once; a node holds one
+// unsharded copy and moves 1/F of the bytes an MPI_Allgather moves. Across nodes, each team rank
+// then all-gathers the blocks of its team index from the other nodes (MPI_Allgatherv in place).
 //
 // Reduce-scatter: every rank's full gradient is in its shared arena (its lease says where), so
-// each rank sums its own
-// block across the team straight out of the others' buffers, in the order the MPI ring adds them
-// (start after this rank, end with it): on one node the result is bitwise the MPI transport's
-// ring. Across nodes, each team rank sums the blocks of its team index on every node into scratch,
-// then reduce-scatters them over MPI with the others of its team index.
+// each rank sums its own block across the team straight out of the others' buffers, in the order
+// the MPI ring adds them (start after this rank, end with it): on one node the result is bitwise
+// the MPI transport's ring. Across nodes, each team rank sums the blocks of its team index on
+// every node into scratch, then reduce-scatters them over MPI with the others of its team index.
 #pragma once
 
 #include <memory>
@@ -52,7 +50,6 @@ class ShmTransport final : public Transport {
   // Zero-copy storage (FSDP_TRANSPORT_SHM_ZERO_COPY): a unit's node-shared block for its whole
   // life, its ranks' shards at their places; nullptr when the shard group spans nodes.
   ResidentArena* resident_storage() { return team_->cross().size == 1 ? resident_.get() : nullptr; }
-  SharedArena& arena() { return *arena_; }
   HostMemorySpace& arena_memory() const { return *arena_memory_; }
   uint64_t allocation_calls() const;
   void release_scratch() {
