@@ -43,7 +43,7 @@ except ImportError:  # reported when a conversion is asked for
 
 import libfsdp
 from libfsdp import _capi
-from libfsdp.optimizer import group_of as _group_of, kind_info
+from libfsdp.optimizer import defaults, group_of as _group_of, kind_info
 
 # PyTorch's names where they differ from libfsdp's (fsdp_optimizer_state_name); PyTorch's
 # optimizers that count updates keep the count as one more state entry, "step".
@@ -219,7 +219,7 @@ def _optimizer_plan(cat, group_patterns):
 def _libfsdp_groups(cat, kind, groups, group_patterns):
     """PyTorch's param_groups as libfsdp (pattern, hyperparameters) groups, checked: a group the
     library's update would not reproduce is refused."""
-    reads = kind_info(kind).hyperparams
+    reads, base = kind_info(kind).hyperparams, defaults(kind)
     out = []
     for g, group in enumerate(groups):
         where = f"{cat.directory}: param_groups[{g}]"
@@ -229,8 +229,8 @@ def _libfsdp_groups(cat, kind, groups, group_patterns):
         fields = dict(group)
         if "betas" in group:
             fields["beta1"], fields["beta2"] = group["betas"]
-        # What the group lacks keeps the library's default (PyTorch's).
-        hp = {f: fields[f] for f in reads if f in fields}
+        # A field the group lacks takes the library's default (PyTorch's).
+        hp = {f: fields.get(f, getattr(base, f)) for f in reads}
         if (kind == "adamw" and group.get("decoupled_weight_decay") is False
                 and float(group.get("weight_decay", 0.0)) != 0):
             raise ConversionError(f"{where}: torch.optim.Adam's L2 weight decay "
