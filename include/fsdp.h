@@ -1223,7 +1223,8 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_kind_info(fsdp_optimizer_kind_t kind, c
                                                    int* step_count);
 
 /** Since 0.10: the name of state buffer `index` of an optimizer kind (fsdp_optimizer_kind_info),
- *  in the order checkpoints store them ("momentum"; "exp_avg", "exp_avg_sq"). Local; thread-safe.
+ *  in the order checkpoints store them ("momentum"; "exp_avg", "exp_avg_sq", "max_exp_avg_sq", the
+ *  last kept only once a group had amsgrad on). Local; thread-safe.
  *  @param[in] kind FSDP_OPTIMIZER_SGD or FSDP_OPTIMIZER_ADAMW
  *  @param[in] index in [0, nstates)
  *  @param[out] name the name, in static storage (valid while the library is loaded)
@@ -1232,8 +1233,9 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_state_name(fsdp_optimizer_kind_t kind, 
                                                     const char** name);
 
 /** Since 0.10: the name of the `index`th fsdp_hyperparams_t field an optimizer kind's update reads
- *  ("lr", "weight_decay", "momentum", "dampening", "nesterov"; "lr", "weight_decay", "beta1",
- *  "beta2", "eps"), spelled as the struct's member. Local; thread-safe.
+ *  ("lr", "weight_decay", "momentum", "dampening", "nesterov", "maximize"; "lr", "weight_decay",
+ *  "beta1", "beta2", "eps", "amsgrad", "maximize"), spelled as the struct's member. Local;
+ *  thread-safe.
  *  @param[in] kind FSDP_OPTIMIZER_SGD or FSDP_OPTIMIZER_ADAMW
  *  @param[in] index in [0, nhyperparams) (fsdp_optimizer_kind_info)
  *  @param[out] name the field's name, in static storage

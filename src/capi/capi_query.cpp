@@ -10,7 +10,6 @@
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/sized_struct.hpp"
-#include "checkpoint/format.hpp"
 #include "core/context.hpp"
 #include "core/precision.hpp"
 #include "optim/group_match.hpp"
@@ -32,12 +31,13 @@ OptimizerKind kind_from(fsdp_optimizer_kind_t kind) {
   return static_cast<OptimizerKind>(k);
 }
 
-// The kind's state buffer names, kept for the library's life so callers may hold the pointers.
+// The kind's state buffer names (every buffer it may keep: AdamW's max_exp_avg_sq too, which it
+// keeps under amsgrad), kept for the library's life so callers may hold the pointers.
 const std::vector<std::string>& state_names(OptimizerKind kind) {
   static const std::array<std::vector<std::string>, FSDP_OPTIMIZER_KIND_COUNT> names = [] {
     std::array<std::vector<std::string>, FSDP_OPTIMIZER_KIND_COUNT> n;
     for (int k = 0; k < FSDP_OPTIMIZER_KIND_COUNT; ++k)
-      n[k] = fsdp::ckpt::state_names(fsdp::kind_name(static_cast<OptimizerKind>(k)));
+      n[k] = fsdp::state_names(static_cast<OptimizerKind>(k), /*amsgrad=*/true);
     return n;
   }();
   return names[static_cast<std::size_t>(kind)];

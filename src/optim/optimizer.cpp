@@ -56,8 +56,10 @@ void validate(const HyperParams& h, OptimizerKind kind, const std::string& who) 
 }
 
 const KindReads& kind_reads(OptimizerKind kind) {
-  static const KindReads sgd{{"lr", "weight_decay", "momentum", "dampening", "nesterov"}, false};
-  static const KindReads adamw{{"lr", "weight_decay", "beta1", "beta2", "eps"}, true};
+  static const KindReads sgd{
+      {"lr", "weight_decay", "momentum", "dampening", "nesterov", "maximize"}, false};
+  static const KindReads adamw{
+      {"lr", "weight_decay", "beta1", "beta2", "eps", "amsgrad", "maximize"}, true};
   return kind == OptimizerKind::AdamW ? adamw : sgd;
 }
 

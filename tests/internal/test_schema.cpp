@@ -302,7 +302,8 @@ void check_doc(const std::string& doc_path) {
   for (const auto& f : ck::optimizer_fields()) names.push_back(f.name);
   for (const auto& f : ck::optimizer_group_fields()) names.push_back(f.name);
   for (const auto& f : ck::scaler_fields()) names.push_back(f.name);
-  for (const auto& r : ck::state_rows()) names.push_back(r.name);
+  for (const char* kind : {"sgd", "adamw"})
+    for (const std::string& n : ck::state_names(kind)) names.push_back(n);
   for (const std::string& n : names)
     check(contains(doc, "`" + n + "`") || contains(doc, " " + n + " ") ||
               contains(doc, " " + n + ",") || contains(doc, " " + n + ")"),
