@@ -306,14 +306,16 @@ def queries():
     from libfsdp.optimizer import defaults, kind_info
     bad = []
     for kind, cls, args in (("sgd", torch.optim.SGD, {"momentum": 0.9}),
-                            ("adamw", torch.optim.AdamW, {})):
+                            ("adamw", torch.optim.AdamW, {}),
+                            ("adamw", torch.optim.AdamW, {"amsgrad": True})):
         p = torch.nn.Parameter(torch.ones(3))
         p.grad = torch.ones(3)
         opt = cls([p], **args)
         opt.step()
         theirs = set(opt.state[p])
         info = kind_info(kind)
-        mine = set(converter._states(kind).values()) | ({"step"} if info.step_count else set())
+        mine = (set(converter._states(kind, [args]).values()) |
+                ({"step"} if info.step_count else set()))
         if mine != theirs:
             bad.append(f"{kind}: the library's state {sorted(mine)}, torch.optim's "
                        f"{sorted(theirs)}")

@@ -40,17 +40,6 @@ def check(ok, what):
         print(f"FAIL rank {RANK}: {what}", flush=True)
 
 
-def hyperparams_type():
-    """fsdp_hyperparams_t as the binding declares it, with the 0.10 fields added where it does not
-    yet carry them (the binding's struct is generated from fsdp.h separately)."""
-    names = [f[0] for f in _capi.Hyperparams._fields_]
-    if "amsgrad" in names:
-        return _capi.Hyperparams
-    return type("Hyperparams010", (ctypes.Structure,), {
-        "_fields_": _capi.Hyperparams._fields_ + [("amsgrad", ctypes.c_int),
-                                                  ("maximize", ctypes.c_int)]})
-
-
 def as_argument(hp):
     """A pointer to `hp` as the binding's prototypes declare the argument."""
     return ctypes.cast(ctypes.pointer(hp), ctypes.POINTER(_capi.Hyperparams))
@@ -83,7 +72,7 @@ def run(ctx, kind, options, label):
         torch_opt = torch.optim.AdamW(ref.values(), foreach=False, **options)
         fields = {k: v for k, v in options.items() if k != "betas"}
         fields["beta1"], fields["beta2"] = betas
-    HP = hyperparams_type()
+    HP = _capi.Hyperparams
     hp = HP()
     # The library's defaults for the kind (create with NULL, read group 0) are torch's.
     code = _capi.OPTIMIZERS[kind]

@@ -6,6 +6,7 @@
  *    fresh optimizer loads them back bit for bit (on this rank count; the file's description names
  *    every parameter, shape and step), and the next step from there equals the reference's next
  *    step from the same values;
+ *  - AMSGrad and maximize: hyperparameters and max_exp_avg_sq saved, loaded and stepped on;
  *  - bad input (NULL, an unknown state name, a unit the optimizer does not update, a frozen unit,
  *    a negative count, a capacity too small, a missing file) is refused naming the argument and
  *    changes nothing. */
@@ -41,7 +42,7 @@ static fsdp_unit_t make_unit(fsdp_context_t ctx, const char* prefix, int frozen)
 }
 
 typedef struct {
-  float p[NP][64], m[NP][64], v[NP][64];
+  float p[NP][64], m[NP][64], v[NP][64], vmax[NP][64];
 } ref_t;
 
 static void train(fsdp_unit_t u, fsdp_optimizer_t opt, ref_t* r, int first, int last,
@@ -63,8 +64,9 @@ static void train(fsdp_unit_t u, fsdp_optimizer_t opt, ref_t* r, int first, int 
         for (int k = 0; k < W; ++k) sum += grad_value(k, i, (size_t)e, step);
         g[e] = sum / (float)W;
       }
-      ref_adamw_step(r->p[i], r->m[i], r->v[i], g, (size_t)SIZES[i], step + 1, h->lr,
-                     h->weight_decay, h->beta1, h->beta2, (float)h->eps);
+      ref_adamw_step_flags(r->p[i], r->m[i], r->v[i], r->vmax[i], g, (size_t)SIZES[i], step + 1,
+                           h->lr, h->weight_decay, h->beta1, h->beta2, (float)h->eps, h->amsgrad,
+                           h->maximize);
     }
   }
 }
@@ -168,6 +170,69 @@ static void run(fsdp_context_t ctx, const char* path) {
   CHECK_OK(fsdp_unit_destroy(&u));
 }
 
+/* AMSGrad and maximize through a checkpoint: the hyperparameters and max_exp_avg_sq are saved
+ * and loaded into an optimizer created without them, which then steps on as the reference does;
+ * a file saved without AMSGrad (`plain`) loaded into an optimizer that has its buffer zeroes it
+ * (PyTorch's state from such a file has none) and turns amsgrad off as the file says. */
+static void amsgrad_checkpoint(fsdp_context_t ctx, const char* path, const char* plain) {
+  fsdp_hyperparams_t h = FSDP_ADAMW_DEFAULTS;
+  h.lr = 0.01, h.weight_decay = 0.1, h.beta1 = 0.8, h.beta2 = 0.5, h.amsgrad = 1, h.maximize = 1;
+  fsdp_unit_t u = make_unit(ctx, "", 0);
+  fsdp_optimizer_t opt = NULL;
+  CHECK_OK(fsdp_optimizer_create(ctx, FSDP_OPTIMIZER_ADAMW, &h, 1, &u, &opt));
+  ref_t ref;
+  memset(&ref, 0, sizeof ref);
+  for (int i = 0; i < NP; ++i)
+    for (int64_t e = 0; e < SIZES[i]; ++e) ref.p[i][e] = init_value(i, (size_t)e);
+  train(u, opt, &ref, 0, STEPS, &h);
+  float* vmax = NULL;
+  CHECK_OK(fsdp_optimizer_state(opt, u, "max_exp_avg_sq", (void**)&vmax, NULL));
+  CHECK_MSG(differing(u, vmax, ref.vmax) == 0, "max_exp_avg_sq equals the reference bit for bit");
+  fsdp_checkpoint_options_t o = FSDP_CHECKPOINT_OPTIONS_INIT;
+  o.noptimizers = 1, o.optimizers = &opt;
+  CHECK_OK(fsdp_checkpoint_save(ctx, path, &o));
+  CHECK_OK(fsdp_optimizer_destroy(&opt));
+  CHECK_OK(fsdp_unit_destroy(&u));
+
+  fsdp_hyperparams_t plain_h = FSDP_ADAMW_DEFAULTS;
+  u = make_unit(ctx, "", 0);
+  CHECK_OK(fsdp_optimizer_create(ctx, FSDP_OPTIMIZER_ADAMW, &plain_h, 1, &u, &opt));
+  o.optimizers = &opt;
+  CHECK_OK(fsdp_checkpoint_load(ctx, path, &o, NULL));
+  fsdp_hyperparams_t got = FSDP_ADAMW_DEFAULTS;
+  CHECK_OK(fsdp_optimizer_get_hyperparams(opt, 0, &got));
+  CHECK_MSG(got.amsgrad == 1 && got.maximize == 1 && got.beta2 == 0.5,
+            "the file's amsgrad and maximize are loaded");
+  CHECK_OK(fsdp_optimizer_state(opt, u, "max_exp_avg_sq", (void**)&vmax, NULL));
+  CHECK_MSG(differing(u, vmax, ref.vmax) == 0, "max_exp_avg_sq was saved and loaded bit for bit");
+  train(u, opt, &ref, STEPS, STEPS + 2, &h);
+  float* shard = NULL;
+  CHECK_OK(fsdp_shard_data(u, (void**)&shard, NULL));
+  CHECK_MSG(differing(u, shard, ref.p) == 0 && differing(u, vmax, ref.vmax) == 0,
+            "two AMSGrad steps from the loaded state equal the reference's");
+
+  CHECK_OK(fsdp_checkpoint_load(ctx, plain, &o, NULL));
+  CHECK_OK(fsdp_optimizer_get_hyperparams(opt, 0, &got));
+  CHECK_MSG(got.amsgrad == 0 && got.maximize == 0, "a file without amsgrad turns it off");
+  int zero = 1;
+  size_t n = 0;
+  CHECK_OK(fsdp_optimizer_state(opt, u, "max_exp_avg_sq", (void**)&vmax, &n));
+  for (size_t k = 0; k < n; ++k) zero &= vmax[k] == 0.0f;
+  CHECK_MSG(zero, "a file without max_exp_avg_sq zeroes the buffer");
+  CHECK_OK(fsdp_optimizer_destroy(&opt));
+  CHECK_OK(fsdp_unit_destroy(&u));
+
+  if (th_rank() == 0) {
+    size_t len = 0;
+    CHECK_OK(fsdp_checkpoint_describe(path, NULL, 0, &len));
+    char* json = malloc(len + 1);
+    CHECK_OK(fsdp_checkpoint_describe(path, json, len + 1, NULL));
+    CHECK(strstr(json, "\"amsgrad\":true,\"maximize\":true") != NULL);
+    CHECK(strstr(json, "\"max_exp_avg_sq\":{\"layer.bias\":{\"step\":3}") != NULL);
+    free(json);
+  }
+}
+
 static void describe(const char* path) {
   size_t len = 0;
   CHECK_OK(fsdp_checkpoint_describe(path, NULL, 0, &len));
@@ -204,10 +269,13 @@ int main(int argc, char** argv) {
   CHECK_OK(fsdp_init(MPI_COMM_WORLD, NULL, &ctx));
   char path[256];
   snprintf(path, sizeof path, "optimizer_state_np%d.h5", th_size());
+  char amsgrad[256];
+  snprintf(amsgrad, sizeof amsgrad, "optimizer_state_amsgrad_np%d.h5", th_size());
   run(ctx, path);
   if (th_rank() == 0) describe(path);
+  amsgrad_checkpoint(ctx, amsgrad, path);
   MPI_Barrier(MPI_COMM_WORLD);
-  if (th_rank() == 0) remove(path);
+  if (th_rank() == 0) remove(path), remove(amsgrad);
   CHECK_OK(fsdp_finalize(&ctx));
   return th_finish();
 }

@@ -75,9 +75,14 @@ def _exact(name):
     return "".join(f"\\{c}" if c in "*?[\\" else c for c in name)
 
 
-def _states(kind):
-    """{libfsdp state name: PyTorch's} of the library's optimizer `kind`."""
-    return {n: _TORCH_STATE.get(n, n) for n in kind_info(kind).states}
+def _states(kind, groups=(), optional=False):
+    """{libfsdp state name: PyTorch's} of the buffers the library's optimizer `kind` keeps under
+    hyperparameter `groups` (dicts): those kept_when a field is on count when a group has it on
+    (AdamW's max_exp_avg_sq under amsgrad), or always with `optional`."""
+    info = kind_info(kind)
+    return {n: _TORCH_STATE.get(n, n) for n in info.states
+            if optional or info.kept_when[n] is None
+            or any(g.get(info.kept_when[n]) for g in groups)}
 
 
 # ---- DCP -> libfsdp ------------------------------------------------------------------------------
@@ -168,20 +173,24 @@ def _optimizer_plan(cat, group_patterns):
     names = {n for states in cat.state.values() for n in states}
     if not cat.state:
         return None, [], {}
-    fits = [k for k in _capi.OPTIMIZERS if names - {"step"} <= set(_states(k).values()) and
+    fits = [k for k in _capi.OPTIMIZERS
+            if names - {"step"} <= set(_states(k, optional=True).values()) and
             ("step" not in names or kind_info(k).step_count)]
     if not fits:
-        known = "; ".join(f"{k}: {', '.join(_states(k).values())}"
+        known = "; ".join(f"{k}: {', '.join(_states(k, optional=True).values())}"
                           f"{', step' if kind_info(k).step_count else ''}"
                           for k in _capi.OPTIMIZERS)
         raise ConversionError(f"{cat.directory}: optimizer state {sorted(names)}: libfsdp "
                               f"converts the states of its optimizers ({known})")
     kind = fits[0]
     counted = kind_info(kind).step_count
+    required = set(_states(kind).values())  # the others exist under a hyperparameter (amsgrad)
     for fqn, states in cat.state.items():
         (pkey, pmeta) = cat.params[fqn]
-        for n in _states(kind).values():
+        for n in _states(kind, optional=True).values():
             if n not in states:
+                if n not in required:
+                    continue
                 raise ConversionError(f"{cat.directory}: '{fqn}' has optimizer state "
                                       f"{sorted(states)} without '{n}'")
             key, meta = states[n]
@@ -324,7 +333,13 @@ def _fill_units(ctx, cat, kind, groups, steps):
     units = [ctx.unit([(fqn, tuple(cat.params[fqn][1].size), np.dtype(dtype)) for fqn in fqns],
                       name=f"dcp {i}") for i, (_, dtype, fqns) in enumerate(plan)]
     opt = _optimizer(ctx, kind, units, groups) if kind is not None else None
-    states = _states(kind) if kind is not None else {}
+    states = _states(kind, [hp for _, hp in groups]) if kind is not None else {}
+    for fqn in steps:
+        missing = [n for n in states.values() if n not in cat.state[fqn]]
+        if missing:
+            raise ConversionError(f"{cat.directory}: '{fqn}' has optimizer state "
+                                  f"{sorted(cat.state[fqn])} without {missing} (its param_group "
+                                  "keeps them)")
     for unit, (stateful, dtype, fqns) in zip(units, plan):
         keys = [cat.params[f] for f in fqns]
         if stateful:
@@ -428,7 +443,7 @@ def _load_full(ctx, path, info, oinfo, step_of, model_key, optim_key):
                          [(g["pattern"], _hyper(oinfo["kind"], g)) for g in oinfo["groups"]])
     ctx.load(str(path), optimizers=[opt] if opt else [])
     model, state = {}, {}
-    states = _states(oinfo["kind"]) if oinfo else {}
+    states = _states(oinfo["kind"], oinfo["groups"]) if oinfo else {}
     counted = oinfo is not None and kind_info(oinfo["kind"]).step_count
     for unit, ((stateful, _), params) in zip(units, plan):
         shard = unit.shard()

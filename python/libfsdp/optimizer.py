@@ -9,30 +9,32 @@ from . import _check, _choice, _lib, _refuse, _view
 # fsdp_hyperparams_t's fields, and "betas" for (beta1, beta2) as torch.optim takes them.
 _FIELDS = {f for f, _ in _capi.Hyperparams._fields_ if f != "size"} | {"betas"}
 
-KindInfo = collections.namedtuple("KindInfo", "states hyperparams step_count")
+KindInfo = collections.namedtuple("KindInfo", "states hyperparams step_count kept_when")
 
 
 @functools.lru_cache(maxsize=None)
 def kind_info(kind):
     """What the library's optimizer `kind` ("sgd", "adamw") keeps and reads, as the library says
     (fsdp_optimizer_kind_info): its state buffers' names (Optimizer.state), the hyperparameters
-    its update reads, and step_count: whether the update reads the update count itself (AdamW's
-    bias correction) or only whether it is 0 (SGD's momentum restarts at 0, continues after)."""
+    its update reads, step_count: whether the update reads the update count itself (AdamW's
+    bias correction) or only whether it is 0 (SGD's momentum restarts at 0, continues after),
+    and kept_when: {state: the hyperparameter that must be on for it to exist, or None}."""
     code = _choice("fsdp_optimizer_kind_info", "kind", _capi.OPTIMIZERS, kind)
     nstates, nhyper, step_count = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
     _check(_lib.fsdp_optimizer_kind_info(code, None, ctypes.byref(nstates), ctypes.byref(nhyper),
                                          ctypes.byref(step_count)))
 
-    def names(fn, n):
+    def names(fn, n, *extra):
         out = []
         for i in range(n):
-            name = ctypes.c_char_p()
-            _check(fn(code, i, ctypes.byref(name)))
-            out.append(name.value.decode())
-        return tuple(out)
-    return KindInfo(names(_lib.fsdp_optimizer_state_name, nstates.value),
-                    names(_lib.fsdp_optimizer_hyperparam_name, nhyper.value),
-                    bool(step_count.value))
+            name, cond = ctypes.c_char_p(), ctypes.c_char_p()
+            _check(fn(code, i, ctypes.byref(name), *[ctypes.byref(cond) for _ in extra]))
+            out.append((name.value.decode(), cond.value.decode() if cond.value else None))
+        return out
+    states = names(_lib.fsdp_optimizer_state_name, nstates.value, "kept_when")
+    return KindInfo(tuple(n for n, _ in states),
+                    tuple(n for n, _ in names(_lib.fsdp_optimizer_hyperparam_name, nhyper.value)),
+                    bool(step_count.value), {n: cond for n, cond in states})
 
 
 def defaults(kind):

@@ -1,7 +1,6 @@
 // Queries for the bindings: each answers with the rule the library itself applies (parameter
 // groups, an optimizer kind's state and hyperparameters, storage and precision dtypes), so that
 // Python, Fortran and converters ask instead of keeping copies that drift.
-#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,18 +28,6 @@ OptimizerKind kind_from(fsdp_optimizer_kind_t kind) {
   if (k < 0 || k >= FSDP_OPTIMIZER_KIND_COUNT)
     fail(Errc::InvalidArgument, "kind = " + std::to_string(k) + ": not an fsdp_optimizer_kind_t");
   return static_cast<OptimizerKind>(k);
-}
-
-// The kind's state buffer names (every buffer it may keep: AdamW's max_exp_avg_sq too, which it
-// keeps under amsgrad), kept for the library's life so callers may hold the pointers.
-const std::vector<std::string>& state_names(OptimizerKind kind) {
-  static const std::array<std::vector<std::string>, FSDP_OPTIMIZER_KIND_COUNT> names = [] {
-    std::array<std::vector<std::string>, FSDP_OPTIMIZER_KIND_COUNT> n;
-    for (int k = 0; k < FSDP_OPTIMIZER_KIND_COUNT; ++k)
-      n[k] = fsdp::state_names(static_cast<OptimizerKind>(k), /*amsgrad=*/true);
-    return n;
-  }();
-  return names[static_cast<std::size_t>(kind)];
 }
 
 // Index `index` of a list of `count`; OUT_OF_RANGE naming the kind otherwise.
@@ -90,19 +77,21 @@ fsdp_status_t fsdp_optimizer_kind_info(fsdp_optimizer_kind_t kind, const char** 
     const OptimizerKind k = kind_from(kind);
     const fsdp::KindReads& reads = fsdp::kind_reads(k);
     if (name) *name = fsdp::kind_name(k);
-    if (nstates) *nstates = static_cast<int>(state_names(k).size());
+    if (nstates) *nstates = static_cast<int>(fsdp::state_buffers(k).size());
     if (nhyperparams) *nhyperparams = static_cast<int>(reads.hyperparams.size());
     if (step_count) *step_count = reads.step_count ? 1 : 0;
   });
 }
 
-fsdp_status_t fsdp_optimizer_state_name(fsdp_optimizer_kind_t kind, int index, const char** name) {
+fsdp_status_t fsdp_optimizer_state_name(fsdp_optimizer_kind_t kind, int index, const char** name,
+                                        const char** kept_when) {
   return guard(__func__, [&] {
     const OptimizerKind k = kind_from(kind);
-    const std::vector<std::string>& names = state_names(k);
-    const std::size_t i = list_index(index, names.size(), k, "state buffer(s)");
+    const std::vector<fsdp::StateBuffer>& buffers = fsdp::state_buffers(k);
+    const std::size_t i = list_index(index, buffers.size(), k, "state buffer(s)");
     require_output(name, "name");
-    *name = names[i].c_str();
+    *name = buffers[i].name;
+    if (kept_when) *kept_when = buffers[i].kept_when;
   });
 }
 

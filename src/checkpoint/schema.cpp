@@ -86,7 +86,8 @@ std::vector<std::string> state_names(const std::string& kind) {
 
 bool state_optional(const std::string& kind, std::size_t b) {
   for (OptimizerKind k : {OptimizerKind::Sgd, OptimizerKind::AdamW})
-    if (kind == kind_name(k)) return b >= fsdp::state_names(k, /*amsgrad=*/false).size();
+    if (kind == kind_name(k))
+      return b < fsdp::state_buffers(k).size() && fsdp::state_buffers(k)[b].kept_when;
   return false;
 }
 

@@ -29,10 +29,18 @@ uint64_t HyperParams::fingerprint() const {
   return f.value();
 }
 
+const std::vector<StateBuffer>& state_buffers(OptimizerKind kind) {
+  static const std::vector<StateBuffer> sgd{{"momentum", nullptr}};
+  static const std::vector<StateBuffer> adamw{
+      {"exp_avg", nullptr}, {"exp_avg_sq", nullptr}, {"max_exp_avg_sq", "amsgrad"}};
+  return kind == OptimizerKind::AdamW ? adamw : sgd;
+}
+
 std::vector<std::string> state_names(OptimizerKind kind, bool amsgrad) {
-  if (kind == OptimizerKind::Sgd) return {"momentum"};
-  if (amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-  return {"exp_avg", "exp_avg_sq"};
+  std::vector<std::string> names;
+  for (const StateBuffer& b : state_buffers(kind))
+    if (!b.kept_when || amsgrad) names.emplace_back(b.name);  // amsgrad is the one condition
+  return names;
 }
 
 void validate(const HyperParams& h, OptimizerKind kind, const std::string& who) {

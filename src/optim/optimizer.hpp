@@ -44,6 +44,14 @@ void validate(const HyperParams& h, OptimizerKind kind, const std::string& who);
 // names: SGD "momentum"; AdamW "exp_avg", "exp_avg_sq", and "max_exp_avg_sq" when `amsgrad`
 // (a group has or had amsgrad on: Optimizer::state_names).
 std::vector<std::string> state_names(OptimizerKind kind, bool amsgrad);
+// Every state buffer a kind may keep, in buffer order: `kept_when` names the hyperparameter that
+// must be (or have been) on for the buffer to exist (AdamW's max_exp_avg_sq: "amsgrad"), nullptr
+// for a buffer always kept once the parameter has state.
+struct StateBuffer {
+  const char* name;
+  const char* kept_when;
+};
+const std::vector<StateBuffer>& state_buffers(OptimizerKind kind);
 
 // What a kind's update reads: its hyperparameters (fsdp_hyperparams_t's field names), and
 // whether it reads the update count itself (AdamW's bias correction) or only whether it is 0
