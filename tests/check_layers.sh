@@ -17,7 +17,7 @@ declare -A allowed=(
   [optim]="base diag memory runtime transport/transport.hpp core optim"
   [checkpoint]="base diag memory runtime core optim checkpoint"
   [capi]="base diag memory runtime transport/transport.hpp core optim checkpoint capi"
-  [tools]="base checkpoint tools"
+  [tools]="tools"
 )
 bad=0
 while IFS= read -r -d '' file; do
