@@ -26,7 +26,7 @@ int g_rank = 0, g_size = 1;
 
 const char* kUsage =
     "usage: fsdp-ckpt <command> ...\n"
-    "  info FILE                      parameters, shapes, dtypes, sizes, metadata, layout\n"
+    "  info FILE                      parameters, shapes, dtypes, sizes, metadata, optimizers\n"
     "  verify FILE [--progress]       check every dataset's crc32c\n"
     "  diff A B [--model-only]        max abs/rel difference per parameter and optimizer state,\n"
     "                                 and which metadata, hyperparameters or scaler differ\n"
