@@ -1452,9 +1452,9 @@ FSDP_EXPORT fsdp_status_t fsdp_checkpoint_diff(MPI_Comm comm, const char* a, con
  *  @param[in] options NULL for the defaults, or from FSDP_CHECKPOINT_CHECK_OPTIONS_INIT
  *  @param[out] differ as for fsdp_checkpoint_diff
  *  @return as fsdp_checkpoint_diff */
-FSDP_EXPORT fsdp_status_t fsdp_checkpoint_diff_fcomm(
-    int fcomm, const char* a, const char* b, const fsdp_checkpoint_check_options_t* options,
-    int* differ);
+FSDP_EXPORT fsdp_status_t fsdp_checkpoint_diff_fcomm(int fcomm, const char* a, const char* b,
+                                                     const fsdp_checkpoint_check_options_t* options,
+                                                     int* differ);
 
 /* ---- Safetensors interchange (since 0.8) ----------------------------------------------------- */
 
