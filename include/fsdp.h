@@ -1471,6 +1471,100 @@ FSDP_EXPORT fsdp_status_t fsdp_checkpoint_metadata(const char* path, const char*
 FSDP_EXPORT fsdp_status_t fsdp_checkpoint_describe(const char* path, char* json, size_t capacity,
                                                    size_t* length);
 
+/* ---- Checkpoint verification and comparison (since 0.10) ------------------------------------ */
+
+/** Receives one line of a report (NUL-terminated, without a newline), on rank 0 of the call's
+ *  communicator, in order. `user` is the options' `user`. */
+typedef void (*fsdp_report_line_fn)(const char* line, void* user);
+/** Receives the progress of fsdp_checkpoint_verify on rank 0: the bytes checked so far and in all,
+ *  summed over the ranks (rank 0's share times the number of ranks), after each chunk read. */
+typedef void (*fsdp_progress_fn)(uint64_t done, uint64_t total, void* user);
+
+/** Options of fsdp_checkpoint_verify and fsdp_checkpoint_diff. Initialize with
+ *  FSDP_CHECKPOINT_CHECK_OPTIONS_INIT; the struct may grow at its end (`size`). */
+typedef struct fsdp_checkpoint_check_options_t {
+  size_t size; /**< sizeof(fsdp_checkpoint_check_options_t), set by the initializer */
+  /** fsdp_checkpoint_diff only. 1: compare the parameters alone (what a safetensors export or
+   *  import carries), not optimizer state, hyperparameters, scaler or metadata; 0: everything. */
+  int model_only;
+  /** NULL: no report. Otherwise called with each line of the report: verify names every dataset
+   *  whose checksum fails and ends with "OK: ..." or "FAILED: ..."; diff gives each dataset's
+   *  largest absolute and relative difference, the datasets in one checkpoint only or of other
+   *  shapes, each other difference, and a verdict that names what was compared. */
+  fsdp_report_line_fn report;
+  /** fsdp_checkpoint_verify only; NULL: none. */
+  fsdp_progress_fn progress;
+  void* user; /**< passed to report and progress */
+} fsdp_checkpoint_check_options_t;
+
+/** Defaults of fsdp_checkpoint_check_options_t: everything compared, no report, no progress. */
+#define FSDP_CHECKPOINT_CHECK_OPTIONS_INIT \
+  { sizeof(fsdp_checkpoint_check_options_t), 0, NULL, NULL, NULL }
+
+/** Since 0.10: recomputes the CRC-32C of every dataset of checkpoint `path` (parameters and
+ *  optimizer state) from the file and compares it with the stored one, and checks that /index
+ *  lists the datasets as they are (an index that disagrees fails; one that is absent or out of
+ *  date, as after h5repack, is reported and does not). Collective over `comm`: each rank reads a
+ *  share of every dataset, in bounded memory; the arguments must agree (checked). No context
+ *  needed. Callbacks run on rank 0 of `comm`, on the calling thread.
+ *  @param[in] comm the ranks that take part (MPI_COMM_SELF: this rank alone)
+ *  @param[in] path the checkpoint file
+ *  @param[in] options NULL for the defaults, or from FSDP_CHECKPOINT_CHECK_OPTIONS_INIT
+ *  @param[out] failed 1 when a checksum fails or the index is wrong, else 0; the same on every
+ *  rank; unchanged on error
+ *  @return FSDP_SUCCESS (a corrupt checkpoint too: see *failed); FSDP_ERR_INVALID_ARGUMENT (NULL
+ *  or empty path, NULL failed, bad options, MPI_COMM_NULL), FSDP_ERR_MISMATCH (arguments that
+ *  differ between ranks), FSDP_ERR_IO (missing file), FSDP_ERR_FORMAT or FSDP_ERR_VERSION (not a
+ *  readable checkpoint), FSDP_ERR_CORRUPT (a truncated file, or a dataset outside it), FSDP_ERR_MPI
+ *  (MPI not initialized); the same status on every rank. Thread safety: no context is involved;
+ *  calls from several threads at once need MPI_THREAD_MULTIPLE and communicators of their own. */
+FSDP_EXPORT fsdp_status_t fsdp_checkpoint_verify(MPI_Comm comm, const char* path,
+                                                 const fsdp_checkpoint_check_options_t* options,
+                                                 int* failed);
+
+/** Since 0.10: fsdp_checkpoint_verify with a Fortran communicator handle (MPI_Comm_c2f), for
+ *  bindings that cannot pass an MPI_Comm.
+ *  @param[in] fcomm the Fortran handle of the communicator
+ *  @param[in] path the checkpoint file
+ *  @param[in] options NULL for the defaults, or from FSDP_CHECKPOINT_CHECK_OPTIONS_INIT
+ *  @param[out] failed as for fsdp_checkpoint_verify
+ *  @return as fsdp_checkpoint_verify */
+FSDP_EXPORT fsdp_status_t fsdp_checkpoint_verify_fcomm(
+    int fcomm, const char* path, const fsdp_checkpoint_check_options_t* options, int* failed);
+
+/** Since 0.10: compares checkpoints `a` and `b`: every dataset both hold with the same shape by
+ *  value (converted to float64: the largest absolute and relative difference; NaN against a
+ *  number is an infinite difference, NaN against NaN none), the datasets only one holds or with
+ *  other shapes, and (unless options->model_only) metadata, optimizers, their groups and
+ *  hyperparameters, and the gradient scaler. Checksums are not verified (fsdp_checkpoint_verify).
+ *  Collective over `comm` (each rank reads a share of every dataset, in bounded memory); the
+ *  arguments must agree (checked). No context needed. The report runs on rank 0 of `comm`.
+ *  @param[in] comm the ranks that take part
+ *  @param[in] a the first checkpoint file ("A" in the report)
+ *  @param[in] b the second checkpoint file ("B")
+ *  @param[in] options NULL for the defaults, or from FSDP_CHECKPOINT_CHECK_OPTIONS_INIT
+ *  @param[out] differ 1 when anything compared differs, else 0; the same on every rank;
+ *  unchanged on error
+ *  @return FSDP_SUCCESS (checkpoints that differ too: see *differ); FSDP_ERR_INVALID_ARGUMENT
+ *  (NULL or empty path, NULL differ, model_only not 0 or 1, MPI_COMM_NULL), FSDP_ERR_MISMATCH,
+ *  FSDP_ERR_IO, FSDP_ERR_FORMAT, FSDP_ERR_VERSION, FSDP_ERR_CORRUPT, FSDP_ERR_MPI, as
+ *  fsdp_checkpoint_verify; the same status on every rank. Thread safety: as
+ *  fsdp_checkpoint_verify. */
+FSDP_EXPORT fsdp_status_t fsdp_checkpoint_diff(MPI_Comm comm, const char* a, const char* b,
+                                               const fsdp_checkpoint_check_options_t* options,
+                                               int* differ);
+
+/** Since 0.10: fsdp_checkpoint_diff with a Fortran communicator handle (MPI_Comm_c2f).
+ *  @param[in] fcomm the Fortran handle of the communicator
+ *  @param[in] a the first checkpoint file
+ *  @param[in] b the second checkpoint file
+ *  @param[in] options NULL for the defaults, or from FSDP_CHECKPOINT_CHECK_OPTIONS_INIT
+ *  @param[out] differ as for fsdp_checkpoint_diff
+ *  @return as fsdp_checkpoint_diff */
+FSDP_EXPORT fsdp_status_t fsdp_checkpoint_diff_fcomm(int fcomm, const char* a, const char* b,
+                                                     const fsdp_checkpoint_check_options_t* options,
+                                                     int* differ);
+
 /* ---- Safetensors interchange (since 0.8) ----------------------------------------------------- */
 
 /** Options of fsdp_safetensors_export and fsdp_safetensors_import. Initialize with

@@ -1,30 +1,21 @@
 #!/usr/bin/env bash
 # The layers of src/ (doc/architecture.md), checked on every #include "...": a folder includes
-# only the folders below it. Core sees transports only through their interface
-# (transport/transport.hpp, transport/transport_options.hpp); placement/ is the one place that
-# builds concrete transports; capi/ is the only way in from outside.
+# only what its line of src/layers.txt names (the folders below it, or single headers of one).
+# The build checks the calls against the same lines (src/CMakeLists.txt, fsdp_layer_check_*).
 # Usage: check_layers.sh [source dir]
 set -euo pipefail
 src=${1:-$(dirname "$0")/../src}
-declare -A allowed=(
-  [base]="base"
-  [diag]="base diag"
-  [memory]="base memory"
-  [runtime]="base diag memory runtime"
-  [transport]="base diag memory runtime transport"
-  [core]="base diag memory runtime core transport/transport.hpp transport/transport_options.hpp"
-  [placement]="base diag memory runtime transport core placement"
-  [optim]="base diag memory runtime transport/transport.hpp core optim"
-  [checkpoint]="base diag memory runtime core optim checkpoint"
-  [capi]="base diag memory runtime transport/transport.hpp core placement/select.hpp optim checkpoint capi"
-  [tools]="base checkpoint tools"
-)
+declare -A allowed=()
+while IFS=: read -r layer uses; do
+  case "$layer" in '' | '#'*) continue ;; esac
+  allowed[$layer]=$(echo $uses)
+done <"$src/layers.txt"
 bad=0
 while IFS= read -r -d '' file; do
   rel=${file#"$src"/}
   layer=${rel%%/*}
   if [ -z "${allowed[$layer]+x}" ]; then
-    echo "$rel: folder '$layer' is not a known layer (add it to tests/check_layers.sh and doc/architecture.md)"
+    echo "$rel: folder '$layer' is not a known layer (add it to src/layers.txt and doc/architecture.md)"
     bad=1
     continue
   fi

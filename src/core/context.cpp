@@ -236,6 +236,11 @@ Unit* Context::find_unit(uint64_t id) const {
   return it == units_.end() ? nullptr : it->second.get();
 }
 
+void Context::set_grad_sync(bool on) {
+  scheduler_->quiesce();
+  grad_sync_ = on;
+}
+
 void Context::trim() {
   scheduler_->quiesce();
   backend_->trim();

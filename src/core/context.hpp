@@ -126,8 +126,10 @@ class Context {
   Scratch& partial_sums() { return *partial_sums_; }
   MemoryAccounting& accounting() { return accounting_; }
   // Off: reduce_grads keeps full gradients locally (PyTorch's no_sync) until it is turned on.
+  // Setting it waits for the work in flight: a reduce started under the old setting completes
+  // under it.
   bool grad_sync() const { return grad_sync_; }
-  void set_grad_sync(bool on) { grad_sync_ = on; }
+  void set_grad_sync(bool on);
 
   // ---- Asynchronous operations ----
   CommWorker& worker() { return *worker_; }

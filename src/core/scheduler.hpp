@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "diag/call_log.hpp"
 #include "runtime/comm_worker.hpp"
 
 namespace fsdp {
@@ -17,7 +18,6 @@ class Unit;
 
 // An asynchronous operation the caller holds a handle to (fsdp_request_t).
 struct Request {
-  static constexpr uint64_t kNoUnit = ~uint64_t{0};  // not a unit's operation (a checkpoint save)
   Context* context = nullptr;
   uint64_t id = 0;
   uint64_t unit_id = kNoUnit;

@@ -408,6 +408,11 @@ void Unit::reduce_into(const Located& full, DType r, void* out, Store store) {
   }
 }
 
+void Unit::set_grad_sync(bool on) {
+  ctx_.scheduler().quiesce();
+  own_grad_sync_ = on;
+}
+
 bool Unit::grad_sync() const {
   return own_grad_sync_ && ctx_.grad_sync();
 }

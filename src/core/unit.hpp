@@ -75,8 +75,10 @@ class Unit {
   // Whether the shard lives in the node's unsharded copy (see above).
   bool zero_copy() const { return unsharded_.in_place(); }
   // Gradient sync for this unit alone (FSDP2's per-module set_requires_gradient_sync); it
-  // communicates when both this and the context's setting (fsdp_set_grad_sync) are on.
-  void set_grad_sync(bool on) { own_grad_sync_ = on; }
+  // communicates when both this and the context's setting (fsdp_set_grad_sync) are on. Waits
+  // for the context's work in flight first: a reduce started under the old setting completes
+  // under it.
+  void set_grad_sync(bool on);
   bool grad_sync() const;
   // Ties this unit uses (alias index = num_params() + position), and units tied to this one.
   const std::vector<Tie>& ties() const { return ties_; }

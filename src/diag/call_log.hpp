@@ -14,9 +14,11 @@
 
 namespace fsdp {
 
+// The unit id of an operation on no unit (a checkpoint save), in calls and requests alike.
+constexpr uint64_t kNoUnit = ~uint64_t{0};
+
 // One call as the ranks compare it (debug mode) and as reports name it.
 struct CallInfo {
-  static constexpr uint64_t kNoUnit = ~uint64_t{0};
   const char* call = "";       // the C entry point, e.g. "fsdp_unshard"
   uint64_t unit_id = kNoUnit;  // the unit it works on, if any
   std::string unit;            // the unit's label, for messages
