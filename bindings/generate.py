@@ -174,6 +174,14 @@ def f_scalar(api, base):
     raise fsdp_api.ApiError(f"no Fortran type for {base}")
 
 
+def cb_dummy(api, p, where):
+    """A callback's dummy argument: a C string the library passes arrives as its address
+    (c_f_pointer or a loop to c_null_char reads it); the rest as for a call."""
+    if p.ctype.base == "char" and p.ctype.stars == 1:
+        return f"type(c_ptr), value :: {p.name}"
+    return f_dummy(api, p, where)
+
+
 def f_dummy(api, p, where):
     """The declaration of one dummy argument of a bind(C) interface."""
     t, opt = p.ctype, (", optional" if p.optional else "")
@@ -312,14 +320,22 @@ def generate_fortran(api, layout, out_dir, wrappers):
     o += ["", "  ! ---- Callback types: a bind(C) procedure of this interface, passed with c_funloc.",
           "  abstract interface"]
     for name, ret, params in api.callbacks:
-        if not (ret.base == "int" and ret.stars == 0):
-            raise fsdp_api.ApiError(f"{name}: a callback returns int")
-        o += wrap(f"    function {name}(", [p.name for p in params], ") result(res) bind(C)",
-                  "        ")
-        o.append("      import")
-        for p in params:
-            o.append("      " + f_dummy(api, p, name))
-        o += ["      integer(c_int) :: res", "    end function"]
+        if ret.stars == 0 and ret.base == "void":
+            o += wrap(f"    subroutine {name}(", [p.name for p in params], ") bind(C)",
+                      "        ")
+            o.append("      import")
+            for p in params:
+                o.append("      " + cb_dummy(api, p, name))
+            o.append("    end subroutine")
+        elif ret.stars == 0 and ret.base == "int":
+            o += wrap(f"    function {name}(", [p.name for p in params], ") result(res) bind(C)",
+                      "        ")
+            o.append("      import")
+            for p in params:
+                o.append("      " + cb_dummy(api, p, name))
+            o += ["      integer(c_int) :: res", "    end function"]
+        else:
+            raise fsdp_api.ApiError(f"{name}: a callback returns int or nothing")
         public.append(name)
     o.append("  end interface")
     # Interfaces.

@@ -40,6 +40,7 @@ module fsdp
   public :: fsdp_load_report_t, fsdp_checkpoint_save, fsdp_checkpoint_save_async, &
             fsdp_checkpoint_load, fsdp_checkpoint_metadata, fsdp_checkpoint_describe
   public :: fsdp_safetensors_export, fsdp_safetensors_import
+  public :: fsdp_checkpoint_verify, fsdp_checkpoint_diff
 
   ! One parameter of a unit to create: fsdp_param(name, values [, requires_grad]) takes a
   ! real(c_float) or real(c_double) array of rank 0 to 4 (any expression, any section);
@@ -100,6 +101,20 @@ module fsdp
     module procedure safetensors_import_integer_comm
 #ifdef FSDP_HAVE_MPI_F08
     module procedure safetensors_import_mpi_f08_comm
+#endif
+  end interface
+
+  ! Verify and diff take a communicator of `mpi` (integer) or `mpi_f08` (type(MPI_Comm)).
+  interface fsdp_checkpoint_verify
+    module procedure checkpoint_verify_integer_comm
+#ifdef FSDP_HAVE_MPI_F08
+    module procedure checkpoint_verify_mpi_f08_comm
+#endif
+  end interface
+  interface fsdp_checkpoint_diff
+    module procedure checkpoint_diff_integer_comm
+#ifdef FSDP_HAVE_MPI_F08
+    module procedure checkpoint_diff_mpi_f08_comm
 #endif
   end interface
 
@@ -925,7 +940,76 @@ contains
     st = as_call(st, 'fsdp_safetensors_import_fcomm', 'fsdp_safetensors_import')
   end function
 
+  ! fsdp_checkpoint_check_options_t from the optional arguments (absent: the initializer's).
+  function check_options(model_only, report, user) result(o)
+    logical, intent(in), optional :: model_only
+    type(c_funptr), intent(in), optional :: report
+    type(c_ptr), intent(in), optional :: user
+    type(fsdp_checkpoint_check_options_t) :: o
+    o = fsdp_checkpoint_check_options_init()
+    if (present(model_only)) o%model_only = merge(1_c_int, 0_c_int, model_only)
+    if (present(report)) o%report = report
+    if (present(user)) o%user = user
+  end function
+
+  ! Recomputes every dataset's CRC-32C of checkpoint `path`: failed = .true. when a checksum or
+  ! the index is wrong. `report` (a bind(C) subroutine of interface fsdp_report_line_fn, passed
+  ! with c_funloc) receives the report's lines on rank 0. Collective over `comm`.
+  function checkpoint_verify_integer_comm(comm, path, failed, report, user) result(st)
+    integer, intent(in) :: comm
+    character(len=*), intent(in) :: path
+    logical, intent(out) :: failed
+    type(c_funptr), intent(in), optional :: report
+    type(c_ptr), intent(in), optional :: user
+    integer(c_int) :: st, f
+    type(fsdp_checkpoint_check_options_t), target :: o
+    o = check_options(report=report, user=user)
+    f = 0
+    st = c_fsdp_checkpoint_verify_fcomm(int(comm, c_int), to_c(path), o, f)
+    st = as_call(st, 'fsdp_checkpoint_verify_fcomm', 'fsdp_checkpoint_verify')
+    failed = f /= 0
+  end function
+
+  ! Compares checkpoints `a` and `b` (values, and unless model_only, optimizers, hyperparameters,
+  ! scaler and metadata): differ = .true. when anything compared differs. Collective over `comm`.
+  function checkpoint_diff_integer_comm(comm, a, b, differ, model_only, report, user) result(st)
+    integer, intent(in) :: comm
+    character(len=*), intent(in) :: a, b
+    logical, intent(out) :: differ
+    logical, intent(in), optional :: model_only
+    type(c_funptr), intent(in), optional :: report
+    type(c_ptr), intent(in), optional :: user
+    integer(c_int) :: st, d
+    type(fsdp_checkpoint_check_options_t), target :: o
+    o = check_options(model_only, report, user)
+    d = 0
+    st = c_fsdp_checkpoint_diff_fcomm(int(comm, c_int), to_c(a), to_c(b), o, d)
+    st = as_call(st, 'fsdp_checkpoint_diff_fcomm', 'fsdp_checkpoint_diff')
+    differ = d /= 0
+  end function
+
 #ifdef FSDP_HAVE_MPI_F08
+  function checkpoint_verify_mpi_f08_comm(comm, path, failed, report, user) result(st)
+    type(MPI_Comm), intent(in) :: comm
+    character(len=*), intent(in) :: path
+    logical, intent(out) :: failed
+    type(c_funptr), intent(in), optional :: report
+    type(c_ptr), intent(in), optional :: user
+    integer(c_int) :: st
+    st = checkpoint_verify_integer_comm(comm%MPI_VAL, path, failed, report, user)
+  end function
+
+  function checkpoint_diff_mpi_f08_comm(comm, a, b, differ, model_only, report, user) result(st)
+    type(MPI_Comm), intent(in) :: comm
+    character(len=*), intent(in) :: a, b
+    logical, intent(out) :: differ
+    logical, intent(in), optional :: model_only
+    type(c_funptr), intent(in), optional :: report
+    type(c_ptr), intent(in), optional :: user
+    integer(c_int) :: st
+    st = checkpoint_diff_integer_comm(comm%MPI_VAL, a, b, differ, model_only, report, user)
+  end function
+
   function safetensors_export_mpi_f08_comm(comm, checkpoint, out, dtype, max_shard_bytes) &
       result(st)
     type(MPI_Comm), intent(in) :: comm

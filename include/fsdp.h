@@ -1233,14 +1233,7 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_kind_info(fsdp_optimizer_kind_t kind, c
  *  @param[out] kept_when may be NULL; the field's name in static storage, or NULL
  *  @return FSDP_SUCCESS; INVALID_ARGUMENT (kind out of range, name NULL); OUT_OF_RANGE (index) */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_state_name(fsdp_optimizer_kind_t kind, int index,
-                                                    const char** name, const char** kept_when); "exp_avg", "exp_avg_sq", "max_exp_avg_sq", the
- *  last kept only once a group had amsgrad on). Local; thread-safe.
- *  @param[in] kind FSDP_OPTIMIZER_SGD or FSDP_OPTIMIZER_ADAMW
- *  @param[in] index in [0, nstates)
- *  @param[out] name the name, in static storage (valid while the library is loaded)
- *  @return FSDP_SUCCESS; INVALID_ARGUMENT (kind out of range, name NULL); OUT_OF_RANGE (index) */
-FSDP_EXPORT fsdp_status_t fsdp_optimizer_state_name(fsdp_optimizer_kind_t kind, int index,
-                                                    const char** name);
+                                                    const char** name, const char** kept_when);
 
 /** Since 0.10: the name of the `index`th fsdp_hyperparams_t field an optimizer kind's update reads
  *  ("lr", "weight_decay", "momentum", "dampening", "nesterov", "maximize"; "lr", "weight_decay",

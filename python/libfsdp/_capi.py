@@ -58,7 +58,7 @@ INITIALIZERS = _abi.INITIALIZERS
 Config, ParamDesc, UnitOptions = _abi.Config, _abi.ParamDesc, _abi.UnitOptions
 MemoryStats, Hyperparams = _abi.MemoryStats, _abi.Hyperparams
 CheckpointOptions, CheckpointReport = _abi.CheckpointOptions, _abi.CheckpointReport
-SafetensorsOptions = _abi.SafetensorsOptions
+SafetensorsOptions, CheckpointCheckOptions = _abi.SafetensorsOptions, _abi.CheckpointCheckOptions
 
 
 def _enum(typedef):

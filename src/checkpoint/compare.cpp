@@ -12,6 +12,7 @@
 
 #include "base/agreement.hpp"
 #include "base/mpi_check.hpp"
+#include "checkpoint/catalog_json.hpp"
 #include "checkpoint/dataset_scan.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "memory/host/host_kernels.hpp"
@@ -29,17 +30,10 @@ std::string printed(const char* format, ...) {
   return buf;
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
-
 // What differs between two checkpoints besides dataset values: metadata, optimizers (kind,
 // groups and hyperparameters) and the gradient scaler, one line each.
 std::vector<std::string> state_differences(const Catalog& a, const Catalog& b) {
   std::vector<std::string> out;
-  const auto text = [](double v) { return printed("%.17g", v); };
   std::map<std::string, std::string> ma(a.metadata.begin(), a.metadata.end()),
       mb(b.metadata.begin(), b.metadata.end());
   for (const auto& [k, v] : ma) {
@@ -62,34 +56,18 @@ std::vector<std::string> state_differences(const Catalog& a, const Catalog& b) {
       out.push_back(who + ": " + std::to_string(oa.groups.size()) + " vs " +
                     std::to_string(ob.groups.size()) + " groups");
     for (std::size_t g = 0; g < std::min(oa.groups.size(), ob.groups.size()); ++g) {
-      const OptimizerGroupInfo &ga = oa.groups[g], &gb = ob.groups[g];
       const std::string at = who + " group " + std::to_string(g) + " ";
-      if (ga.pattern != gb.pattern)
-        out.push_back(at + "pattern: '" + ga.pattern + "' vs '" + gb.pattern + "'");
-      const std::pair<const char*, std::pair<double, double>> hp[] = {
-          {"lr", {ga.lr, gb.lr}},
-          {"weight_decay", {ga.weight_decay, gb.weight_decay}},
-          {"momentum", {ga.momentum, gb.momentum}},
-          {"dampening", {ga.dampening, gb.dampening}},
-          {"nesterov", {double(ga.nesterov), double(gb.nesterov)}},
-          {"beta1", {ga.beta1, gb.beta1}},
-          {"beta2", {ga.beta2, gb.beta2}},
-          {"eps", {ga.eps, gb.eps}}};
-      for (const auto& [name, v] : hp)
-        if (v.first != v.second)
-          out.push_back(at + name + ": " + text(v.first) + " vs " + text(v.second));
+      for (const std::string& d :
+           differing_fields(optimizer_group_fields(), oa.groups[g], ob.groups[g]))
+        out.push_back(at + d);
     }
   }
   const ScalerInfo &sa = a.scaler, &sb = b.scaler;
   if (sa.present != sb.present)
     out.push_back(std::string("grad scaler: only in ") + (sa.present ? "A" : "B"));
-  else if (sa.present &&
-           (sa.scale != sb.scale || sa.growth_factor != sb.growth_factor ||
-            sa.backoff_factor != sb.backoff_factor || sa.growth_interval != sb.growth_interval ||
-            sa.growth_tracker != sb.growth_tracker))
-    out.push_back("grad scaler: scale " + text(sa.scale) + " vs " + text(sb.scale) +
-                  ", growth tracker " + std::to_string(sa.growth_tracker) + " vs " +
-                  std::to_string(sb.growth_tracker));
+  else if (sa.present)
+    for (const std::string& d : differing_fields(scaler_fields(), sa, sb))
+      out.push_back("grad scaler: " + d);
   return out;
 }
 
@@ -137,7 +115,7 @@ bool checkpoints_differ(MPI_Comm comm, const std::string& pa, const std::string&
     std::vector<char> other;
     for (std::size_t i = 0; i < common.size(); ++i) {
       const DatasetInfo &da = *common[i].a, &db = *common[i].b;
-      const auto [lo, hi] = rank_share(da.numel, rank, size);
+      const auto [lo, hi] = element_share(da.numel, rank, size);
       for_chunks(fa, da, lo, hi, [&](uint64_t first, uint64_t n, const char* p) {
         x.resize(n), y.resize(n);
         host::convert(x.data(), DType::Float64, p, da.dtype, n);

@@ -17,12 +17,6 @@ namespace fsdp::ckpt {
 // Memory per rank stays at this whatever the checkpoint's size.
 constexpr uint64_t kScanChunkBytes = uint64_t{16} << 20;
 
-// Rank `rank` of `size`'s element range [first, last) of a dataset of n elements.
-inline std::pair<uint64_t, uint64_t> rank_share(uint64_t n, int rank, int size) {
-  return {n * static_cast<uint64_t>(rank) / static_cast<uint64_t>(size),
-          n * static_cast<uint64_t>(rank + 1) / static_cast<uint64_t>(size)};
-}
-
 // Streams elements [first, last) of a dataset in chunks: fn(first_element, count, bytes).
 inline void for_chunks(const PosixFile& f, const DatasetInfo& d, uint64_t first, uint64_t last,
                        const std::function<void(uint64_t, uint64_t, const char*)>& fn) {

@@ -38,7 +38,7 @@ bool verify_checkpoint(MPI_Comm comm, const std::string& path, const ReportSink&
   const auto ds = labelled_datasets(c);
   uint64_t mine_total = 0, done = 0;
   for (const auto& d : ds) {
-    const auto [a, b] = rank_share(d.second.numel, rank, size);
+    const auto [a, b] = element_share(d.second.numel, rank, size);
     mine_total += (b - a) * dtype_size(d.second.dtype);
   }
   const bool progress = rank == 0 && out.progress;
@@ -48,7 +48,7 @@ bool verify_checkpoint(MPI_Comm comm, const std::string& path, const ReportSink&
     PosixFile f(path, O_RDONLY);
     for (std::size_t i = 0; i < ds.size(); ++i) {
       const DatasetInfo& d = ds[i].second;
-      const auto [a, b] = rank_share(d.numel, rank, size);
+      const auto [a, b] = element_share(d.numel, rank, size);
       uint32_t crc = 0;
       for_chunks(f, d, a, b, [&](uint64_t, uint64_t n, const char* p) {
         const uint64_t nb = n * dtype_size(d.dtype);

@@ -66,6 +66,26 @@ uint64_t dtype_bytes(const std::string& name) {
   return it->second;
 }
 
+// The hyperparameters the optimizer kind named `kind` (as checkpoints name it) reads, as the
+// library says (fsdp_optimizer_kind_info, fsdp_optimizer_hyperparam_name).
+std::vector<std::string> hyperparams_read(const std::string& kind) {
+  for (int k = 0; k < FSDP_OPTIMIZER_KIND_COUNT; ++k) {
+    const auto code = static_cast<fsdp_optimizer_kind_t>(k);
+    const char* name = nullptr;
+    int n = 0;
+    check_call(fsdp_optimizer_kind_info(code, &name, nullptr, &n, nullptr));
+    if (kind != name) continue;
+    std::vector<std::string> fields(static_cast<std::size_t>(n));
+    for (int f = 0; f < n; ++f) {
+      const char* field = nullptr;
+      check_call(fsdp_optimizer_hyperparam_name(code, f, &field));
+      fields[static_cast<std::size_t>(f)] = field;
+    }
+    return fields;
+  }
+  throw Failure("checkpoint description: unknown optimizer kind '" + kind + "'");
+}
+
 // Report lines of the C calls, on rank 0: to stdout.
 void print_line(const char* line, void*) {
   std::printf("%s\n", line);
@@ -118,11 +138,18 @@ int info(const std::string& path) {
       for (const auto& [name, ignored] : of.fields) total += param_bytes[name];
     }
     std::printf("\n");
+    const std::vector<std::string> reads = hyperparams_read(o["kind"].text);
     for (std::size_t g = 0; g < o["groups"].items.size(); ++g) {
       const Json& gr = o["groups"].items[g];
-      std::printf("  group %zu '%s': lr %g, weight_decay %g, momentum %g, betas (%g, %g), eps %g\n",
-                  g, gr["pattern"].text.c_str(), gr["lr"].number, gr["weight_decay"].number,
-                  gr["momentum"].number, gr["beta1"].number, gr["beta2"].number, gr["eps"].number);
+      std::printf("  group %zu '%s':", g, gr["pattern"].text.c_str());
+      for (std::size_t f = 0; f < reads.size(); ++f) {
+        const Json& v = gr[reads[f]];
+        if (v.kind == Json::Kind::Bool)
+          std::printf("%s %s %s", f ? "," : "", reads[f].c_str(), v.boolean ? "true" : "false");
+        else
+          std::printf("%s %s %g", f ? "," : "", reads[f].c_str(), v.number);
+      }
+      std::printf("\n");
     }
   }
   std::printf("%-40s %-8s %-20s %12s\n", "parameter", "dtype", "shape", "bytes");

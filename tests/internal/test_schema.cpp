@@ -92,7 +92,7 @@ ck::Catalog sample() {
   fill_every_field(ck::optimizer_group_fields(), adamw.groups[1], 4);
   adamw.groups[0].pattern = "", adamw.groups[1].pattern = "*.bias";
   adamw.groups[1].beta2 = 0.95, adamw.groups[1].eps = 1e-6, adamw.groups[1].nesterov = false;
-  adamw.states = {{}, {}};
+  adamw.states = {{}, {}, {}};  // exp_avg, exp_avg_sq, max_exp_avg_sq
   c.optimizers = {sgd, adamw};
   c.scaler.present = true;
   fill_every_field(ck::scaler_fields(), c.scaler, 5);
@@ -150,8 +150,9 @@ void check_values(const ck::Catalog& got, const ck::Catalog& want, const std::st
     check(a.kind == "adamw" && a.groups.size() == 2 && a.groups[1].pattern == "*.bias" &&
               a.groups[1].beta2 == 0.95 && a.groups[1].eps == 1e-6 && !a.groups[1].nesterov,
           via + ": the adamw groups");
-    check(a.states.size() == 2 && a.states[0].empty() && a.states[1].empty(),
-          via + ": adamw's two state groups, empty");
+    check(a.states.size() == 3 && a.states[0].empty() && a.states[1].empty() &&
+              a.states[2].empty(),
+          via + ": adamw's three state groups, empty");
   }
   check(got.scaler.present && got.scaler.scale == 65536 && got.scaler.growth_interval == 100 &&
             got.scaler.growth_tracker == 7,
@@ -282,7 +283,8 @@ void check_old_file(const std::string& path) {
               c.find_param("embed.weight")->shape == std::vector<int64_t>{64, 33},
           "0.7.0 file: parameters");
     check(c.optimizers.size() == 1 && c.optimizers[0].kind == "adamw" &&
-              c.optimizers[0].groups.size() >= 1 && c.optimizers[0].states.size() == 2 &&
+              c.optimizers[0].groups.size() >= 1 && c.optimizers[0].states.size() == 3 &&
+              c.optimizers[0].states[2].empty() &&
               c.optimizers[0].states[0].size() == 6 && c.optimizers[0].states[1].size() == 6 &&
               c.optimizers[0].states[0][0].step == 3,
           "0.7.0 file: the AdamW state, 3 steps");
