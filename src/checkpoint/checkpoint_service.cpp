@@ -15,7 +15,7 @@
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/json_text.hpp"
 #include "checkpoint/partial_checksums.hpp"
-#include "checkpoint/range_reader.hpp"
+#include "checkpoint/posix_file.hpp"
 #include "checkpoint/writer.hpp"
 #include "core/context.hpp"
 #include "core/unit.hpp"
@@ -471,7 +471,7 @@ struct FileRange {
 
 // Each range's CRC-32C, in file order, read in 1 MiB pieces into one buffer that stays in the
 // CPU's cache while it is checksummed; the kernel's read-ahead keeps the disk busy meanwhile.
-std::vector<PartialCrc> checksum(const RangeReader& file, const std::vector<FileRange>& ranges,
+std::vector<PartialCrc> checksum(const PosixFile& file, const std::vector<FileRange>& ranges,
                                  const std::vector<Target>& targets) {
   constexpr uint64_t kPiece = uint64_t{1} << 20;
   std::vector<char> piece(kPiece);
@@ -480,7 +480,7 @@ std::vector<PartialCrc> checksum(const RangeReader& file, const std::vector<File
     uint32_t c = 0;
     for (uint64_t done = 0; done < rg.bytes; done += kPiece) {
       const uint64_t n = std::min(kPiece, rg.bytes - done);
-      file.read(rg.file_offset + done, n, piece.data(), targets[rg.target].file->name);
+      file.read_at(piece.data(), n, rg.file_offset + done, targets[rg.target].file->name);
       c = crc32c(c, piece.data(), n);
     }
     crc.push_back({rg.target, rg.slice.param_offset, rg.slice.length, c});
@@ -522,9 +522,10 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
             [](const FileRange& a, const FileRange& b) { return a.file_offset < b.file_offset; });
 
   // Pass 1: nothing is copied until every rank's ranges of every dataset check out.
-  std::optional<RangeReader> file;
+  std::optional<PosixFile> file;
   agree_on(all_, [&] {
-    file.emplace(r.path);
+    file.emplace(r.path, O_RDONLY);
+    file->advise_sequential();
     for (const FileRange& rg : ranges)
       if (rg.file_offset + rg.bytes > file->size())
         fail(Errc::Corrupt, "'" + r.path + "': " + m.targets[rg.target].file->name +
@@ -568,11 +569,11 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
       const DType model_t = tg.unit->layout().param(tg.param).dtype;
       char* dst = destination[rg.target] + rg.slice.shard_offset * tg.unit->layout().element_size();
       if (tg.file->dtype == model_t) {
-        file->read(rg.file_offset, rg.bytes, dst, tg.file->name);
+        file->read_at(dst, rg.bytes, rg.file_offset, tg.file->name);
         continue;
       }
       aligned.resize((rg.bytes + sizeof(double) - 1) / sizeof(double));
-      file->read(rg.file_offset, rg.bytes, aligned.data(), tg.file->name);
+      file->read_at(aligned.data(), rg.bytes, rg.file_offset, tg.file->name);
       host::convert(dst, model_t, aligned.data(), tg.file->dtype, rg.slice.length);
     }
   });

@@ -1,18 +1,20 @@
-#include "checkpoint/mpiio.hpp"
+#include "checkpoint/piece_writer.hpp"
 
 #include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <optional>
 
 #include "base/agreement.hpp"
 #include "base/environment.hpp"
 #include "base/error.hpp"
 #include "base/mpi_check.hpp"
+#include "checkpoint/posix_file.hpp"
 
 namespace fsdp::ckpt {
 namespace {
@@ -54,9 +56,9 @@ void set_hints(MPI_Info info) {
   MPI_Info_set(info, "romio_ds_write", "disable");
 }
 
-class File {
+class MpiFile {
  public:
-  File(MPI_Comm comm, const std::string& path, int mode) {
+  MpiFile(MPI_Comm comm, const std::string& path, int mode) {
     MPI_Info info;
     MPI_Info_create(&info);
     set_hints(info);
@@ -71,7 +73,7 @@ class File {
     }
     agree_error(comm, e);
   }
-  ~File() {
+  ~MpiFile() {
     if (fh_ != MPI_FILE_NULL) MPI_File_close(&fh_);
   }
   MPI_File get() const { return fh_; }
@@ -132,78 +134,177 @@ void build_types(const std::vector<Block>& blocks, const std::vector<char*>& mem
 
 namespace {
 
-// pwrite until every byte is written (it may write less than asked).
-void write_fully(int fd, const char* data, uint64_t bytes, uint64_t offset,
-                 const std::string& path) {
-  while (bytes) {
-    const ssize_t n = ::pwrite(fd, data, std::min<uint64_t>(bytes, uint64_t{1} << 30),
-                               static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      fail(Errc::Io, "writing '" + path + "': " + (n < 0 ? std::strerror(errno) : "short write"));
-    data += n, bytes -= static_cast<uint64_t>(n), offset += static_cast<uint64_t>(n);
-  }
+// Direct transfers start, end and read memory at multiples of this: the page size, what every
+// Linux filesystem that takes O_DIRECT accepts (most need only the device's 512-byte sectors).
+constexpr uint64_t kDirectAlign = 4096;
+// The two staging buffers of direct writes from memory that is not aligned like the file, or of
+// produced pieces: one is filled while the other is written.
+constexpr uint64_t kStageBytes = uint64_t{32} << 20;
+// Buffered writes: the kernel is asked to start writing back after every this many bytes.
+constexpr uint64_t kWriteback = uint64_t{64} << 20;
+
+uint64_t align_up(uint64_t x) {
+  return (x + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+}
+uint64_t align_down(uint64_t x) {
+  return x / kDirectAlign * kDirectAlign;
 }
 
-// Asks the kernel to start writing [offset, offset + bytes) to the device now rather than at the
-// fsync, so the device works while the next 64 MiB are copied into the page cache (a 2 GiB write
-// + fsync took 1.0 s instead of 1.25 s here). Advice: the fsync still makes the data durable and
-// reports any error.
-void start_writeback(int fd, uint64_t offset, uint64_t bytes) {
-#if defined(__linux__)
-  ::sync_file_range(fd, static_cast<off64_t>(offset), static_cast<off64_t>(bytes),
-                    SYNC_FILE_RANGE_WRITE);
+struct FreeDeleter {
+  void operator()(char* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<char, FreeDeleter>;
+
+AlignedBuffer aligned_buffer(uint64_t bytes) {
+  void* p = nullptr;
+  if (posix_memalign(&p, kDirectAlign, bytes) != 0)
+    fail(Errc::OutOfMemory, "checkpoint write: " + std::to_string(bytes) + " bytes of staging");
+  return AlignedBuffer(static_cast<char*>(p));
+}
+
+// Testing hook, compiled only with FSDP_TEST_HOOKS: FSDP_CKPT_TEST_REFUSE_DIRECT=open|write makes
+// this rank behave as on a filesystem that refuses O_DIRECT when the file is opened, or at the
+// first direct write (tests/CMakeLists.txt: the fall-back to buffered writes).
+enum class Refusal { None, Open, Write };
+Refusal refusal_for_test() {
+#ifdef FSDP_TEST_HOOKS
+  const int i = env_choice(Env::CkptTestRefuseDirect, {"open", "write"});
+  return i < 0 ? Refusal::None : static_cast<Refusal>(i + 1);
 #else
-  (void)fd, (void)offset, (void)bytes;
+  return Refusal::None;
 #endif
 }
 
-// IoMode::Posix: this rank's blocks in file order, each straight from memory (or produced into a
-// staging buffer), then fsync. Local; the caller agrees on the outcome.
-void write_posix(const std::string& path, const std::vector<IoPiece>& pieces,
-                 const std::vector<std::vector<Block>>& rounds, uint64_t round_bytes) {
-  if (rounds.empty()) return;
-  const int fd = ::open(path.c_str(), O_WRONLY);
-  if (fd < 0) fail(Errc::Io, "opening '" + path + "': " + std::strerror(errno));
-  std::optional<Error> err = attempt([&] {
-    std::vector<char> staging;
-    for (const std::vector<Block>& round : rounds)
-      for (const Block& b : round) {
-        const IoPiece& p = pieces[b.piece];
-        const char* data = static_cast<const char*>(p.memory) + b.first;
-        if (p.produce) {
-          if (staging.size() < round_bytes) staging.resize(round_bytes);
-          p.produce(b.first, b.bytes, staging.data());
-          data = staging.data();
-        }
-        constexpr uint64_t kWriteback = uint64_t{64} << 20;
-        for (uint64_t done = 0; done < b.bytes; done += kWriteback) {
-          const uint64_t n = std::min(kWriteback, b.bytes - done);
-          write_fully(fd, data + done, n, b.file_offset + done, path);
-          start_writeback(fd, b.file_offset + done, n);
-        }
+// IoMode::Direct and IoMode::Posix: one rank's pieces of the file, through a buffered descriptor
+// and, while the filesystem takes direct I/O, an O_DIRECT one. Local; the caller agrees on the
+// outcome.
+class LocalWriter {
+ public:
+  LocalWriter(const std::string& path, bool direct) : buffered_(path, O_WRONLY) {
+    const Refusal r = direct ? refusal_for_test() : Refusal::None;
+    if (direct && r != Refusal::Open) direct_ = PosixFile::open_direct(path, O_WRONLY);
+    refuse_writes_ = r == Refusal::Write;
+  }
+
+  void write(const IoPiece& p) {
+    const uint64_t begin = p.file_offset, end = begin + p.bytes;
+    const uint64_t a = align_up(begin), b = align_down(end);
+    if (!direct_ || a >= b) return write_buffered(p, 0, p.bytes);
+    write_buffered(p, 0, a - begin);
+    write_direct(p, a - begin, b - a);
+    write_buffered(p, b - begin, end - b);
+  }
+
+  // Every byte durable: the direct writes' allocations and the buffered bytes (one fsync of the
+  // file covers both descriptors).
+  void finish() {
+    wait();
+    buffered_.sync();
+  }
+
+ private:
+  // Bytes [first, first + bytes) of the piece, through the page cache.
+  void write_buffered(const IoPiece& p, uint64_t first, uint64_t bytes) {
+    for (uint64_t done = 0; done < bytes;) {
+      const uint64_t n = std::min(kWriteback, bytes - done);
+      const char* data = static_cast<const char*>(p.memory) + first + done;
+      if (p.produce) {
+        if (produced_.size() < n) produced_.resize(n);
+        p.produce(first + done, n, produced_.data());
+        data = produced_.data();
       }
-    if (::fsync(fd) != 0) fail(Errc::Io, "fsync of '" + path + "': " + std::strerror(errno));
-  });
-  if (::close(fd) != 0 && !err)
-    err = Error(Errc::Io, "closing '" + path + "': " + std::strerror(errno));
-  if (err) throw *err;
+      buffered_.write_at(data, n, p.file_offset + first + done);
+      buffered_.start_writeback(p.file_offset + first + done, n);
+      done += n;
+    }
+  }
+
+  // Bytes [first, first + bytes) of the piece, aligned in the file, with O_DIRECT: from memory
+  // when it is aligned too, else through the staging buffers, one written on a second thread
+  // while the next is filled.
+  void write_direct(const IoPiece& p, uint64_t first, uint64_t bytes) {
+    const char* memory = p.produce ? nullptr : static_cast<const char*>(p.memory) + first;
+    if (memory && reinterpret_cast<uintptr_t>(memory) % kDirectAlign == 0) {
+      wait();
+      if (!direct_ || !direct_write(memory, bytes, p.file_offset + first))
+        fallback(memory, bytes, p.file_offset + first);
+      return;
+    }
+    for (uint64_t done = 0; done < bytes;) {
+      const uint64_t n = std::min(kStageBytes, bytes - done);
+      if (!stage_[next_]) stage_[next_] = aligned_buffer(kStageBytes);
+      char* buf = stage_[next_].get();
+      if (memory)
+        std::memcpy(buf, memory + done, n);
+      else
+        p.produce(first + done, n, buf);
+      wait();
+      const uint64_t offset = p.file_offset + first + done;
+      if (direct_) {
+        pending_ = {buf, n, offset};
+        inflight_ = std::async(std::launch::async,
+                               [this, buf, n, offset] { return direct_write(buf, n, offset); });
+      } else {
+        fallback(buf, n, offset);
+      }
+      next_ ^= 1, done += n;
+    }
+  }
+
+  bool direct_write(const char* data, uint64_t bytes, uint64_t offset) const {
+    return !refuse_writes_ && direct_->write_direct_at(data, bytes, offset);
+  }
+
+  // The filesystem refused a direct write: this range and all the rest go through the page cache.
+  void fallback(const char* data, uint64_t bytes, uint64_t offset) {
+    direct_.reset();
+    buffered_.write_at(data, bytes, offset);
+  }
+
+  // The direct write in flight done (its error thrown here; a refused one written buffered).
+  void wait() {
+    if (!inflight_.valid()) return;
+    if (!inflight_.get()) fallback(pending_.data, pending_.bytes, pending_.offset);
+  }
+
+  struct Pending {
+    const char* data = nullptr;
+    uint64_t bytes = 0, offset = 0;
+  };
+  PosixFile buffered_;
+  std::optional<PosixFile> direct_;
+  bool refuse_writes_ = false;
+  std::vector<char> produced_;
+  AlignedBuffer stage_[2];
+  int next_ = 0;
+  Pending pending_;
+  std::future<bool> inflight_;  // last: waited for before the buffers and descriptors go
+};
+
+void write_local(const std::string& path, std::vector<IoPiece>& pieces, bool direct) {
+  std::sort(pieces.begin(), pieces.end(),
+            [](const IoPiece& a, const IoPiece& b) { return a.file_offset < b.file_offset; });
+  bool any = false;
+  for (const IoPiece& p : pieces) any = any || p.bytes > 0;
+  if (!any) return;
+  LocalWriter w(path, direct);
+  for (const IoPiece& p : pieces)
+    if (p.bytes > 0) w.write(p);
+  w.finish();
 }
 
 }  // namespace
 
 void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> pieces,
                   const IoOptions& options) {
-  auto rounds = plan_rounds(pieces, options.round_bytes);
-  if (options.mode == IoMode::Posix) {
-    std::optional<Error> err =
-        attempt([&] { write_posix(path, pieces, rounds, options.round_bytes); });
-    agree_error(comm, err);
+  if (options.mode == IoMode::Direct || options.mode == IoMode::Posix) {
+    agree_error(comm, attempt([&] { write_local(path, pieces, options.mode == IoMode::Direct); }));
     return;
   }
+  auto rounds = plan_rounds(pieces, options.round_bytes);
   uint64_t mine = rounds.size(), nrounds = 0;
   mpi_check(MPI_Allreduce(&mine, &nrounds, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce");
-  File file(comm, path, MPI_MODE_WRONLY);
+  MpiFile file(comm, path, MPI_MODE_WRONLY);
   std::optional<Error> err;
   std::vector<char> staging;
   for (uint64_t r = 0; r < nrounds; ++r) {
@@ -267,8 +368,8 @@ void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> p
 
 IoOptions io_options_from_environment() {
   IoOptions o;
-  const int i = env_choice(Env::CkptDataIo, {"posix", "collective", "independent"});
-  o.mode = i < 0 ? IoMode::Posix : static_cast<IoMode>(i);
+  const int i = env_choice(Env::CkptDataIo, {"direct", "posix", "collective", "independent"});
+  o.mode = i < 0 ? IoMode::Direct : static_cast<IoMode>(i);
   return o;
 }
 
