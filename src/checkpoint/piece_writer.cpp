@@ -164,7 +164,7 @@ AlignedBuffer aligned_buffer(uint64_t bytes) {
 
 // Testing hook, compiled only with FSDP_TEST_HOOKS: FSDP_CKPT_TEST_REFUSE_DIRECT=open|write makes
 // this rank behave as on a filesystem that refuses O_DIRECT when the file is opened, or at the
-// first direct write (tests/CMakeLists.txt: the fall-back to buffered writes).
+// first direct write (tests/internal/test_piece_writer.cpp: the fall-back to buffered writes).
 enum class Refusal { None, Open, Write };
 Refusal refusal_for_test() {
 #ifdef FSDP_TEST_HOOKS
