@@ -232,8 +232,8 @@ std::vector<InFile> input_files(const Group& c, const std::string& in) {
 
 }  // namespace
 
-InterchangeSummary export_safetensors(MPI_Comm comm, const std::string& checkpoint,
-                                      const std::string& out, const SafetensorsOptions& options) {
+void export_safetensors(MPI_Comm comm, const std::string& checkpoint, const std::string& out,
+                        const SafetensorsOptions& options) {
   const Group c = group_of(comm);
   const Catalog cat = shared_catalog(comm, checkpoint, CatalogSource::Index);
   auto out_type = [&](const DatasetInfo& d) { return options.dtype.value_or(d.dtype); };
@@ -344,11 +344,10 @@ InterchangeSummary export_safetensors(MPI_Comm comm, const std::string& checkpoi
     remove_temporaries();
     throw;
   }
-  return {order.size(), files.size(), total};
 }
 
-InterchangeSummary import_safetensors(MPI_Comm comm, const std::string& in, const std::string& out,
-                                      const SafetensorsOptions& options) {
+void import_safetensors(MPI_Comm comm, const std::string& in, const std::string& out,
+                        const SafetensorsOptions& options) {
   const Group c = group_of(comm);
   if (options.dtype && *options.dtype != DType::Float32 && *options.dtype != DType::Float64)
     fail(Errc::InvalidArgument, std::string("dtype ") + dtype_name(*options.dtype) +
@@ -385,8 +384,6 @@ InterchangeSummary import_safetensors(MPI_Comm comm, const std::string& in, cons
   layout.text = "{\"units\": [], \"imported_from\": \"safetensors\"}";
   plan.datasets.push_back(layout);
   std::vector<WritePiece> pieces;
-  InterchangeSummary summary;
-  summary.files = files.size();
   for (const InFile& f : files)
     for (const TensorEntry& t : f.header.tensors) {
       const std::optional<DType> src = dtype_of(t.dtype);
@@ -406,7 +403,6 @@ InterchangeSummary import_safetensors(MPI_Comm comm, const std::string& in, cons
       d.numel = 1;
       for (int64_t e : t.shape) d.numel *= static_cast<uint64_t>(e);
       plan.datasets.push_back(d);
-      ++summary.tensors, summary.bytes += t.end - t.begin;
       const auto [lo, hi] = share_of(c, d.numel);
       if (hi == lo) continue;
       const std::size_t ses = dtype_size(*src);
@@ -436,7 +432,6 @@ InterchangeSummary import_safetensors(MPI_Comm comm, const std::string& in, cons
     throw;
   }
   MPI_Comm_free(&dup);
-  return summary;
 }
 
 }  // namespace fsdp::ckpt
