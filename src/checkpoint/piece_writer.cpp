@@ -1,6 +1,7 @@
 #include "checkpoint/piece_writer.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -162,6 +163,20 @@ AlignedBuffer aligned_buffer(uint64_t bytes) {
   return AlignedBuffer(static_cast<char*>(p));
 }
 
+// The alignment direct writes need of memory: what the kernel reports (statx, Linux 6.1; 512 bytes
+// for most devices), else a page. Shards aligned to it are written without a copy.
+uint64_t direct_memory_alignment(const PosixFile& f) {
+#ifdef STATX_DIOALIGN
+  struct statx st {};
+  if (::statx(f.fd(), "", AT_EMPTY_PATH, STATX_DIOALIGN, &st) == 0 &&
+      (st.stx_mask & STATX_DIOALIGN) && st.stx_dio_mem_align > 0 &&
+      kDirectAlign % st.stx_dio_mem_align == 0)
+    return st.stx_dio_mem_align;
+#endif
+  (void)f;
+  return kDirectAlign;
+}
+
 // Testing hook, compiled only with FSDP_TEST_HOOKS: FSDP_CKPT_TEST_REFUSE_DIRECT=open|write makes
 // this rank behave as on a filesystem that refuses O_DIRECT when the file is opened, or at the
 // first direct write (tests/internal/test_piece_writer.cpp: the fall-back to buffered writes).
@@ -183,6 +198,7 @@ class LocalWriter {
   LocalWriter(const std::string& path, bool direct) : buffered_(path, O_WRONLY) {
     const Refusal r = direct ? refusal_for_test() : Refusal::None;
     if (direct && r != Refusal::Open) direct_ = PosixFile::open_direct(path, O_WRONLY);
+    if (direct_) memory_alignment_ = direct_memory_alignment(*direct_);
     refuse_writes_ = r == Refusal::Write;
   }
 
@@ -220,11 +236,11 @@ class LocalWriter {
   }
 
   // Bytes [first, first + bytes) of the piece, aligned in the file, with O_DIRECT: from memory
-  // when it is aligned too, else through the staging buffers, one written on a second thread
-  // while the next is filled.
+  // when it is aligned as the device needs, else through the staging buffers, one written on a
+  // second thread while the next is filled.
   void write_direct(const IoPiece& p, uint64_t first, uint64_t bytes) {
     const char* memory = p.produce ? nullptr : static_cast<const char*>(p.memory) + first;
-    if (memory && reinterpret_cast<uintptr_t>(memory) % kDirectAlign == 0) {
+    if (memory && reinterpret_cast<uintptr_t>(memory) % memory_alignment_ == 0) {
       wait();
       if (!direct_ || !direct_write(memory, bytes, p.file_offset + first))
         fallback(memory, bytes, p.file_offset + first);
@@ -273,6 +289,7 @@ class LocalWriter {
   };
   PosixFile buffered_;
   std::optional<PosixFile> direct_;
+  uint64_t memory_alignment_ = kDirectAlign;
   bool refuse_writes_ = false;
   std::vector<char> produced_;
   AlignedBuffer stage_[2];

@@ -2,9 +2,9 @@
 // data, each rank its own ranges of the datasets, after the first writer created the file's HDF5
 // structure. How (FSDP_CKPT_DATA_IO; doc/checkpoint-format.md, "Save speed", has the measurements):
 //   direct (the default): each rank writes the 4 KiB-aligned bulk of each piece with O_DIRECT
-//     (straight from memory when it is aligned alike, else through two aligned 32 MiB buffers
-//     so copying the next overlaps writing the last) and its unaligned head and tail with
-//     buffered pwrite, then fsync. Where the filesystem refuses direct I/O, buffered pwrite.
+//     (straight from memory when it is aligned as the device needs, else through two aligned
+//     32 MiB buffers so copying the next overlaps writing the last) and its unaligned head and tail
+//     with buffered pwrite, then fsync. Where the filesystem refuses direct I/O, buffered pwrite.
 //   posix: buffered pwrite of every byte straight from memory, asking the kernel every 64 MiB to
 //     start writing back, then fsync.
 //   collective: one MPI_File_write_at_all per round of all of a rank's pieces (ROMIO; with

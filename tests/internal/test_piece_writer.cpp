@@ -1,6 +1,7 @@
 // The checkpoint piece writer (checkpoint/piece_writer.hpp) in every mode, against a byte image
 // computed here: pieces that tile a file at aligned and unaligned offsets, from memory aligned
-// like the file, from memory that is not, and produced on the fly, spread over the ranks, one of
+// like the file, 512 bytes off (what most devices take directly), 3 bytes off, and produced on
+// the fly, spread over the ranks, one of
 // them larger than both staging buffers together. Direct writes must leave the page cache alone
 // (checked with mincore where the filesystem reports direct I/O support), and a filesystem that
 // refuses O_DIRECT at open or at the first write (the FSDP_CKPT_TEST_REFUSE_DIRECT hook) must
@@ -102,26 +103,19 @@ void run(const std::string& path, IoMode mode, const char* refuse, const char* l
     if (static_cast<int>(i % static_cast<std::size_t>(nranks)) != rank) continue;
     IoPiece p;
     p.file_offset = l.offsets[i], p.bytes = kSizes[i];
-    switch (i % 3) {
-      case 0:    // memory at the same place in a 4 KiB page as the file offset
-      case 1: {  // memory 3 bytes past it
-        const uint64_t skew = (p.file_offset + (i % 3 == 1 ? 3 : 0)) % 4096;
-        memory.emplace_back(p.bytes + 2 * 4096);
-        char* base = memory.back().data();
-        char* page = base + (4096 - reinterpret_cast<uintptr_t>(base) % 4096) % 4096;
-        char* m = page + skew;
-        for (uint64_t b = 0; b < p.bytes; ++b)
-          m[b] = static_cast<char>(expected(p.file_offset + b));
-        p.memory = m;
-        break;
-      }
-      default: {
-        const uint64_t at = p.file_offset;
-        p.produce = [at](uint64_t first, uint64_t bytes, void* out) {
-          for (uint64_t b = 0; b < bytes; ++b)
-            static_cast<char*>(out)[b] = static_cast<char>(expected(at + first + b));
-        };
-      }
+    if (i % 4 < 3) {  // memory at the file offset's place in a 4 KiB page, 512 or 3 bytes past
+      const uint64_t skew = (p.file_offset + (i % 4 == 1 ? 512 : i % 4 == 2 ? 3 : 0)) % 4096;
+      memory.emplace_back(p.bytes + 2 * 4096);
+      char* base = memory.back().data();
+      char* m = base + (4096 - reinterpret_cast<uintptr_t>(base) % 4096) % 4096 + skew;
+      for (uint64_t b = 0; b < p.bytes; ++b) m[b] = static_cast<char>(expected(p.file_offset + b));
+      p.memory = m;
+    } else {
+      const uint64_t at = p.file_offset;
+      p.produce = [at](uint64_t first, uint64_t bytes, void* out) {
+        for (uint64_t b = 0; b < bytes; ++b)
+          static_cast<char*>(out)[b] = static_cast<char>(expected(at + first + b));
+      };
     }
     pieces.push_back(std::move(p));
   }
