@@ -298,13 +298,14 @@ class LocalWriter {
   std::future<bool> inflight_;  // last: waited for before the buffers and descriptors go
 };
 
-void write_local(const std::string& path, std::vector<IoPiece>& pieces, bool direct) {
+void write_local(const std::string& path, std::vector<IoPiece>& pieces, bool direct,
+                 uint64_t direct_min_bytes) {
   std::sort(pieces.begin(), pieces.end(),
             [](const IoPiece& a, const IoPiece& b) { return a.file_offset < b.file_offset; });
-  bool any = false;
-  for (const IoPiece& p : pieces) any = any || p.bytes > 0;
-  if (!any) return;
-  LocalWriter w(path, direct);
+  uint64_t total = 0;
+  for (const IoPiece& p : pieces) total += p.bytes;
+  if (total == 0) return;
+  LocalWriter w(path, direct && total >= direct_min_bytes);
   for (const IoPiece& p : pieces)
     if (p.bytes > 0) w.write(p);
   w.finish();
@@ -315,7 +316,10 @@ void write_local(const std::string& path, std::vector<IoPiece>& pieces, bool dir
 void write_pieces(MPI_Comm comm, const std::string& path, std::vector<IoPiece> pieces,
                   const IoOptions& options) {
   if (options.mode == IoMode::Direct || options.mode == IoMode::Posix) {
-    agree_error(comm, attempt([&] { write_local(path, pieces, options.mode == IoMode::Direct); }));
+    agree_error(comm, attempt([&] {
+                  write_local(path, pieces, options.mode == IoMode::Direct,
+                              options.direct_min_bytes);
+                }));
     return;
   }
   auto rounds = plan_rounds(pieces, options.round_bytes);

@@ -1,7 +1,8 @@
 // Writing many (file range, memory) pieces of one existing file from every rank: a checkpoint's
 // data, each rank its own ranges of the datasets, after the first writer created the file's HDF5
 // structure. How (FSDP_CKPT_DATA_IO; doc/checkpoint-format.md, "Save speed", has the measurements):
-//   direct (the default): each rank writes the 4 KiB-aligned bulk of each piece with O_DIRECT
+//   direct (the default): each rank with at least direct_min_bytes to write writes the 4 KiB-
+//     aligned bulk of each piece with O_DIRECT
 //     (straight from memory when it is aligned as the device needs, else through two aligned
 //     32 MiB buffers so copying the next overlaps writing the last) and its unaligned head and tail
 //     with buffered pwrite, then fsync. Where the filesystem refuses direct I/O, buffered pwrite.
@@ -43,6 +44,9 @@ enum class IoMode {
 struct IoOptions {
   IoMode mode = IoMode::Direct;
   uint64_t round_bytes = uint64_t{256} << 20;
+  // IoMode::Direct writes buffered when the rank has fewer bytes than this to write: the page
+  // cache takes them faster than the device (doc/checkpoint-format.md, "Save speed").
+  uint64_t direct_min_bytes = uint64_t{128} << 20;
 };
 
 // Collective over comm (every rank, even one with no pieces). Throws Errc::Io naming the file.

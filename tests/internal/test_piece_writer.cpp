@@ -85,7 +85,8 @@ bool resident(const std::string& path, uint64_t offset) {
 }
 
 // One save of the whole layout by all ranks in `mode`; checks the file byte for byte on rank 0.
-void run(const std::string& path, IoMode mode, const char* refuse, const char* label) {
+void run(const std::string& path, IoMode mode, const char* refuse, const char* label,
+         uint64_t direct_min_bytes = 0) {
   if (refuse)
     ::setenv("FSDP_CKPT_TEST_REFUSE_DIRECT", refuse, 1);
   else
@@ -121,6 +122,7 @@ void run(const std::string& path, IoMode mode, const char* refuse, const char* l
   }
   IoOptions o;
   o.mode = mode;
+  o.direct_min_bytes = direct_min_bytes;
   try {
     write_pieces(MPI_COMM_WORLD, path, pieces, o);
   } catch (const Error& e) {
@@ -130,7 +132,7 @@ void run(const std::string& path, IoMode mode, const char* refuse, const char* l
     // The 70 MiB piece: direct writes leave its middle out of the page cache, buffered ones not.
     const uint64_t middle = l.offsets[6] + (uint64_t{35} << 20);
     if (reports_direct_io(path)) {
-      const bool direct = mode == IoMode::Direct && !refuse;
+      const bool direct = mode == IoMode::Direct && !refuse && direct_min_bytes == 0;
       check(resident(path, middle) != direct,
             std::string(label) + (direct ? ": written through the page cache, not directly"
                                          : ": expected buffered writes"));
@@ -162,6 +164,7 @@ int main(int argc, char** argv) {
   run(path, IoMode::Direct, nullptr, "direct");
   run(path, IoMode::Direct, "open", "direct, refused at open");
   run(path, IoMode::Direct, "write", "direct, refused at the first write");
+  run(path, IoMode::Direct, nullptr, "direct, below its minimum: buffered", uint64_t{1} << 40);
   run(path, IoMode::Posix, nullptr, "posix");
   run(path, IoMode::Collective, nullptr, "collective");
   // A file that is not there: every rank throws Errc::Io naming it.
