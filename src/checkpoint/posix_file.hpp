@@ -18,7 +18,7 @@ class PosixFile {
   // open(2) with `flags` (O_CLOEXEC added). Throws Errc::Io naming the file.
   PosixFile(const std::string& path, int flags, mode_t mode = 0644);
   // The same with O_DIRECT added, or nothing where the filesystem refuses direct I/O (EINVAL:
-  // tmpfs, some FUSE and network mounts). Throws Errc::Io for any other failure.
+  // tmpfs before Linux 6.6, some FUSE mounts). Throws Errc::Io for any other failure.
   static std::optional<PosixFile> open_direct(const std::string& path, int flags);
   ~PosixFile();
   PosixFile(PosixFile&& other) noexcept;
