@@ -21,7 +21,8 @@ const EnvVar kVars[kEnvCount] = {
     {"FSDP_ON_TIMEOUT", true, "error|abort: overrides cfg->on_timeout"},
     {"FSDP_RANKS_PER_NODE", true, "ranks per node, instead of asking MPI (testing)"},
     {"FSDP_CKPT_METADATA", true, "rank0|collective|independent: who writes HDF5 metadata"},
-    {"FSDP_CKPT_DATA_IO", true, "posix|collective|independent: how checkpoint data is written"},
+    {"FSDP_CKPT_DATA_IO", true,
+     "direct|posix|collective|independent: how checkpoint data is written"},
     {"FSDP_CKPT_ROMIO_CB", true, "enable|disable|automatic: ROMIO collective buffering"},
     {"FSDP_CKPT_ALIGNMENT", true, "bytes: HDF5 alignment of checkpoint datasets"},
     {"FSDP_CKPT_FILL_TIME", true, "alloc: HDF5 writes fill values (measures their cost)"},
@@ -29,6 +30,7 @@ const EnvVar kVars[kEnvCount] = {
     {"FSDP_PROGRESS_THREAD", false, "0: asynchronous calls run on the caller's thread"},
     {"FSDP_TRACE", false, "directory: each rank writes a Chrome trace there"},
     {"FSDP_CKPT_TEST_KILL_RANK", true, "test hook: that rank dies inside a checkpoint save"},
+    {"FSDP_CKPT_TEST_REFUSE_DIRECT", false, "open|write, test hook: O_DIRECT refused there"},
 };
 
 }  // namespace

@@ -30,10 +30,12 @@ enum class Env : int {
   Debug,
   ProgressThread,
   Trace,
-  // Test hook (tests/fault/checkpoint_kill.sh): kills a rank inside a checkpoint save.
+  // Test hooks: kills a rank inside a checkpoint save (tests/fault/checkpoint_kill.sh); acts as
+  // a filesystem that refuses O_DIRECT (checkpoint/piece_writer.cpp).
   CkptTestKillRank,
+  CkptTestRefuseDirect,
 };
-constexpr int kEnvCount = static_cast<int>(Env::CkptTestKillRank) + 1;
+constexpr int kEnvCount = static_cast<int>(Env::CkptTestRefuseDirect) + 1;
 
 struct EnvVar {
   const char* name;

@@ -16,7 +16,7 @@
 #include "checkpoint/json_text.hpp"
 #include "checkpoint/names.hpp"
 #include "checkpoint/partial_checksums.hpp"
-#include "checkpoint/range_reader.hpp"
+#include "checkpoint/posix_file.hpp"
 #include "checkpoint/schema.hpp"
 #include "checkpoint/writer.hpp"
 #include "core/context.hpp"
@@ -513,7 +513,7 @@ std::vector<FileRange> plan_reads(const std::vector<Target>& targets) {
 
 // Each range's CRC-32C, in file order, read in 1 MiB pieces into one buffer that stays in the
 // CPU's cache while it is checksummed; the kernel's read-ahead keeps the disk busy meanwhile.
-std::vector<PartialCrc> checksum(const RangeReader& file, const std::vector<FileRange>& ranges,
+std::vector<PartialCrc> checksum(const PosixFile& file, const std::vector<FileRange>& ranges,
                                  const std::vector<Target>& targets) {
   constexpr uint64_t kPiece = uint64_t{1} << 20;
   std::vector<char> piece(kPiece);
@@ -522,7 +522,7 @@ std::vector<PartialCrc> checksum(const RangeReader& file, const std::vector<File
     uint32_t c = 0;
     for (uint64_t done = 0; done < rg.bytes; done += kPiece) {
       const uint64_t n = std::min(kPiece, rg.bytes - done);
-      file.read(rg.file_offset + done, n, piece.data(), targets[rg.target].file->name);
+      file.read_at(piece.data(), n, rg.file_offset + done, targets[rg.target].file->name);
       c = crc32c(c, piece.data(), n);
     }
     crc.push_back({rg.target, rg.slice.param_offset, rg.slice.length, c});
@@ -551,12 +551,13 @@ void verify_checksums(MPI_Comm shard, const std::vector<Target>& targets,
 
 // Pass 1: opens the file and checks every rank's ranges of every dataset (inside the file, the
 // checksums), before anything is copied.
-std::unique_ptr<RangeReader> open_verified(MPI_Comm all, MPI_Comm shard, const std::string& path,
+std::unique_ptr<PosixFile> open_verified(MPI_Comm all, MPI_Comm shard, const std::string& path,
                                            const std::vector<FileRange>& ranges,
                                            const std::vector<Target>& targets) {
-  std::unique_ptr<RangeReader> file;
+  std::unique_ptr<PosixFile> file;
   agree_on(all, [&] {
-    file = std::make_unique<RangeReader>(path);
+    file = std::make_unique<PosixFile>(path, O_RDONLY);
+    file->advise_sequential();
     for (const FileRange& rg : ranges)
       if (rg.file_offset + rg.bytes > file->size())
         fail(Errc::Corrupt, "'" + path + "': " + targets[rg.target].file->name +
@@ -572,7 +573,7 @@ std::unique_ptr<RangeReader> open_verified(MPI_Comm all, MPI_Comm shard, const s
 // (what the file does not cover keeps its value), copied back once every range is in.
 void read_ranges(Context& ctx, MPI_Comm all, const LoadRequest& r,
                  const std::vector<Target>& targets, const std::vector<FileRange>& ranges,
-                 const RangeReader& file) {
+                 const PosixFile& file) {
   MemorySpace& memory = ctx.memory();
   const bool staged = !ctx.shard_memory().host_accessible();
   std::vector<char*> destination(targets.size());
@@ -604,11 +605,11 @@ void read_ranges(Context& ctx, MPI_Comm all, const LoadRequest& r,
       const DType model_t = tg.unit->layout().param(tg.param).dtype;
       char* dst = destination[rg.target] + rg.slice.shard_offset * tg.unit->layout().element_size();
       if (tg.file->dtype == model_t) {
-        file.read(rg.file_offset, rg.bytes, dst, tg.file->name);
+        file.read_at(dst, rg.bytes, rg.file_offset, tg.file->name);
         continue;
       }
       aligned.resize((rg.bytes + sizeof(double) - 1) / sizeof(double));
-      file.read(rg.file_offset, rg.bytes, aligned.data(), tg.file->name);
+      file.read_at(aligned.data(), rg.bytes, rg.file_offset, tg.file->name);
       host::convert(dst, model_t, aligned.data(), tg.file->dtype, rg.slice.length);
     }
   });
@@ -675,7 +676,7 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
     fail(Errc::Mismatch, "'" + r.path + "' does not match the model (nothing was loaded):" +
                              problem_list(m.problems));
   const std::vector<FileRange> ranges = plan_reads(m.targets);
-  const std::unique_ptr<RangeReader> file = open_verified(all_, shard_, r.path, ranges, m.targets);
+  const std::unique_ptr<PosixFile> file = open_verified(all_, shard_, r.path, ranges, m.targets);
   // Everything is verified: from here on the destinations change.
   read_ranges(ctx_, all_, r, m.targets, ranges, *file);
   apply_state(ctx_, m, catalog, r.model_only ? nullptr : r.scaler);

@@ -1,7 +1,7 @@
 // Checkpoints of a context (fsdp_checkpoint_save / _save_async / _load): which datasets a model,
 // its optimizers and grad scaler become, which element ranges each rank writes or reads, and the
 // checks that make a load all-or-nothing. The file itself is written by writer.hpp and read
-// through catalog_reader.hpp (structure) and range_reader.hpp (values).
+// through catalog_reader.hpp (structure) and posix_file.hpp (values, with pread).
 #pragma once
 
 #include <mpi.h>

@@ -1,63 +1,55 @@
-// A file descriptor for positioned reads and writes that fail with an fsdp::Error naming the file
-// (short reads, EINTR and partial writes handled), closed when it goes.
+// The one file-I/O class of the checkpoint code: a file descriptor for positioned reads and
+// writes of whole ranges (short transfers and EINTR continued), fsync, and errors as fsdp::Error
+// naming the file; closed when it goes. Checkpoint data is read with pread, never mapped: a file
+// truncated or failing under a read gives an error, not the SIGBUS a mapping would.
 #pragma once
 
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <sys/types.h>
 
-#include <cerrno>
 #include <cstdint>
-#include <cstring>
+#include <optional>
 #include <string>
-
-#include "base/error.hpp"
 
 namespace fsdp::ckpt {
 
 class PosixFile {
  public:
-  PosixFile(const std::string& path, int flags, mode_t mode = 0644) : path_(path) {
-    fd_ = ::open(path.c_str(), flags, mode);
-    if (fd_ < 0) fail(Errc::Io, "cannot open '" + path + "': " + std::strerror(errno));
-  }
-  ~PosixFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
+  // open(2) with `flags` (O_CLOEXEC added). Throws Errc::Io naming the file.
+  PosixFile(const std::string& path, int flags, mode_t mode = 0644);
+  // The same with O_DIRECT added, or nothing where the filesystem refuses direct I/O (EINVAL:
+  // tmpfs before Linux 6.6, some FUSE mounts). Throws Errc::Io for any other failure.
+  static std::optional<PosixFile> open_direct(const std::string& path, int flags);
+  ~PosixFile();
+  PosixFile(PosixFile&& other) noexcept;
+  PosixFile& operator=(PosixFile&& other) noexcept;
   PosixFile(const PosixFile&) = delete;
   PosixFile& operator=(const PosixFile&) = delete;
-  void read_at(void* out, uint64_t bytes, uint64_t offset) const {
-    char* p = static_cast<char*>(out);
-    while (bytes) {
-      const ssize_t n = ::pread(fd_, p, bytes, static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        fail(n == 0 ? Errc::Corrupt : Errc::Io,
-             "reading '" + path_ +
-                 "': " + (n == 0 ? "unexpected end of file" : std::strerror(errno)));
-      p += n, bytes -= static_cast<uint64_t>(n), offset += static_cast<uint64_t>(n);
-    }
-  }
-  void write_at(const void* in, uint64_t bytes, uint64_t offset) const {
-    const char* p = static_cast<const char*>(in);
-    while (bytes) {
-      const ssize_t n = ::pwrite(fd_, p, bytes, static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) fail(Errc::Io, "writing '" + path_ + "': " + std::strerror(errno));
-      p += n, bytes -= static_cast<uint64_t>(n), offset += static_cast<uint64_t>(n);
-    }
-  }
-  void sync() const {
-    if (::fsync(fd_) != 0) fail(Errc::Io, "fsync of '" + path_ + "': " + std::strerror(errno));
-  }
-  uint64_t size() const {
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) fail(Errc::Io, "stat of '" + path_ + "': " + std::strerror(errno));
-    return static_cast<uint64_t>(st.st_size);
-  }
+
+  const std::string& path() const { return path_; }
   int fd() const { return fd_; }
+  uint64_t size() const;
+
+  // Reads [offset, offset + bytes) into out. Throws Errc::Io (a read error) or Errc::Corrupt (the
+  // file ends first: truncated), naming the file and `what` (e.g. the dataset) when given.
+  void read_at(void* out, uint64_t bytes, uint64_t offset, const std::string& what = {}) const;
+  // Writes every byte of [in, in + bytes) at offset. Throws Errc::Io.
+  void write_at(const void* in, uint64_t bytes, uint64_t offset) const;
+  // Like write_at, but false (nothing reported) when the kernel refuses the transfer with EINVAL,
+  // as a file opened by open_direct may for a buffer, offset or size the device cannot take
+  // directly; the caller then writes the same range buffered. A range it refuses part way
+  // through is refused whole: nothing before the refusal is relied on.
+  bool write_direct_at(const void* in, uint64_t bytes, uint64_t offset) const;
+  void resize(uint64_t bytes) const;  // ftruncate
+  void sync() const;                  // fsync: the data and the file's size are durable
+  // Advice only (no error): the kernel may read ahead further / start writing back these bytes
+  // now rather than at the fsync.
+  void advise_sequential() const;
+  void start_writeback(uint64_t offset, uint64_t bytes) const;
 
  private:
+  struct Opened {};
+  PosixFile(Opened, std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   std::string path_;
   int fd_ = -1;
 };

@@ -1,7 +1,6 @@
 #include "checkpoint/safetensors_io.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +16,8 @@
 #include "base/agreement.hpp"
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
+#include "base/group.hpp"
+#include "checkpoint/catalog.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/partial_checksums.hpp"
@@ -32,16 +33,14 @@ constexpr uint64_t kChunkBytes = uint64_t{16} << 20;
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 
-// The communicator, its rank and size, and this rank's share of n elements.
-struct Comm {
-  MPI_Comm comm;
-  int rank = 0, size = 1;
-  explicit Comm(MPI_Comm c) : comm(c) {
-    MPI_Comm_rank(c, &rank);
-    MPI_Comm_size(c, &size);
-  }
-  std::pair<uint64_t, uint64_t> share(uint64_t n) const { return element_share(n, rank, size); }
-};
+// The caller's communicator as a Group (not owned: never freed here).
+Group group_of(MPI_Comm comm) {
+  Group g;
+  g.comm = comm;
+  MPI_Comm_rank(comm, &g.rank);
+  MPI_Comm_size(comm, &g.size);
+  return g;
+}
 
 bool is_directory(const std::string& path) {
   struct stat st {};
@@ -105,17 +104,17 @@ void write_text_file(const std::string& path, const std::string& text) {
   f.sync();
 }
 
-// One input safetensors file, mapped on every rank.
+// One input safetensors file, open on every rank once its header is checked.
 struct InFile {
   std::string path;
   SafetensorsHeader header;
   uint64_t size = 0;
-  const char* base = nullptr;
+  std::optional<PosixFile> file;
 };
 
 // Rank 0 reads the header of `path`; every rank parses the same text (or throws the same error,
 // naming the file).
-SafetensorsHeader shared_header(const Comm& c, const std::string& path, uint64_t& file_size) {
+SafetensorsHeader shared_header(const Group& c, const std::string& path, uint64_t& file_size) {
   std::string json;
   agree_on(c.comm, [&] {
     if (c.rank != 0) return;
@@ -147,7 +146,7 @@ SafetensorsHeader shared_header(const Comm& c, const std::string& path, uint64_t
 
 // The files an import reads: one safetensors file, or the shards an index names (each checked
 // against the index: present, holding exactly the tensors named for it).
-std::vector<InFile> input_files(const Comm& c, const std::string& in) {
+std::vector<InFile> input_files(const Group& c, const std::string& in) {
   std::string index_path, single;
   if (is_directory(in)) {
     index_path = join(in, kIndexFile);
@@ -228,9 +227,9 @@ std::vector<InFile> input_files(const Comm& c, const std::string& in) {
 
 }  // namespace
 
-InterchangeSummary export_safetensors(MPI_Comm comm, const std::string& checkpoint,
-                                      const std::string& out, const SafetensorsOptions& options) {
-  const Comm c(comm);
+void export_safetensors(MPI_Comm comm, const std::string& checkpoint, const std::string& out,
+                        const SafetensorsOptions& options) {
+  const Group c = group_of(comm);
   const Catalog cat = shared_catalog(comm, checkpoint, CatalogSource::Index);
   auto out_type = [&](const DatasetInfo& d) { return options.dtype.value_or(d.dtype); };
   auto out_size = [&](const DatasetInfo& d) { return dtype_size(out_type(d)); };
@@ -280,8 +279,7 @@ InterchangeSummary export_safetensors(MPI_Comm comm, const std::string& checkpoi
       o.write_at(len, 8, 0);
       o.write_at(f.header.data(), f.header.size(), 8);
       const uint64_t data = f.entries.empty() ? 0 : f.entries.back().end;
-      if (::ftruncate(o.fd(), static_cast<off_t>(8 + f.header.size() + data)) != 0)
-        fail(Errc::Io, "sizing '" + temporary_path(f.path) + "': " + std::strerror(errno));
+      o.resize(8 + f.header.size() + data);
     }
   });
   std::vector<PartialCrc> partial;
@@ -296,7 +294,7 @@ InterchangeSummary export_safetensors(MPI_Comm comm, const std::string& checkpoi
       for (std::size_t k = 0; k < f.tensors.size(); ++k) {
         const std::size_t i = f.tensors[k];
         const DatasetInfo& d = *order[i];
-        const auto [lo, hi] = c.share(d.numel);
+        const auto [lo, hi] = element_share(d.numel, c.rank, c.size);
         const std::size_t es = dtype_size(d.dtype), oes = out_size(d);
         uint32_t crc = 0;
         buf.resize(std::min<uint64_t>(kChunkBytes, (hi - lo) * es + 1));
@@ -341,12 +339,11 @@ InterchangeSummary export_safetensors(MPI_Comm comm, const std::string& checkpoi
     remove_temporaries();
     throw;
   }
-  return {order.size(), files.size(), total};
 }
 
-InterchangeSummary import_safetensors(MPI_Comm comm, const std::string& in, const std::string& out,
-                                      const SafetensorsOptions& options) {
-  const Comm c(comm);
+void import_safetensors(MPI_Comm comm, const std::string& in, const std::string& out,
+                        const SafetensorsOptions& options) {
+  const Group c = group_of(comm);
   if (options.dtype && *options.dtype != DType::Float32 && *options.dtype != DType::Float64)
     fail(Errc::InvalidArgument, std::string("dtype ") + dtype_name(*options.dtype) +
                                     ": checkpoints store float32 or float64 parameters");
@@ -358,90 +355,76 @@ InterchangeSummary import_safetensors(MPI_Comm comm, const std::string& in, cons
     for (const TensorEntry& t : f.header.tensors)
       if (!names.insert(t.name).second)
         fail(Errc::Format, "'" + f.path + "': tensor '" + t.name + "' appears in two files");
-  // Map every input: ranks read their share straight from the page cache.
-  auto unmap = [&] {
-    for (InFile& f : files)
-      if (f.base) ::munmap(const_cast<char*>(f.base), f.size), f.base = nullptr;
-  };
-  try {
-    agree_on(comm, [&] {
-      for (InFile& f : files) {
-        PosixFile pf(f.path, O_RDONLY);
-        if (pf.size() != f.size)
-          fail(Errc::Format, "'" + f.path + "' changed size while being imported");
-        void* p = ::mmap(nullptr, f.size, PROT_READ, MAP_SHARED, pf.fd(), 0);
-        if (p == MAP_FAILED) fail(Errc::Io, "mmap of '" + f.path + "': " + std::strerror(errno));
-        f.base = static_cast<const char*>(p);
-      }
-    });
-    WritePlan plan;
-    plan.groups.push_back(
-        root_group(c.size, c.size, "imported", broadcast_string(comm, utc_timestamp()), 0));
-    plan.groups.push_back({kModelGroup, {}});
-    GroupSpec meta{kMetadataGroup, {}};
-    std::map<std::string, std::string> metadata;
-    for (const InFile& f : files)
-      metadata.insert(f.header.metadata.begin(), f.header.metadata.end());
-    for (const auto& [k, v] : metadata) meta.attrs.push_back(Attr::str(k, v));
-    meta.attrs.push_back(Attr::str("imported_from", in));
-    plan.groups.push_back(meta);
-    DatasetSpec layout;
-    layout.path = kLayoutDataset;
-    layout.text = "{\"units\": [], \"imported_from\": \"safetensors\"}";
-    plan.datasets.push_back(layout);
-    std::vector<WritePiece> pieces;
-    InterchangeSummary summary;
-    summary.files = files.size();
-    for (const InFile& f : files)
-      for (const TensorEntry& t : f.header.tensors) {
-        const std::optional<DType> src = dtype_of(t.dtype);
-        if (!src) {
-          if (c.rank == 0)
-            std::fprintf(stderr, "libfsdp: import of '%s': skipped '%s' (%s): not floating point\n",
-                         f.path.c_str(), t.name.c_str(), t.dtype.c_str());
-          continue;
-        }
-        const DType dst = options.dtype ? *options.dtype : storage_dtype(*src);
-        DatasetSpec d;
-        d.path = std::string(kModelGroup) + "/" + escape_name(t.name);
-        d.dtype = dst;
-        d.shape = t.shape;
-        d.numel = 1;
-        for (int64_t e : t.shape) d.numel *= static_cast<uint64_t>(e);
-        plan.datasets.push_back(d);
-        ++summary.tensors, summary.bytes += t.end - t.begin;
-        const auto [lo, hi] = c.share(d.numel);
-        if (hi == lo) continue;
-        const std::size_t ses = dtype_size(*src);
-        const char* src_base = f.base + f.header.data_start + t.begin + lo * ses;
-        WritePiece p;
-        p.dataset = plan.datasets.size() - 1, p.first = lo, p.count = hi - lo;
-        if (*src == dst) {
-          p.data = src_base;
-        } else {
-          const DType s = *src;
-          p.produce = [src_base, ses, s, dst](uint64_t first, uint64_t count, void* o) {
-            host::convert(o, dst, src_base + first * ses, s, count);
-          };
-        }
-        pieces.push_back(std::move(p));
-      }
-    MPI_Comm dup;
-    MPI_Comm_dup(comm, &dup);
-    MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-    try {
-      write_checkpoint({dup, dup}, out, plan, pieces);
-    } catch (...) {
-      MPI_Comm_free(&dup);
-      throw;
+  // Every rank opens every input and reads its share with pread while it writes (never a
+  // mapping: a file truncated under the import gives an error, not SIGBUS).
+  agree_on(comm, [&] {
+    for (InFile& f : files) {
+      f.file.emplace(f.path, O_RDONLY);
+      if (f.file->size() != f.size)
+        fail(Errc::Format, "'" + f.path + "' changed size while being imported");
     }
-    MPI_Comm_free(&dup);
-    unmap();
-    return summary;
+  });
+  WritePlan plan;
+  plan.groups.push_back(
+      root_group(c.size, c.size, "imported", broadcast_string(comm, utc_timestamp()), 0));
+  plan.groups.push_back({kModelGroup, {}});
+  GroupSpec meta{kMetadataGroup, {}};
+  std::map<std::string, std::string> metadata;
+  for (const InFile& f : files) metadata.insert(f.header.metadata.begin(), f.header.metadata.end());
+  for (const auto& [k, v] : metadata) meta.attrs.push_back(Attr::str(k, v));
+  meta.attrs.push_back(Attr::str("imported_from", in));
+  plan.groups.push_back(meta);
+  DatasetSpec layout;
+  layout.path = kLayoutDataset;
+  layout.text = "{\"units\": [], \"imported_from\": \"safetensors\"}";
+  plan.datasets.push_back(layout);
+  std::vector<WritePiece> pieces;
+  for (const InFile& f : files)
+    for (const TensorEntry& t : f.header.tensors) {
+      const std::optional<DType> src = dtype_of(t.dtype);
+      if (!src) {
+        if (c.rank == 0)
+          std::fprintf(stderr, "libfsdp: import of '%s': skipped '%s' (%s): not floating point\n",
+                       f.path.c_str(), t.name.c_str(), t.dtype.c_str());
+        continue;
+      }
+      const DType dst = options.dtype ? *options.dtype : storage_dtype(*src);
+      DatasetSpec d;
+      d.path = std::string(kModelGroup) + "/" + escape_name(t.name);
+      d.dtype = dst;
+      d.shape = t.shape;
+      d.numel = 1;
+      for (int64_t e : t.shape) d.numel *= static_cast<uint64_t>(e);
+      plan.datasets.push_back(d);
+      const auto [lo, hi] = element_share(d.numel, c.rank, c.size);
+      if (hi == lo) continue;
+      const std::size_t ses = dtype_size(*src);
+      const PosixFile* in_file = &*f.file;
+      const uint64_t src_offset = f.header.data_start + t.begin + lo * ses;
+      const std::string what = "tensor '" + t.name + "'";
+      WritePiece p;
+      p.dataset = plan.datasets.size() - 1, p.first = lo, p.count = hi - lo;
+      const DType s = *src;
+      p.produce = [in_file, src_offset, ses, s, dst, what](uint64_t first, uint64_t count,
+                                                           void* o) {
+        const uint64_t at = src_offset + first * ses;
+        if (s == dst) return in_file->read_at(o, count * ses, at, what);
+        std::vector<char> raw(count * ses);
+        in_file->read_at(raw.data(), raw.size(), at, what);
+        host::convert(o, dst, raw.data(), s, count);
+      };
+      pieces.push_back(std::move(p));
+    }
+  MPI_Comm dup;
+  MPI_Comm_dup(comm, &dup);
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  try {
+    write_checkpoint({dup, dup}, out, plan, pieces);
   } catch (...) {
-    unmap();
+    MPI_Comm_free(&dup);
     throw;
   }
+  MPI_Comm_free(&dup);
 }
 
 }  // namespace fsdp::ckpt

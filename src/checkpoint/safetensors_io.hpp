@@ -33,17 +33,11 @@ struct SafetensorsOptions {
   uint64_t max_shard_bytes = 0;
 };
 
-struct InterchangeSummary {
-  uint64_t tensors = 0;  // tensors exported or imported
-  uint64_t files = 0;    // safetensors files written or read
-  uint64_t bytes = 0;    // tensor bytes written (export) or read (import)
-};
-
-InterchangeSummary export_safetensors(MPI_Comm comm, const std::string& checkpoint,
-                                      const std::string& out, const SafetensorsOptions& options);
+void export_safetensors(MPI_Comm comm, const std::string& checkpoint, const std::string& out,
+                        const SafetensorsOptions& options);
 
 // `in`: a `.safetensors` file, a `model.safetensors.index.json`, or a directory holding either.
-InterchangeSummary import_safetensors(MPI_Comm comm, const std::string& in, const std::string& out,
-                                      const SafetensorsOptions& options);
+void import_safetensors(MPI_Comm comm, const std::string& in, const std::string& out,
+                        const SafetensorsOptions& options);
 
 }  // namespace fsdp::ckpt

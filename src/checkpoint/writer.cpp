@@ -22,9 +22,9 @@
 #include "checkpoint/deferred_removal.hpp"
 #include "checkpoint/h5util.hpp"
 #include "checkpoint/index.hpp"
-#include "checkpoint/mpiio.hpp"
 #include "checkpoint/names.hpp"
 #include "checkpoint/partial_checksums.hpp"
+#include "checkpoint/piece_writer.hpp"
 
 namespace fsdp::ckpt {
 
@@ -94,7 +94,7 @@ std::vector<IndexRow> index_rows(const WritePlan& plan, const std::vector<uint64
 }
 
 // Who creates the HDF5 structure (FSDP_CKPT_METADATA). Rank0: the first writer alone, with
-// serial HDF5, while the others wait; the data then goes in with MPI-IO from every writer.
+// serial HDF5, while the others wait; the data then goes in from every writer (piece_writer.hpp).
 // Collective / Independent: every writer with parallel HDF5, metadata written collectively or by
 // each rank. Creating an object costs the same CPU on every rank that takes part, and parallel
 // HDF5 adds synchronisation per object: at 2,000 parameters rank 0 alone takes half the time of

@@ -1,7 +1,8 @@
 // Writing one checkpoint file: the HDF5 structure (groups, datasets at their full shapes,
 // attributes, checksums, /index) created by the first writer (or collectively with parallel
 // HDF5: FSDP_CKPT_METADATA), then every rank's pieces written straight into the datasets'
-// contiguous storage (pwrite by default, or MPI-IO: FSDP_CKPT_DATA_IO), then an atomic commit.
+// contiguous storage (piece_writer.hpp: O_DIRECT and pwrite by default, or MPI-IO:
+// FSDP_CKPT_DATA_IO), then an atomic commit.
 // Knows nothing of units: fsdp-ckpt import uses it too.
 //
 // Why the data bypasses H5Dwrite: HDF5 1.10 (Debian 12) has no multi-dataset I/O, so a model of

@@ -1,4 +1,4 @@
-// Internal: the checkpoint writer's rounds (checkpoint/mpiio.cpp, write_pieces), on 1 to 3 ranks
+// Internal: the checkpoint writer's rounds (checkpoint/piece_writer.cpp, write_pieces), on 1 to 3 ranks
 // in each I/O mode and for round sizes from 1 byte to more than the file: every rank's pieces,
 // given out of file order, some from memory and some produced on the fly, land at their offsets
 // (the file equals a byte pattern computed from the offset alone); each produced block is at
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "base/error.hpp"
-#include "checkpoint/mpiio.hpp"
+#include "checkpoint/piece_writer.hpp"
 
 using fsdp::ckpt::IoMode;
 using fsdp::ckpt::IoOptions;
