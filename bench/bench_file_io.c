@@ -91,13 +91,13 @@ static double trial(const char* dir, int procs, enum layout l, enum method m, ui
       if (write(ready[1], "x", 1) != 1) _exit(2);
       char c;
       if (read(go[0], &c, 1) != 0) _exit(2);  // released when the parent closes go
-      const double t0 = now();  // CLOCK_MONOTONIC: the same clock in every process
+      const double t0 = now();                // CLOCK_MONOTONIC: the same clock in every process
       if (l == SEPARATE)
         snprintf(path, sizeof path, "%s/rank%d.bin", dir, r);
       else
         snprintf(path, sizeof path, "%s/shared.bin", dir);
-      const double w =
-          child(path, l == SEPARATE, m, l == SEPARATE ? 0 : share * (uint64_t)r, share, bufs[r], t0);
+      const double w = child(path, l == SEPARATE, m, l == SEPARATE ? 0 : share * (uint64_t)r, share,
+                             bufs[r], t0);
       if (write(result[1], &w, sizeof w) != sizeof w) _exit(2);
       _exit(0);
     }
@@ -195,8 +195,9 @@ int main(int argc, char** argv) {
       struct cfg* c = &cfgs[rep % 2 ? n - 1 - k : k];
       c->t[rep] = trial(dir, c->procs, c->l, c->m, total, bufs, &c->w[rep]);
     }
-  printf("| processes | file layout | method | median s | GiB/s | vs one file each, same method |"
-         " writes before fsync, median s |\n");
+  printf(
+      "| processes | file layout | method | median s | GiB/s | vs one file each, same method |"
+      " writes before fsync, median s |\n");
   printf("|---|---|---|---|---|---|---|\n");
   for (int k = 0; k < n; ++k) {
     const struct cfg* c = &cfgs[k];

@@ -862,8 +862,7 @@ FSDP_EXPORT fsdp_status_t fsdp_storage_dtype(fsdp_dtype_t dtype, fsdp_dtype_t* s
  * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad non-NULL ctx */
 FSDP_EXPORT fsdp_status_t fsdp_precision_resolve(fsdp_context_t ctx, fsdp_dtype_t storage,
                                                  fsdp_dtype_t param_dtype,
-                                                 fsdp_dtype_t reduce_dtype,
-                                                 fsdp_dtype_t* param_out,
+                                                 fsdp_dtype_t reduce_dtype, fsdp_dtype_t* param_out,
                                                  fsdp_dtype_t* reduce_out);
 
 /** Since 0.7: whether the unit keeps its shard inside the node's unsharded copy

@@ -209,8 +209,8 @@ check(libfsdp._lib.fsdp_param_group_of(None, 1, b"w", ctypes.byref(out)) == 1 an
       "fsdp_param_group_of refuses NULL patterns")
 
 # The hyperparameters a kind reads: changing one changes two steps' result, any other does not.
-# The second gradient is smaller, so that AdamW's exp_avg_sq shrinks (beta2 0.9) and amsgrad's
-# running maximum differs from it.
+# The second step's gradient (accumulated: g - 0.9 g) is smaller, so that AdamW's exp_avg_sq
+# shrinks (beta2 0.9) and amsgrad's running maximum differs from it.
 base = {"sgd": {"lr": 0.1, "momentum": 0.9}, "adamw": {"lr": 0.1, "beta2": 0.9}}
 other = {"lr": 0.2, "weight_decay": 0.1, "momentum": 0.5, "dampening": 0.5, "nesterov": True,
          "beta1": 0.5, "beta2": 0.5, "eps": 0.1, "amsgrad": True, "maximize": True}
@@ -224,7 +224,7 @@ def two_steps(kind, hp):
     except libfsdp.Error:
         u.destroy()
         raise
-    for scale in (1.0, 0.1):
+    for scale in (1.0, -0.9):
         u.unshard()
         u.write_grad("w", g * np.float32(scale))
         u.reduce_grads()

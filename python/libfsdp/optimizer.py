@@ -68,8 +68,8 @@ def _hyperparams(call, kind, base, overrides):
             if len(value) != 2:
                 _refuse(call, "betas: a pair (beta1, beta2) is needed")
             hp.beta1, hp.beta2 = float(value[0]), float(value[1])
-        elif key == "nesterov":
-            hp.nesterov = 1 if value else 0
+        elif dict(hp._fields_)[key] is ctypes.c_int:  # flags (nesterov, amsgrad, maximize)
+            setattr(hp, key, int(value))  # the library refuses what is not 0 or 1
         else:
             setattr(hp, key, float(value))
     return hp

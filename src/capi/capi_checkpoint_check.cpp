@@ -54,11 +54,7 @@ void collective(MPI_Comm comm, std::vector<std::pair<const char*, const char*>> 
            "options->model_only = " + std::to_string(r.options.model_only) + ": expected 0 or 1");
     if (!result) fail(Errc::InvalidArgument, std::string(result_arg) + ": NULL output pointer");
   });
-  fsdp::Group g;
-  fsdp::mpi_check(MPI_Comm_dup(comm, &g.comm), "MPI_Comm_dup");
-  MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(g.comm, &g.rank);
-  MPI_Comm_size(g.comm, &g.size);
+  fsdp::Group g = fsdp::capi::duplicate_caller_comm(comm);
   try {
     fsdp::Fingerprint f;
     for (const auto& p : r.paths) f.add(p);

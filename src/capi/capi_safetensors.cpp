@@ -66,11 +66,7 @@ void collective(MPI_Comm comm, const char* from_arg, const char* from, const cha
                ": an import reads whatever shards the index names (use 0)");
     r.options.max_shard_bytes = o.max_shard_bytes;
   });
-  fsdp::Group g;
-  fsdp::mpi_check(MPI_Comm_dup(comm, &g.comm), "MPI_Comm_dup");
-  MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(g.comm, &g.rank);
-  MPI_Comm_size(g.comm, &g.size);
+  fsdp::Group g = fsdp::capi::duplicate_caller_comm(comm);
   try {
     fsdp::Fingerprint f;
     f.add(r.from), f.add(r.to);

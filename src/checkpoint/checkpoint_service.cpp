@@ -552,8 +552,8 @@ void verify_checksums(MPI_Comm shard, const std::vector<Target>& targets,
 // Pass 1: opens the file and checks every rank's ranges of every dataset (inside the file, the
 // checksums), before anything is copied.
 std::unique_ptr<PosixFile> open_verified(MPI_Comm all, MPI_Comm shard, const std::string& path,
-                                           const std::vector<FileRange>& ranges,
-                                           const std::vector<Target>& targets) {
+                                         const std::vector<FileRange>& ranges,
+                                         const std::vector<Target>& targets) {
   std::unique_ptr<PosixFile> file;
   agree_on(all, [&] {
     file = std::make_unique<PosixFile>(path, O_RDONLY);

@@ -12,8 +12,9 @@
 //     FSDP_CKPT_ROMIO_CB=enable its aggregation, which a parallel file system with many small
 //     pieces per rank may prefer); every rank makes the same number of calls.
 //   independent: one MPI_File_write_at per block (for measuring the difference).
-// Rounds bound the bytes one call moves (MPI counts are int) and the staging memory of pieces that
-// are produced on the fly.
+// In the MPI-IO modes, rounds (round_bytes) bound the bytes one call moves (MPI counts are int)
+// and the staging memory of pieces that are produced on the fly; direct and posix stage a
+// produced piece in blocks of at most 64 MiB (posix) or through the 32 MiB buffers (direct).
 #pragma once
 
 #include <mpi.h>

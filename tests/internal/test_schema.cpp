@@ -150,8 +150,7 @@ void check_values(const ck::Catalog& got, const ck::Catalog& want, const std::st
     check(a.kind == "adamw" && a.groups.size() == 2 && a.groups[1].pattern == "*.bias" &&
               a.groups[1].beta2 == 0.95 && a.groups[1].eps == 1e-6 && !a.groups[1].nesterov,
           via + ": the adamw groups");
-    check(a.states.size() == 3 && a.states[0].empty() && a.states[1].empty() &&
-              a.states[2].empty(),
+    check(a.states.size() == 3 && a.states[0].empty() && a.states[1].empty() && a.states[2].empty(),
           via + ": adamw's three state groups, empty");
   }
   check(got.scaler.present && got.scaler.scale == 65536 && got.scaler.growth_interval == 100 &&
@@ -172,7 +171,7 @@ void check_json(const ck::Catalog& c) {
         "{\"kind\":\"sgd\",\"groups\":[{\"pattern\":\"\",\"lr\":0.25,", "\"nesterov\":true",
         "\"state\":{\"momentum\":{\"a.weight\":{\"step\":5}}}", "\"pattern\":\"*.bias\"",
         "\"beta2\":0.94999999999999996,\"eps\":9.9999999999999995e-07",
-        "\"state\":{\"exp_avg\":{},\"exp_avg_sq\":{}}", "\"scale\":65536,",
+        "\"state\":{\"exp_avg\":{},\"exp_avg_sq\":{},\"max_exp_avg_sq\":{}}", "\"scale\":65536,",
         "\"growth_interval\":100,\"growth_tracker\":7}",
         "\"metadata\":{\"epoch\":\"3\",\"note\":\"quote \\\" and \\\\\"}}"})
     check(contains(j, part), std::string("JSON holds ") + part + "\n  in " + j);
@@ -284,9 +283,8 @@ void check_old_file(const std::string& path) {
           "0.7.0 file: parameters");
     check(c.optimizers.size() == 1 && c.optimizers[0].kind == "adamw" &&
               c.optimizers[0].groups.size() >= 1 && c.optimizers[0].states.size() == 3 &&
-              c.optimizers[0].states[2].empty() &&
-              c.optimizers[0].states[0].size() == 6 && c.optimizers[0].states[1].size() == 6 &&
-              c.optimizers[0].states[0][0].step == 3,
+              c.optimizers[0].states[2].empty() && c.optimizers[0].states[0].size() == 6 &&
+              c.optimizers[0].states[1].size() == 6 && c.optimizers[0].states[0][0].step == 3,
           "0.7.0 file: the AdamW state, 3 steps");
     check(contains(ck::catalog_json(c), "\"library_version\":\"0.7.0\""), "0.7.0 file: JSON");
   }
