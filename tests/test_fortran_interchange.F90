@@ -61,6 +61,7 @@ program test_fortran_interchange
   call interchange()
   if (rank == 0) print '(a,i0,a,i0,a,i0,a)', 'test_fortran_interchange on ', nranks, &
     ' rank(s): ', passed, ' checks ok, ', failed, ' checks failed'
+  deallocate(dir)
   call MPI_Finalize(ierr)
   if (failed > 0) error stop 1
 

@@ -23,7 +23,8 @@ using fsdp::capi::guard;
 
 namespace {
 
-OptimizerKind kind_from(fsdp_optimizer_kind_t kind) {
+// By reference: a value outside the enum is read as an int (enum_int), never loaded as the enum.
+OptimizerKind kind_from(const fsdp_optimizer_kind_t& kind) {
   const int k = enum_int(kind);
   if (k < 0 || k >= FSDP_OPTIMIZER_KIND_COUNT)
     fail(Errc::InvalidArgument, "kind = " + std::to_string(k) + ": not an fsdp_optimizer_kind_t");
@@ -38,7 +39,7 @@ std::size_t list_index(int index, std::size_t count, OptimizerKind kind, const c
   return static_cast<std::size_t>(index);
 }
 
-DType dtype_from(fsdp_dtype_t dtype, const char* arg) {
+DType dtype_from(const fsdp_dtype_t& dtype, const char* arg) {
   const int t = enum_int(dtype);
   if (t < 0 || t >= FSDP_DTYPE_COUNT)
     fail(Errc::InvalidArgument, std::string(arg) + " = " + std::to_string(t) +
