@@ -320,22 +320,17 @@ def generate_fortran(api, layout, out_dir, wrappers):
     o += ["", "  ! ---- Callback types: a bind(C) procedure of this interface, passed with c_funloc.",
           "  abstract interface"]
     for name, ret, params in api.callbacks:
-        if ret.stars == 0 and ret.base == "void":
-            o += wrap(f"    subroutine {name}(", [p.name for p in params], ") bind(C)",
-                      "        ")
-            o.append("      import")
-            for p in params:
-                o.append("      " + cb_dummy(api, p, name))
-            o.append("    end subroutine")
-        elif ret.stars == 0 and ret.base == "int":
-            o += wrap(f"    function {name}(", [p.name for p in params], ") result(res) bind(C)",
-                      "        ")
-            o.append("      import")
-            for p in params:
-                o.append("      " + cb_dummy(api, p, name))
-            o += ["      integer(c_int) :: res", "    end function"]
-        else:
+        if ret.stars != 0 or ret.base not in ("void", "int"):
             raise fsdp_api.ApiError(f"{name}: a callback returns int or nothing")
+        kind, result = (("subroutine", "") if ret.base == "void" else ("function", " result(res)"))
+        o += wrap(f"    {kind} {name}(", [p.name for p in params], f"){result} bind(C)",
+                  "        ")
+        o.append("      import")
+        for p in params:
+            o.append("      " + cb_dummy(api, p, name))
+        if ret.base == "int":
+            o.append("      integer(c_int) :: res")
+        o.append(f"    end {kind}")
         public.append(name)
     o.append("  end interface")
     # Interfaces.

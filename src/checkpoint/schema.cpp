@@ -75,20 +75,27 @@ const Table<DatasetInfo>& dataset_fields() {
 
 // ---- Derived from the tables ----
 
-// A kind's state buffers are the optimizer's (fsdp::state_names): a file may hold every buffer
-// the kind can keep; those kept only under some hyperparameters (amsgrad's max_exp_avg_sq) may
-// be absent.
-std::vector<std::string> state_names(const std::string& kind) {
+// A kind's state buffers are the optimizer's (fsdp::state_buffers): a file may hold every buffer
+// the kind can keep; those kept only under a hyperparameter (amsgrad's max_exp_avg_sq) may be
+// absent. An unknown kind keeps none.
+namespace {
+const std::vector<StateBuffer>& buffers_of(const std::string& kind) {
+  static const std::vector<StateBuffer> none;
   for (OptimizerKind k : {OptimizerKind::Sgd, OptimizerKind::AdamW})
-    if (kind == kind_name(k)) return fsdp::state_names(k, /*amsgrad=*/true);
-  return {};
+    if (kind == kind_name(k)) return fsdp::state_buffers(k);
+  return none;
+}
+}  // namespace
+
+std::vector<std::string> state_names(const std::string& kind) {
+  std::vector<std::string> names;
+  for (const StateBuffer& b : buffers_of(kind)) names.emplace_back(b.name);
+  return names;
 }
 
 bool state_optional(const std::string& kind, std::size_t b) {
-  for (OptimizerKind k : {OptimizerKind::Sgd, OptimizerKind::AdamW})
-    if (kind == kind_name(k))
-      return b < fsdp::state_buffers(k).size() && fsdp::state_buffers(k)[b].kept_when;
-  return false;
+  const std::vector<StateBuffer>& buffers = buffers_of(kind);
+  return b < buffers.size() && buffers[b].kept_when;
 }
 
 }  // namespace fsdp::ckpt

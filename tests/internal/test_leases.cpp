@@ -13,6 +13,7 @@
 #include <string>
 
 #include "base/memory_accounting.hpp"
+#include "check.hpp"
 #include "memory/host/host_memory_space.hpp"
 #include "runtime/buffer_pool.hpp"
 #include "runtime/lease.hpp"
@@ -21,14 +22,6 @@
 using namespace fsdp;
 
 namespace {
-
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (ok) return;
-  ++failures;
-  std::fprintf(stderr, "FAILED: %s\n", what.c_str());
-}
 
 // Host memory that keeps the set of live allocations and says each is in "window" 7 at an
 // offset equal to its ordinal, so a lease's Where can be traced to the allocation it came from.

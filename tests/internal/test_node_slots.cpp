@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "check.hpp"
 #include "runtime/lease.hpp"
 #include "transport/shm/fallback.hpp"
 #include "transport/shm/node_slots.hpp"
@@ -19,14 +20,6 @@ using namespace fsdp;
 using namespace fsdp::shm;
 
 namespace {
-
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (ok) return;
-  ++failures;
-  std::fprintf(stderr, "FAILED: %s\n", what.c_str());
-}
 
 // Every team rank writes its rank + `salt` into byte r of the lease; then every rank reads all.
 bool one_buffer(NodeTeam& team, const Lease& lease, int salt) {

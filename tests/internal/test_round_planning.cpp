@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "check.hpp"
 #include "checkpoint/piece_writer.hpp"
 
 using fsdp::ckpt::IoMode;
@@ -21,15 +22,6 @@ using fsdp::ckpt::IoOptions;
 using fsdp::ckpt::IoPiece;
 
 namespace {
-
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (!ok) {
-    ++failures;
-    std::fprintf(stderr, "FAILED: %s\n", what.c_str());
-  }
-}
 
 char pattern(uint64_t offset) {
   return static_cast<char>((offset * 31 + 7) & 0xFF);

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 
+#include "check.hpp"
 #include "checkpoint/catalog_attrs.hpp"
 #include "checkpoint/catalog_json.hpp"
 #include "checkpoint/format.hpp"
@@ -25,14 +26,6 @@
 namespace ck = fsdp::ckpt;
 
 namespace {
-
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (ok) return;
-  ++failures;
-  std::fprintf(stderr, "FAILED: %s\n", what.c_str());
-}
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/memory_accounting.hpp"
+#include "check.hpp"
 #include "core/process_groups.hpp"
 #include "memory/host/host_memory_space.hpp"
 #include "placement/transport_table.hpp"
@@ -20,14 +21,6 @@
 using namespace fsdp;
 
 namespace {
-
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (ok) return;
-  ++failures;
-  std::fprintf(stderr, "FAILED: %s\n", what.c_str());
-}
 
 // What the stand-in builders do in the current case.
 struct Script {
