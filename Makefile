@@ -8,7 +8,7 @@ MPIFORT ?= $(shell command -v mpifort.mpich || command -v mpifort)
 MPIEXEC ?= $(shell command -v mpiexec.mpich || command -v mpiexec)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo check gpu-check sanitize tsan memcheck soak fuzz fuzz-merge bench bench-gpt abi-baseline install clean
+.PHONY: all deps configure build demo check gpu-check gpu-bundle sanitize tsan memcheck soak fuzz fuzz-merge bench bench-gpt abi-baseline install clean
 
 all: build
 
@@ -42,6 +42,18 @@ gpu-check:
 	  -DFSDP_ENABLE_CUDA=ON -DFSDP_REQUIRE_NCCL=ON $(CMAKE_ARGS)
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 	bash share/scripts/gpu-check.sh $(BUILD_DIR) "$(MPIEXEC)"
+
+# For a GPU machine that cannot build this project (no MPICH, no parallel HDF5, no network): the
+# same CUDA build made here (GPU_BUILD_DIR), packed with the shared libraries it links into
+# GPU_BUNDLE (.gpu, under 20 MB); there, `bash share/scripts/gpu-bundle.sh run .gpu` runs
+# gpu-check.sh on it (doc/gpu.md, "A machine that cannot build").
+GPU_BUILD_DIR ?= build-gpu
+GPU_BUNDLE ?= .gpu
+gpu-bundle: deps
+	cmake -S . -B $(GPU_BUILD_DIR) -DMPI_C_COMPILER=$(MPICC) -DMPI_Fortran_COMPILER=$(MPIFORT) \
+	  -DMPIEXEC_EXECUTABLE=$(MPIEXEC) -DFSDP_ENABLE_CUDA=ON -DFSDP_REQUIRE_NCCL=ON $(CMAKE_ARGS)
+	cmake --build $(GPU_BUILD_DIR) -j $(JOBS)
+	bash share/scripts/gpu-bundle.sh pack $(GPU_BUILD_DIR) $(GPU_BUNDLE)
 
 # The whole suite (multi-rank included) under AddressSanitizer + UndefinedBehaviorSanitizer, in its
 # own build tree. Any report fails its test. (CUDA off: this build checks the host code.)
