@@ -75,7 +75,7 @@ void Unit::copy_own_blocks(void* full) {
   const DType p = precision_.param, st = precision_.storage;
   for (const Section& s : layout_.sections())
     if (s.numel)
-      ctx_.memory().convert(
+      ctx_.memory().kernels().convert(
           element(full, s.flat_base + static_cast<std::size_t>(shard_rank_) * s.shard_numel, p), p,
           element(shard_, s.shard_base, st), st, s.shard_numel);
 }
@@ -177,9 +177,10 @@ void Unit::fold_into_accumulated() {
   ctx_.memory().take_from_caller();  // the gradient the caller computed on its stream
   if (!accumulated_) {
     accumulated_ = ctx_.pool().acquire(n * dtype_size(r), BufferPool::Use::ReduceCopies);
-    ctx_.memory().convert(accumulated_.data(), r, full_grad_.data(), p, n);
+    ctx_.memory().kernels().convert(accumulated_.data(), r, full_grad_.data(), p, n);
   } else {
-    ctx_.memory().scaled(accumulated_.data(), r, full_grad_.data(), p, n, 1.0, Store::Accumulate);
+    ctx_.memory().kernels().scaled(accumulated_.data(), r, full_grad_.data(), p, n, 1.0,
+                                   Store::Accumulate);
   }
   full_grad_.reset();  // the next micro-batch writes into a fresh, zeroed one
 }
@@ -367,8 +368,8 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   } else if (r != precision_.param) {  // converted here: the progress thread only communicates
     reduce_copy_ = ctx_.pool().acquire(layout_.grad_padded_numel() * dtype_size(r),
                                        BufferPool::Use::ReduceCopies);
-    ctx_.memory().convert(reduce_copy_.data(), r, full.data, precision_.param,
-                          layout_.grad_padded_numel());
+    ctx_.memory().kernels().convert(reduce_copy_.data(), r, full.data, precision_.param,
+                                    layout_.grad_padded_numel());
     full_grad_.reset();
     full = reduce_copy_.located();
   }
@@ -404,7 +405,7 @@ void Unit::reduce_into(const Located& full, DType r, void* out, Store store) {
     void* partial = ctx_.partial_sums().get(n * dtype_size(r));
     ctx_.transport().reduce_scatter(full, n, r, groups.shard(), {partial, r, 1.0, Store::Assign});
     ctx_.transport().all_reduce(partial, n, r, groups.replicate());
-    ctx_.memory().scaled(out, st, partial, r, n, divisor, store);
+    ctx_.memory().kernels().scaled(out, st, partial, r, n, divisor, store);
   }
 }
 

@@ -1,6 +1,8 @@
 // Where the bytes of shards and buffers live: host memory, pinned host memory or CUDA device
-// memory. The core calls the same operations whatever the space; a device space queues them on
-// its own stream and joins the caller's stream at hand-over points (see handover_to_caller).
+// memory. A space allocates, zeroes and copies, and hands out the kernels that compute on its
+// memory (memory/kernels.hpp). The core calls the same operations whatever the space; a device
+// space queues them, kernels included, on its own stream and joins the caller's stream at
+// hand-over points (see handover_to_caller).
 #pragma once
 
 #include <atomic>
@@ -9,19 +11,10 @@
 #include <memory>
 #include <vector>
 
-#include "base/dtype.hpp"
-#include "base/store.hpp"
+#include "memory/kernels.hpp"
 #include "memory/located.hpp"
-#include "memory/update_args.hpp"
 
 namespace fsdp {
-
-// `count` elements of dtype `dtype` at `data`, in some memory space.
-struct Span {
-  const void* data;
-  std::size_t count;
-  DType dtype;
-};
 
 // A point in a memory space's queue of work (a CUDA event), for the caller's stream to wait on.
 class StreamMark {
@@ -58,27 +51,8 @@ class MemorySpace {
   virtual void zero(void* p, std::size_t bytes) = 0;
   // Either side may be any memory the space can address (a caller's host array included).
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
-  // out[i] (+)= x[i] / divisor (divisor 1: no division), count elements, each array its dtype.
-  virtual void scaled(void* out, DType out_t, const void* x, DType x_t, std::size_t count,
-                      double divisor, Store store) = 0;
-  // dst[i] = src[i], rounded to nearest even when narrowing.
-  virtual void convert(void* dst, DType dst_t, const void* src, DType src_t, std::size_t count) = 0;
-
-  // Optimizer arithmetic on shards (float32 or float64), see memory/numeric.hpp. momentum may be
-  // nullptr when args.momentum == 0, max_exp_avg_sq when !args.amsgrad.
-  virtual void sgd_step(void* param, const void* grad, void* momentum, std::size_t count, DType t,
-                        const SgdArgs& args) = 0;
-  virtual void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
-                          void* max_exp_avg_sq, std::size_t count, DType t,
-                          const AdamWArgs& args) = 0;
-  virtual void scale(void* x, std::size_t count, DType t, double factor) = 0;
-  // These return values to the CPU, so they wait for the space's queued work: once per call,
-  // whatever the number of spans (a device computes every span's result, then reads them back
-  // together). norm_partials: for each span in order, the sum of |x|^p, or for p = inf the
-  // largest |x| (NaN if any element is NaN). all_finite: whether no element of any span is
-  // infinite or NaN.
-  virtual std::vector<double> norm_partials(const std::vector<Span>& spans, double p) = 0;
-  virtual bool all_finite(const std::vector<Span>& spans) = 0;
+  // The arithmetic on this space's memory, queued in order with the operations above.
+  virtual Kernels& kernels() = 0;
 
   // ---- Ordering against the caller (no-ops where everything is synchronous) ----
   // Blocks until every queued operation finished.

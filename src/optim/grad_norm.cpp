@@ -12,7 +12,7 @@ namespace fsdp {
 double clip_grad_norm(Context& ctx, double max_norm, double p) {
   TraceSpan span(ctx.trace(), "clip_grad_norm", "", 0);
   const bool inf = std::isinf(p);
-  MemorySpace& mem = ctx.shard_memory();
+  Kernels& kernels = ctx.shard_memory().kernels();
   ctx.before_shard_update();
   // Each unit's gradient shard whole (its alignment padding is zero), in id order: the same
   // summation order on every rank, and one readback for all of them.
@@ -23,7 +23,7 @@ double clip_grad_norm(Context& ctx, double max_norm, double p) {
     if (g && !zero) spans.push_back({g, u->layout().grad_shard_numel(), u->layout().dtype()});
   }
   double local = 0.0;
-  for (const double part : mem.norm_partials(spans, p)) {
+  for (const double part : kernels.norm_partials(spans, p)) {
     if (inf)
       local = (part > local || std::isnan(part)) ? part : local;
     else
@@ -43,7 +43,7 @@ double clip_grad_norm(Context& ctx, double max_norm, double p) {
     for (Unit* u : ctx.units()) {
       bool zero = true;
       void* g = u->grad_shard_if_any(&zero);
-      if (g && !zero) mem.scale(g, u->layout().grad_shard_numel(), u->layout().dtype(), coef);
+      if (g && !zero) kernels.scale(g, u->layout().grad_shard_numel(), u->layout().dtype(), coef);
     }
   return norm;
 }

@@ -39,9 +39,9 @@ void GradScaler::unscale_checked(Optimizer& opt) {
     void* g = u->grad_shard_if_any(&zero);
     if (!g || zero) continue;
     spans.push_back({g, u->layout().grad_shard_numel(), u->layout().dtype()});
-    ctx_.shard_memory().scale(g, spans.back().count, spans.back().dtype, inv);
+    ctx_.shard_memory().kernels().scale(g, spans.back().count, spans.back().dtype, inv);
   }
-  const int found = ctx_.shard_memory().all_finite(spans) ? 0 : 1;  // one readback
+  const int found = ctx_.shard_memory().kernels().all_finite(spans) ? 0 : 1;  // one readback
   int any = 0;
   mpi_check(MPI_Allreduce(&found, &any, 1, MPI_INT, MPI_MAX, ctx_.groups().world().comm),
             "MPI_Allreduce");

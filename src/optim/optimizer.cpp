@@ -164,7 +164,7 @@ void Optimizer::allocate_state(UnitState& s) {
 
 void Optimizer::update(UnitState& s, void* grad, std::size_t offset, std::size_t length, int group,
                        int64_t steps, bool fresh) {
-  MemorySpace& mem = ctx_.shard_memory();
+  Kernels& kernels = ctx_.shard_memory().kernels();
   const DType t = s.unit->precision().storage;
   const std::size_t at = offset * dtype_size(t);
   char* param = static_cast<char*>(s.unit->shard_data()) + at;
@@ -178,14 +178,14 @@ void Optimizer::update(UnitState& s, void* grad, std::size_t offset, std::size_t
     a.lr = h.lr, a.weight_decay = h.weight_decay, a.momentum = h.momentum;
     a.dampening = h.dampening, a.nesterov = h.nesterov, a.maximize = h.maximize;
     a.first_step = fresh;
-    mem.sgd_step(param, g, s0, length, t, a);
+    kernels.sgd_step(param, g, s0, length, t, a);
   } else {
     AdamWArgs a;
     a.lr = h.lr, a.weight_decay = h.weight_decay, a.beta1 = h.beta1, a.beta2 = h.beta2;
     a.eps = h.eps, a.amsgrad = h.amsgrad, a.maximize = h.maximize;
     a.bias_correction1 = 1.0 - std::pow(h.beta1, static_cast<double>(steps));
     a.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(h.beta2, static_cast<double>(steps)));
-    mem.adamw_step(param, g, s0, s1, s2, length, t, a);
+    kernels.adamw_step(param, g, s0, s1, s2, length, t, a);
   }
 }
 

@@ -1,6 +1,5 @@
 #include "memory/cuda/cuda_memory_space.hpp"
 
-#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -45,11 +44,7 @@ CudaMemorySpace::CudaMemorySpace(int device) : device_(device) {
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     check(cudaEventCreateWithFlags(&caller_done_, cudaEventDisableTiming), "cudaEventCreate");
     check(cudaEventCreateWithFlags(&library_done_, cudaEventDisableTiming), "cudaEventCreate");
-    // Kernel scratch, allocated once here rather than through allocate(): it is not model memory.
-    check(cudaMalloc(&norm_partials_, sizeof(double) * static_cast<std::size_t>(blocks_)),
-          "cudaMalloc");
-    check(cudaMalloc(&flag_, sizeof(unsigned)), "cudaMalloc");
-    reserve_results(8);
+    kernels_ = std::make_unique<CudaSpaceKernels>(*this);
   } catch (...) {
     release();
     throw;
@@ -63,14 +58,7 @@ CudaMemorySpace::~CudaMemorySpace() {
 void CudaMemorySpace::release() noexcept {
   const DeviceGuard device = DeviceGuard::quiet(device_);  // the thread left as it was found
   if (stream_) cudaStreamSynchronize(stream_);
-  cudaFree(norm_partials_);
-  cudaFree(results_);
-  cudaFree(flag_);
-  cudaFreeHost(readback_);
-  norm_partials_ = results_ = nullptr;
-  result_capacity_ = 0;
-  flag_ = nullptr;
-  readback_ = nullptr;
+  kernels_.reset();
   if (caller_done_) cudaEventDestroy(caller_done_);
   if (library_done_) cudaEventDestroy(library_done_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -110,76 +98,6 @@ void CudaMemorySpace::copy(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
   const Launch l = launch();
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, l.stream), "cudaMemcpyAsync");
-}
-
-void CudaMemorySpace::scaled(void* out, DType out_t, const void* x, DType x_t, std::size_t count,
-                             double divisor, Store store) {
-  cuda::scaled(launch(), out, out_t, x, x_t, count, divisor, store);
-}
-
-void CudaMemorySpace::convert(void* dst, DType dst_t, const void* src, DType src_t,
-                              std::size_t count) {
-  if (dst_t == src_t)
-    copy(dst, src, count * dtype_size(dst_t));
-  else
-    cuda::convert(launch(), dst, dst_t, src, src_t, count);
-}
-
-void CudaMemorySpace::sgd_step(void* param, const void* grad, void* momentum, std::size_t count,
-                               DType t, const SgdArgs& args) {
-  cuda::sgd_step(launch(), param, grad, momentum, count, t, args);
-}
-
-void CudaMemorySpace::adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
-                                 void* max_exp_avg_sq, std::size_t count, DType t,
-                                 const AdamWArgs& args) {
-  cuda::adamw_step(launch(), param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, count, t, args);
-}
-
-void CudaMemorySpace::reserve_results(std::size_t n) {
-  if (n <= result_capacity_) return;
-  if (result_capacity_) synchronize();  // no queued kernel or copy still uses the old buffers
-  const std::size_t capacity = std::max<std::size_t>(n, 2 * result_capacity_);
-  DeviceGuard guard(device_);
-  cudaFree(results_);
-  cudaFreeHost(readback_);
-  results_ = nullptr;
-  readback_ = nullptr;
-  result_capacity_ = 0;
-  check(cudaMalloc(&results_, capacity * sizeof(double)), "cudaMalloc");
-  check(cudaHostAlloc(&readback_, capacity * sizeof(double), cudaHostAllocDefault),
-        "cudaHostAlloc");
-  result_capacity_ = capacity;
-}
-
-std::vector<double> CudaMemorySpace::norm_partials(const std::vector<Span>& spans, double p) {
-  if (spans.empty()) return {};
-  reserve_results(spans.size());
-  const Launch l = launch();
-  for (std::size_t i = 0; i < spans.size(); ++i)
-    cuda::norm_partial(l, spans[i].data, spans[i].count, spans[i].dtype, p, norm_partials_,
-                       results_ + i);
-  check(cudaMemcpyAsync(readback_, results_, spans.size() * sizeof(double), cudaMemcpyDeviceToHost,
-                        l.stream),
-        "cudaMemcpyAsync");
-  synchronize();  // the one wait
-  const double* r = static_cast<const double*>(readback_);
-  return std::vector<double>(r, r + spans.size());
-}
-
-void CudaMemorySpace::scale(void* x, std::size_t count, DType t, double factor) {
-  cuda::scale(launch(), x, count, t, factor);
-}
-
-bool CudaMemorySpace::all_finite(const std::vector<Span>& spans) {
-  if (spans.empty()) return true;
-  const Launch l = launch();
-  check(cudaMemsetAsync(flag_, 0, sizeof(unsigned), l.stream), "cudaMemsetAsync");
-  for (const Span& s : spans) cuda::find_nonfinite(l, s.data, s.count, s.dtype, flag_);
-  check(cudaMemcpyAsync(readback_, flag_, sizeof(unsigned), cudaMemcpyDeviceToHost, l.stream),
-        "cudaMemcpyAsync");
-  synchronize();  // the one wait
-  return *static_cast<const unsigned*>(readback_) == 0;
 }
 
 // Polled rather than cudaStreamSynchronize: a collective whose peer died never completes, and only

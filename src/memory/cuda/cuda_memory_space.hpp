@@ -1,6 +1,7 @@
-// Device memory of one GPU. Every operation is queued on the space's own stream (non-blocking with
-// respect to the legacy default stream) and the CPU does not wait, except for what returns a value
-// (norms, finiteness checks) and synchronize(). The caller's stream is joined with events:
+// Device memory of one GPU. Every operation, its kernels' included (cuda_space_kernels.hpp), is
+// queued on the space's own stream (non-blocking with respect to the legacy default stream) and
+// the CPU does not wait, except for what returns a value (norms, finiteness checks) and
+// synchronize(). The caller's stream is joined with events:
 // take_from_caller() makes this stream wait for the caller's, marks and handover_to_caller() the
 // reverse.
 #pragma once
@@ -8,8 +9,10 @@
 #include <cuda_runtime.h>
 
 #include <functional>
+#include <memory>
 
 #include "memory/cuda/cuda_kernels.hpp"
+#include "memory/cuda/cuda_space_kernels.hpp"
 #include "memory/memory_space.hpp"
 
 namespace fsdp::cuda {
@@ -39,16 +42,7 @@ class CudaMemorySpace final : public MemorySpace {
   void deallocate(void* p, std::size_t bytes) override;
   void zero(void* p, std::size_t bytes) override;
   void copy(void* dst, const void* src, std::size_t bytes) override;
-  void scaled(void* out, DType out_t, const void* x, DType x_t, std::size_t count, double divisor,
-              Store store) override;
-  void convert(void* dst, DType dst_t, const void* src, DType src_t, std::size_t count) override;
-  void sgd_step(void* param, const void* grad, void* momentum, std::size_t count, DType t,
-                const SgdArgs& args) override;
-  void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
-                  void* max_exp_avg_sq, std::size_t count, DType t, const AdamWArgs& args) override;
-  void scale(void* x, std::size_t count, DType t, double factor) override;
-  std::vector<double> norm_partials(const std::vector<Span>& spans, double p) override;
-  bool all_finite(const std::vector<Span>& spans) override;
+  Kernels& kernels() override { return *kernels_; }
 
   void synchronize() override;
   void take_from_caller() override;
@@ -57,16 +51,15 @@ class CudaMemorySpace final : public MemorySpace {
   void record(StreamMark* mark) override;
   void caller_waits(StreamMark* mark) override;
 
+  // The stream, with the device current on the calling thread while the Launch lives (the
+  // caller's current device comes back after it). For this space's kernels.
+  Launch launch();
+
  protected:
   void* allocate_bytes(std::size_t bytes) override;
 
  private:
   void release() noexcept;
-  // Room for n results on the device and n in pinned host memory (grown, never shrunk).
-  void reserve_results(std::size_t n);
-  // The stream, with the device current on the calling thread while the Launch lives (the
-  // caller's current device comes back after it).
-  Launch launch();
 
   const int device_;
   int blocks_ = 1;
@@ -74,11 +67,7 @@ class CudaMemorySpace final : public MemorySpace {
   cudaStream_t caller_ = nullptr;  // legacy default stream until fsdp_set_stream
   std::function<void()> wait_check_;
   cudaEvent_t caller_done_ = nullptr, library_done_ = nullptr;
-  double* norm_partials_ = nullptr;  // device, blocks_ doubles
-  double* results_ = nullptr;        // device: one norm per span
-  unsigned* flag_ = nullptr;         // device
-  void* readback_ = nullptr;         // pinned host: results read by the CPU
-  std::size_t result_capacity_ = 0;  // doubles in results_ and in readback_
+  std::unique_ptr<CudaSpaceKernels> kernels_;
 };
 
 }  // namespace fsdp::cuda

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "base/error.hpp"
-#include "memory/host/host_kernels.hpp"
 
 namespace fsdp {
 
@@ -27,16 +26,6 @@ void HostMemorySpace::zero(void* p, std::size_t bytes) {
 
 void HostMemorySpace::copy(void* dst, const void* src, std::size_t bytes) {
   std::memcpy(dst, src, bytes);
-}
-
-void HostMemorySpace::scaled(void* out, DType out_t, const void* x, DType x_t, std::size_t count,
-                             double divisor, Store store) {
-  host::scaled(out, out_t, x, x_t, count, divisor, store);
-}
-
-void HostMemorySpace::convert(void* dst, DType dst_t, const void* src, DType src_t,
-                              std::size_t count) {
-  host::convert(dst, dst_t, src, src_t, count);
 }
 
 }  // namespace fsdp

@@ -194,8 +194,8 @@ void NcclTransport::reduce_scatter(const Located& full_at, std::size_t block_cou
         ncclReduceScatter(full, own, block_count, nccl_type(t), ncclSum, comm, memory_.stream()),
         "ncclReduceScatter");
   }
-  memory_.scaled(epilogue.out, epilogue.out_dtype, own, t, block_count, epilogue.divisor,
-                 epilogue.store);
+  memory_.kernels().scaled(epilogue.out, epilogue.out_dtype, own, t, block_count, epilogue.divisor,
+                           epilogue.store);
 }
 
 void NcclTransport::all_reduce(void* buf, std::size_t count, DType t, const Group& g) {

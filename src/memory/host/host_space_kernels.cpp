@@ -1,0 +1,46 @@
+#include "memory/host/host_space_kernels.hpp"
+
+#include "memory/host/host_kernels.hpp"
+#include "memory/host/optimizer_kernels.hpp"
+
+namespace fsdp {
+
+void HostSpaceKernels::scaled(void* out, DType out_t, const void* x, DType x_t, std::size_t count,
+                              double divisor, Store store) {
+  host::scaled(out, out_t, x, x_t, count, divisor, store);
+}
+
+void HostSpaceKernels::convert(void* dst, DType dst_t, const void* src, DType src_t,
+                               std::size_t count) {
+  host::convert(dst, dst_t, src, src_t, count);
+}
+
+void HostSpaceKernels::sgd_step(void* param, const void* grad, void* momentum, std::size_t count,
+                                DType t, const SgdArgs& args) {
+  host::sgd_step(param, grad, momentum, count, t, args);
+}
+
+void HostSpaceKernels::adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
+                                  void* max_exp_avg_sq, std::size_t count, DType t,
+                                  const AdamWArgs& args) {
+  host::adamw_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, count, t, args);
+}
+
+void HostSpaceKernels::scale(void* x, std::size_t count, DType t, double factor) {
+  host::scale(x, count, t, factor);
+}
+
+std::vector<double> HostSpaceKernels::norm_partials(const std::vector<Span>& spans, double p) {
+  std::vector<double> out;
+  out.reserve(spans.size());
+  for (const Span& s : spans) out.push_back(host::norm_partial(s.data, s.count, s.dtype, p));
+  return out;
+}
+
+bool HostSpaceKernels::all_finite(const std::vector<Span>& spans) {
+  for (const Span& s : spans)
+    if (!host::all_finite(s.data, s.count, s.dtype)) return false;
+  return true;
+}
+
+}  // namespace fsdp
