@@ -5,7 +5,10 @@ loaded back, turn about (which of the two goes first alternates). Both write new
 (libfsdp: a new checkpoint path; DCP: a new directory) and make them durable (libfsdp fsyncs;
 DCP's FileSystemWriter too, sync_files=True); the previous ones are removed outside the timing.
 Loads are timed cold (page cache dropped first; needs root, else "cold": false) and warm (right
-again). libfsdp's load verifies every checksum before it writes the shards. Medians of `reps`
+again). libfsdp's load verifies every checksum before it writes the shards. Beside them, the
+limit of a cold load: raw POSIX reads of the libfsdp file's bytes from a cold cache, each rank a
+contiguous 1/N of the file in 16 MiB `readinto`s ("disk_read_cold"; the cold loads are reported
+as a fraction of it). Medians of `reps`
 rounds (rounded up to even, so that each goes first equally often: on this disk a write right
 after another runs up to 4x slower) after one warm-up round; every round's times are in the
 JSON line.
@@ -65,6 +68,23 @@ def drop_caches(rank):
     dist.broadcast(flag, 0)
     dist.barrier()
     return bool(flag.item())
+
+
+def read_share(path, rank, world):
+    """This rank's contiguous 1/world of the file, read sequentially in 16 MiB pieces."""
+    size = os.path.getsize(path)
+    share = -(-size // world)
+    begin, end = rank * share, min(size, (rank + 1) * share)
+    buf = bytearray(16 << 20)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        f.seek(begin)
+        left = end - begin
+        while left > 0:
+            n = f.readinto(view[:min(left, len(buf))])
+            if not n:
+                break
+            left -= n
 
 
 def timed(fn):
@@ -134,7 +154,7 @@ def main():
 
     rounds = []
     results = {k: [] for k in ("libfsdp_save", "dcp_save", "libfsdp_load_cold", "dcp_load_cold",
-                               "libfsdp_load_warm", "dcp_load_warm")}
+                               "libfsdp_load_warm", "dcp_load_warm", "disk_read_cold")}
     cold = True
     if rank == 0:
         os.makedirs(directory, exist_ok=True)
@@ -156,6 +176,8 @@ def main():
             else:
                 times["dcp_load_cold"] = timed(lambda: dcp.load(sd, checkpoint_id=paths["dcp"]))
                 times["dcp_load_warm"] = timed(lambda: dcp.load(sd, checkpoint_id=paths["dcp"]))
+        cold = drop_caches(rank) and cold
+        times["disk_read_cold"] = timed(lambda: read_share(paths["libfsdp"], rank, world))
         for p in paths.values():
             remove(p)
         if rep > 0:  # the first round warms up
@@ -170,6 +192,8 @@ def main():
            "save_vs_dcp": round(med["dcp_save"] / med["libfsdp_save"], 3),
            "load_cold_vs_dcp": round(med["dcp_load_cold"] / med["libfsdp_load_cold"], 3),
            "load_warm_vs_dcp": round(med["dcp_load_warm"] / med["libfsdp_load_warm"], 3),
+           "libfsdp_cold_of_disk": round(med["disk_read_cold"] / med["libfsdp_load_cold"], 3),
+           "dcp_cold_of_disk": round(med["disk_read_cold"] / med["dcp_load_cold"], 3),
            "rounds": rounds}
     if rank == 0:
         print(json.dumps(row), file=sys.stderr)
@@ -178,7 +202,8 @@ def main():
               f"{gib / med['libfsdp_load_cold']:.2f} | {gib / med['dcp_load_cold']:.2f} | "
               f"{row['load_cold_vs_dcp']:.2f} | {gib / med['libfsdp_load_warm']:.2f} | "
               f"{gib / med['dcp_load_warm']:.2f} | {row['load_warm_vs_dcp']:.2f} | "
-              f"{'yes' if cold else 'no'} |", flush=True)
+              f"{gib / med['disk_read_cold']:.2f} | {row['libfsdp_cold_of_disk']:.2f} | "
+              f"{row['dcp_cold_of_disk']:.2f} | {'yes' if cold else 'no'} |", flush=True)
     opt.destroy()
     for u in units:
         u.destroy()

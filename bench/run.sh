@@ -74,8 +74,9 @@ if want checkpoint; then
   {
     echo "| checkpoint MiB | ranks | libfsdp save GiB/s | DCP save GiB/s | save vs DCP |" \
          "libfsdp cold load GiB/s | DCP cold load GiB/s | cold load vs DCP |" \
-         "libfsdp warm load GiB/s | DCP warm load GiB/s | warm load vs DCP | cold reads |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+         "libfsdp warm load GiB/s | DCP warm load GiB/s | warm load vs DCP |" \
+         "raw cold read GiB/s | libfsdp cold load / raw read | DCP cold load / raw read | cold reads |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   } > "$out/checkpoint-dcp.md"
   : > "$out/checkpoint-dcp.json"
   for n in 1 2 4; do
