@@ -1,0 +1,40 @@
+// "A training step", the sequence of calls a plan is computed for (doc/planning-model.md), as a
+// list of events that the memory plan replays against the library's pool and the traffic plan
+// counts collectives in. It is what a caller does with synchronous calls and no prefetch
+// (fsdp_set_prefetch off, the default), from a context whose units were just created (or whose
+// pool a step of the same model already sized):
+//   forward, for each unit u in order:  unshard u, then each distinct owner of u's ties (in tie
+//     order, those not u); reshard u, then those owners;
+//   backward, for each unit u in reverse order:  unshard u and its tie owners as in forward;
+//     write u's full gradient (fsdp_grad_data on its trainable parameters, if any), then the
+//     owner's for each tie whose parameter is trainable; reshard u, then its owners; then reduce
+//     (fsdp_reduce_grads, gradient sync on) u if it has a gradient written and every unit tied to
+//     it is done with backward, then each owner of u's ties for which that now holds;
+//   optimizer step (if the job has an optimizer) over every unit, in order.
+// max_unsharded plays no part: synchronous calls hold a unit and its tie owners, never more, and
+// the rate limiter bounds only asynchronous unshards and prefetch.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "plan/plan_model.hpp"
+
+namespace fsdp::plan {
+
+struct StepEvent {
+  enum class Kind {
+    Unshard,        // fsdp_unshard: an all-gather into a fresh unsharded buffer
+    Reshard,        // fsdp_reshard: the buffer back to the pool
+    GradData,       // the first fsdp_grad_data of the unit's full gradient (or a tie's into it)
+    Reduce,         // fsdp_reduce_grads
+    OptimizerStep,  // fsdp_optimizer_step (unit unused)
+  };
+  Kind kind;
+  std::size_t unit = 0;
+};
+
+// Throws InvalidArgument naming the tie for one whose owner or parameter the model lacks.
+std::vector<StepEvent> training_step(const PlanModel& model);
+
+}  // namespace fsdp::plan
