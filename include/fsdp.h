@@ -1677,11 +1677,16 @@ typedef struct fsdp_plan_job {
   int ranks_per_node;              /**< >= 1 and divides world_size; 0 (default): world_size */
   fsdp_optimizer_kind_t optimizer; /**< steps every unit; default FSDP_OPTIMIZER_ADAMW */
   int no_optimizer;                /**< 1: the job steps no library optimizer; default 0 */
+  /** fsdp_set_prefetch(ctx, prefetch_forward, prefetch_backward), 0 or 1 each; default 0. With
+   *  either on, the plan is of the second of two identical steps (the first records the order the
+   *  second prefetches by), and cfg->max_unsharded bounds what prefetch holds */
+  int prefetch_forward;
+  int prefetch_backward; /**< see prefetch_forward */
 } fsdp_plan_job_t;
 
 /** Initializer for a job of one rank with every default. */
 #define FSDP_PLAN_JOB_INIT \
-  { sizeof(fsdp_plan_job_t), NULL, NULL, 1, 0, FSDP_OPTIMIZER_ADAMW, 0 }
+  { sizeof(fsdp_plan_job_t), NULL, NULL, 1, 0, FSDP_OPTIMIZER_ADAMW, 0, 0, 0 }
 
 /** What one rank holds over a training step, in bytes, by fsdp_memory_stats_t's names: each
  *  field equals what fsdp_memory_stats reports after the step. A struct that grows at its end:

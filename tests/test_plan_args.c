@@ -126,6 +126,10 @@ int main(int argc, char** argv) {
   j = job;
   j.no_optimizer = 2;
   REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "job->no_optimizer");
+  j = job;
+  j.prefetch_backward = 2;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M,
+          "job->prefetch_backward");
   fsdp_hyperparams_t hp = FSDP_SGD_DEFAULTS;
   hp.amsgrad = 1;
   j = job;

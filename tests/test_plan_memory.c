@@ -48,6 +48,7 @@ typedef struct {
   int amsgrad;
   int nunits;
   const UnitSpec* units;
+  int prefetch_forward, prefetch_backward; /* with either, two steps (the plan says so) */
 } Config;
 
 /* Odd sizes so that padding and uneven shards show. */
@@ -90,6 +91,12 @@ static const Config kConfigs[] = {
      FSDP_BFLOAT16, FSDP_DTYPE_AUTO, 0, 0, FSDP_OPTIMIZER_ADAMW, 0, 0, 4, kTied},
     {"no optimizer, float64, no shard", FSDP_NO_SHARD, 0, FSDP_FLOAT64, FSDP_DTYPE_AUTO,
      FSDP_DTYPE_AUTO, 0, 1, FSDP_OPTIMIZER_ADAMW, 0, 0, 3, kMlp},
+    {"prefetch, max_unsharded 1 (every prefetch skipped)", FSDP_FULL_SHARD, 0, FSDP_FLOAT32,
+     FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, 1, 0, FSDP_OPTIMIZER_ADAMW, 0, 0, 3, kMlp, 1, 1},
+    {"prefetch, max_unsharded 2, bfloat16 / float32 reduce", FSDP_FULL_SHARD, 0, FSDP_FLOAT32,
+     FSDP_BFLOAT16, FSDP_FLOAT32, 2, 0, FSDP_OPTIMIZER_ADAMW, 0, 0, 3, kMlp, 1, 1},
+    {"backward prefetch, max_unsharded 3, ties, hybrid", FSDP_HYBRID_SHARD, -1, FSDP_FLOAT32,
+     FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, 3, 0, FSDP_OPTIMIZER_SGD, 0.9, 0, 4, kTied, 0, 1},
 };
 
 typedef struct {
@@ -165,12 +172,16 @@ static void reduce_if_ready(Step* s, int u) {
   CHECK_OK(fsdp_reduce_grads(s->units[u]));
 }
 
-static void training_step(Step* s) {
+static void training_step(Step* s, fsdp_context_t ctx) {
   const int n = s->c->nunits;
+  memset(s->written, 0, sizeof s->written);
+  memset(s->done, 0, sizeof s->done);
+  CHECK_OK(fsdp_begin_forward(ctx));
   for (int u = 0; u < n; ++u) {
     hold(s, u);
     release(s, u);
   }
+  CHECK_OK(fsdp_begin_backward(ctx));
   for (int u = n - 1; u >= 0; --u) {
     int o[MAX_TIES], no = owners(s, u, o);
     hold(s, u);
@@ -270,6 +281,9 @@ static void run(const Config* c, const char* trace_dir, int rpn) {
   job.ranks_per_node = rpn;
   job.optimizer = c->optimizer;
   job.no_optimizer = c->no_optimizer;
+  job.prefetch_forward = c->prefetch_forward;
+  job.prefetch_backward = c->prefetch_backward;
+  const int steps = c->prefetch_forward || c->prefetch_backward ? 2 : 1;
   fsdp_plan_memory_t planned = {sizeof planned};
   fsdp_plan_traffic_t moves = {sizeof moves};
   CHECK_OK(fsdp_plan_memory(plan, &job, rank, &planned));
@@ -292,8 +306,11 @@ static void run(const Config* c, const char* trace_dir, int rpn) {
   fsdp_optimizer_t opt = NULL;
   if (!c->no_optimizer)
     CHECK_OK(fsdp_optimizer_create(ctx, c->optimizer, &hp, c->nunits, s.units, &opt));
-  training_step(&s);
-  if (opt) CHECK_OK(fsdp_optimizer_step(opt));
+  CHECK_OK(fsdp_set_prefetch(ctx, c->prefetch_forward, c->prefetch_backward));
+  for (int k = 0; k < steps; ++k) {
+    training_step(&s, ctx);
+    if (opt) CHECK_OK(fsdp_optimizer_step(opt));
+  }
   fsdp_memory_stats_t m = {sizeof m};
   CHECK_OK(fsdp_memory_stats(ctx, &m));
   int F = 0;
@@ -319,6 +336,14 @@ static void run(const Config* c, const char* trace_dir, int rpn) {
 #undef SAME
   /* Not vacuous: the step held something. */
   CHECK(m.peak_unsharded_bytes > 0 && m.peak_full_grad_bytes > 0 && m.grad_shard_bytes > 0);
+  /* Prefetch happened where max_unsharded allowed it, and was skipped where it did not. */
+  if (steps == 2) {
+    snprintf(what, sizeof what, "%s: prefetches started %zu, skipped %zu", c->label,
+             m.prefetches_started, m.prefetches_skipped_limit);
+    CHECK_MSG(c->max_unsharded == 1 ? m.prefetches_started == 0 && m.prefetches_skipped_limit > 0
+                                    : m.prefetches_started > 0,
+              what);
+  }
 
   if (opt) CHECK_OK(fsdp_optimizer_destroy(&opt));
   for (int u = c->nunits - 1; u >= 0; --u) CHECK_OK(fsdp_unit_destroy(&s.units[u]));
@@ -326,7 +351,11 @@ static void run(const Config* c, const char* trace_dir, int rpn) {
 
   char path[600];
   snprintf(path, sizeof path, "%s/fsdp-trace-rank%d.json", trace_dir, rank);
-  const Traffic t = traced(path, F, rpn);
+  Traffic t = traced(path, F, rpn);
+  /* The trace holds every step; the plan is per step. */
+  size_t* per_step[] = {&t.ag_calls, &t.ag_bytes, &t.rs_calls, &t.rs_bytes,
+                        &t.ar_calls, &t.ar_bytes, &t.intra,    &t.inter};
+  for (size_t k = 0; k < sizeof per_step / sizeof per_step[0]; ++k) *per_step[k] /= (size_t)steps;
 #define SAME_T(field, got)                                                                       \
   do {                                                                                           \
     snprintf(what, sizeof what, "%s: " #field " planned %zu, traced %zu", c->label, moves.field, \

@@ -54,6 +54,14 @@ PlanJob read_job(const fsdp_plan_job_t* in) {
   if (j.no_optimizer != 0 && j.no_optimizer != 1)
     fail(Errc::InvalidArgument,
          "job->no_optimizer = " + std::to_string(j.no_optimizer) + ": must be 0 or 1");
+  for (const auto& [value, field] :
+       {std::pair<int, const char*>{j.prefetch_forward, "prefetch_forward"},
+        {j.prefetch_backward, "prefetch_backward"}})
+    if (value != 0 && value != 1)
+      fail(Errc::InvalidArgument,
+           std::string("job->") + field + " = " + std::to_string(value) + ": must be 0 or 1");
+  job.prefetch_forward = j.prefetch_forward == 1;
+  job.prefetch_backward = j.prefetch_backward == 1;
   const int kind = enum_int(j.optimizer);
   if (kind < 0 || kind >= FSDP_OPTIMIZER_KIND_COUNT)
     fail(Errc::InvalidArgument,

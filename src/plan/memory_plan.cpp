@@ -1,9 +1,12 @@
 #include "plan/memory_plan.hpp"
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "base/error.hpp"
 #include "base/memory_accounting.hpp"
+#include "core/scheduler.hpp"
 #include "plan/ledger_space.hpp"
 #include "plan/training_step.hpp"
 #include "runtime/buffer_pool.hpp"
@@ -38,7 +41,9 @@ class Replay {
         unsharded_(units.size()),
         full_grad_(units.size()),
         grad_shard_(units.size(), false),
-        has_grad_(units.size(), false) {
+        has_grad_(units.size(), false),
+        prefetched_(units.size(), false),
+        has_state_(units.size(), false) {
     for (const PlannedUnit& u : units_) accounting_.add(MemoryKind::Shard, u.bytes().shard());
   }
   ~Replay() {
@@ -50,9 +55,16 @@ class Replay {
     for (const StepEvent& e : events) {
       const std::size_t u = e.unit;
       switch (e.kind) {
-        case StepEvent::Kind::Unshard:
-          unsharded_[u] = pool_.acquire(units_[u].bytes().unsharded(), BufferPool::Use::Parameters);
+        case StepEvent::Kind::BeginForward:
+          release_unclaimed();
+          for (int k = 0; k < 2; ++k) previous_[k] = std::move(recorded_[k]), recorded_[k].clear();
+          phase_ = 0;
           break;
+        case StepEvent::Kind::BeginBackward:
+          release_unclaimed();
+          phase_ = 1;
+          break;
+        case StepEvent::Kind::Unshard: caller_unshard(u); break;
         case StepEvent::Kind::Reshard: unsharded_[u].reset(); break;
         case StepEvent::Kind::GradData:
           if (!full_grad_[u])
@@ -60,7 +72,10 @@ class Replay {
                 pool_.acquire(units_[u].bytes().full_grad(), BufferPool::Use::Gradients);
           break;
         case StepEvent::Kind::Reduce: reduce(u); break;
-        case StepEvent::Kind::OptimizerStep: optimizer_step(); break;
+        case StepEvent::Kind::OptimizerStep:
+          release_unclaimed();  // Context::before_shard_update
+          optimizer_step();
+          break;
       }
     }
   }
@@ -82,6 +97,36 @@ class Replay {
   }
 
  private:
+  void unshard(std::size_t u) {
+    unsharded_[u] = pool_.acquire(units_[u].bytes().unsharded(), BufferPool::Use::Parameters);
+  }
+  // Scheduler::caller_unshard: claims the unit's prefetch or unshards it, records it, and starts
+  // the predicted next unit's all-gather when prefetch is on and the rate limiter allows (no
+  // reduce is ever in flight in a synchronous step, so held units are unsharded ones).
+  void caller_unshard(std::size_t u) {
+    if (prefetched_[u])
+      prefetched_[u] = false;
+    else
+      unshard(u);
+    std::vector<uint64_t>& rec = recorded_[phase_];
+    rec.push_back(u);
+    const bool on = phase_ == 0 ? job_.prefetch_forward : job_.prefetch_backward;
+    const std::optional<uint64_t> next = prefetch_candidate(previous_[phase_], rec.size() - 1, u);
+    if (!on || !next || unsharded_[*next]) return;
+    int held = 0;
+    for (const Lease& l : unsharded_) held += l ? 1 : 0;
+    if (held >= job_.options.max_unsharded) return;
+    unshard(*next);
+    prefetched_[*next] = true;
+  }
+  void release_unclaimed() {
+    for (std::size_t u = 0; u < units_.size(); ++u)
+      if (prefetched_[u]) {
+        prefetched_[u] = false;
+        unsharded_[u].reset();
+      }
+  }
+
   // Unit::reduce_grads_async, then Unit::reduce_into and the transport, then complete_pending.
   void reduce(std::size_t u) {
     const PlannedUnit& unit = units_[u];
@@ -105,15 +150,17 @@ class Replay {
     has_grad_[u] = true;
   }
 
-  // Optimizer::step: state for each unit with a reduced gradient, at its first step.
+  // Optimizer::step: state for each unit with a reduced gradient, allocated at its first step.
   void optimizer_step() {
     if (!job_.optimizer) return;
     const HyperParams& h = job_.optimizer->hyperparams;
     const int buffers = kept_state_buffers(job_.optimizer->kind, h.momentum != 0, h.amsgrad);
-    for (std::size_t u = 0; u < units_.size(); ++u)
-      if (has_grad_[u])
-        for (int k = 0; k < buffers; ++k)
-          accounting_.add(MemoryKind::OptimizerState, units_[u].bytes().grad_shard());
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      if (!has_grad_[u] || has_state_[u]) continue;
+      has_state_[u] = true;
+      for (int k = 0; k < buffers; ++k)
+        accounting_.add(MemoryKind::OptimizerState, units_[u].bytes().grad_shard());
+    }
   }
 
   const std::vector<PlannedUnit>& units_;
@@ -125,6 +172,9 @@ class Replay {
   Scratch partial_sums_, transport_scratch_;  // the context's, and the MPI link's
   std::vector<Lease> unsharded_, full_grad_;
   std::vector<bool> grad_shard_, has_grad_;
+  std::vector<bool> prefetched_, has_state_;
+  int phase_ = 0;                                    // 0 forward, 1 backward
+  std::vector<uint64_t> recorded_[2], previous_[2];  // unit indices (ids) in caller unshard order
 };
 
 }  // namespace
@@ -134,7 +184,8 @@ MemoryPlan plan_memory(const PlanModel& model, const PlanJob& job) {
   const RankPlace place = place_rank(job, 0);
   require_modeled(job);
   Replay replay(units, job, place);
-  replay.run(training_step(model));
+  const std::vector<StepEvent> step = training_step(model);
+  for (int k = 0; k < job.steps(); ++k) replay.run(step);
   return replay.result();
 }
 

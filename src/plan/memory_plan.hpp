@@ -2,8 +2,9 @@
 // fields: the step's events replayed against the library's own buffer pool, scratch and memory
 // accounting over a memory space without memory (plan/ledger_space.hpp), with every size from the
 // rules the units themselves use (core/unit_bytes.hpp over FlatLayout and resolved precision,
-// fsdp::kept_state_buffers, the MPI transport's reduce_scatter_scratch_bytes). The stats a
-// context reports after that step, from its creation on, equal the plan's exactly.
+// fsdp::kept_state_buffers, the MPI transport's reduce_scatter_scratch_bytes, the scheduler's
+// prefetch_candidate). The stats a context reports after that step (with prefetch, after the
+// second of two: PlanJob::steps), from its creation on, equal the plan's exactly.
 //
 // Modeled: host memory with the MPI transport (cfg->transport = FSDP_TRANSPORT_MPI), where
 // unsharded buffers come from the pool and reduce-scatter scratch is the MPI transport's. The

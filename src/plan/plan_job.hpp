@@ -27,6 +27,9 @@ struct PlanJob {
   int world_size = 1;
   int ranks_per_node = 1;  // divides world_size; ranks are numbered node by node
   std::optional<PlanOptimizer> optimizer;
+  bool prefetch_forward = false, prefetch_backward = false;  // fsdp_set_prefetch
+  // Steps planned: with prefetch, the first records the unshard order the second prefetches by.
+  int steps() const { return prefetch_forward || prefetch_backward ? 2 : 1; }
 };
 
 // Where a rank sits: its position (ranks in node-major order, as discover_topology numbers them;

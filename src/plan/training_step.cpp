@@ -25,10 +25,12 @@ class StepBuilder {
 
   std::vector<StepEvent> build() {
     const std::size_t n = m_.units.size();
+    events_.push_back({Kind::BeginForward, 0});
     for (std::size_t u = 0; u < n; ++u) {
       hold(u);
       release(u);
     }
+    events_.push_back({Kind::BeginBackward, 0});
     for (std::size_t k = n; k-- > 0;) {
       hold(k);
       write_grads(k);
