@@ -96,6 +96,50 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
+// Each output field once: its name (in the C struct, the description and the docs) and where it
+// is in the plan and in the C struct, for fsdp_plan_memory/traffic and fsdp_plan_describe alike.
+template <class Plan, class Out>
+struct Field {
+  const char* name;
+  std::size_t Plan::*plan;
+  size_t Out::*out;
+};
+// clang-format off
+#define FSDP_PLAN_FIELD(P, O, f) Field<P, O>{#f, &P::f, &O::f}
+// clang-format on
+using fsdp::plan::MemoryPlan;
+using fsdp::plan::TrafficPlan;
+const Field<MemoryPlan, fsdp_plan_memory_t> kMemoryFields[] = {
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, shard_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, grad_shard_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, optimizer_state_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, unsharded_model_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, peak_unsharded_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, peak_full_grad_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, peak_parameter_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, pool_cached_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, scratch_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, peak_bytes),
+};
+const Field<TrafficPlan, fsdp_plan_traffic_t> kTrafficFields[] = {
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, all_gather_bytes),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, all_gather_calls),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, reduce_scatter_bytes),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, reduce_scatter_calls),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, all_reduce_bytes),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, all_reduce_calls),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, intra_node_bytes),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, inter_node_bytes),
+};
+#undef FSDP_PLAN_FIELD
+
+template <class Plan, class Out, std::size_t N>
+Out to_c(const Plan& p, const Field<Plan, Out> (&fields)[N]) {
+  Out out{};
+  for (const Field<Plan, Out>& f : fields) out.*f.out = p.*f.plan;
+  return out;
+}
+
 template <class Fields>
 std::string json_object(const Fields& fields) {
   std::string out = "{";
@@ -104,23 +148,19 @@ std::string json_object(const Fields& fields) {
   return out + "}";
 }
 
+template <class Plan, class Out, std::size_t N>
+std::string to_json(const Plan& p, const Field<Plan, Out> (&fields)[N]) {
+  std::vector<std::pair<const char*, std::size_t>> values;
+  for (const Field<Plan, Out>& f : fields) values.emplace_back(f.name, p.*f.plan);
+  return json_object(values);
+}
+
 std::string describe(const PlanModel& m, const PlanJob& job, int rank) {
   const fsdp::plan::RankPlace place = fsdp::plan::place_rank(job, rank);
   const fsdp::plan::TrafficPlan t = fsdp::plan::plan_traffic(m, job, rank);
   std::string memory = "null";  // where the memory plan does not model the placement
   try {
-    const fsdp::plan::MemoryPlan p = fsdp::plan::plan_memory(m, job);
-    memory = json_object(std::initializer_list<std::pair<const char*, std::size_t>>{
-        {"shard_bytes", p.shard_bytes},
-        {"grad_shard_bytes", p.grad_shard_bytes},
-        {"optimizer_state_bytes", p.optimizer_state_bytes},
-        {"unsharded_model_bytes", p.unsharded_model_bytes},
-        {"peak_unsharded_bytes", p.peak_unsharded_bytes},
-        {"peak_full_grad_bytes", p.peak_full_grad_bytes},
-        {"peak_parameter_bytes", p.peak_parameter_bytes},
-        {"pool_cached_bytes", p.pool_cached_bytes},
-        {"scratch_bytes", p.scratch_bytes},
-        {"peak_bytes", p.peak_bytes}});
+    memory = to_json(fsdp::plan::plan_memory(m, job), kMemoryFields);
   } catch (const fsdp::Error& e) {
     if (e.code() != Errc::Unsupported) throw;
   }
@@ -144,17 +184,7 @@ std::string describe(const PlanModel& m, const PlanJob& job, int rank) {
          ", \"rank\": " + std::to_string(rank) +
          ", \"sharding_factor\": " + std::to_string(place.sharding_factor) +
          ", \"replicas\": " + std::to_string(place.replicas) + ", \"units\": " + units +
-         ", \"memory\": " + memory + ", \"traffic\": " +
-         json_object(std::initializer_list<std::pair<const char*, std::size_t>>{
-             {"all_gather_bytes", t.all_gather_bytes},
-             {"all_gather_calls", t.all_gather_calls},
-             {"reduce_scatter_bytes", t.reduce_scatter_bytes},
-             {"reduce_scatter_calls", t.reduce_scatter_calls},
-             {"all_reduce_bytes", t.all_reduce_bytes},
-             {"all_reduce_calls", t.all_reduce_calls},
-             {"intra_node_bytes", t.intra_node_bytes},
-             {"inter_node_bytes", t.inter_node_bytes}}) +
-         "}";
+         ", \"memory\": " + memory + ", \"traffic\": " + to_json(t, kTrafficFields) + "}";
 }
 
 }  // namespace
@@ -255,19 +285,7 @@ fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job_t* job, int
     require_output(memory, "memory");
     const PlanJob j = read_job(job);
     fsdp::plan::place_rank(j, rank);
-    const fsdp::plan::MemoryPlan p = fsdp::plan::plan_memory(m, j);
-    fsdp_plan_memory_t out;
-    out.shard_bytes = p.shard_bytes;
-    out.grad_shard_bytes = p.grad_shard_bytes;
-    out.optimizer_state_bytes = p.optimizer_state_bytes;
-    out.unsharded_model_bytes = p.unsharded_model_bytes;
-    out.peak_unsharded_bytes = p.peak_unsharded_bytes;
-    out.peak_full_grad_bytes = p.peak_full_grad_bytes;
-    out.peak_parameter_bytes = p.peak_parameter_bytes;
-    out.pool_cached_bytes = p.pool_cached_bytes;
-    out.scratch_bytes = p.scratch_bytes;
-    out.peak_bytes = p.peak_bytes;
-    fsdp::capi::write_sized(memory, out, "memory");
+    fsdp::capi::write_sized(memory, to_c(fsdp::plan::plan_memory(m, j), kMemoryFields), "memory");
   });
 }
 
@@ -277,16 +295,7 @@ fsdp_status_t fsdp_plan_traffic(fsdp_plan_t plan, const fsdp_plan_job_t* job, in
     const PlanModel& m = plan_from(plan, "plan");
     require_output(traffic, "traffic");
     const fsdp::plan::TrafficPlan t = fsdp::plan::plan_traffic(m, read_job(job), rank);
-    fsdp_plan_traffic_t out;
-    out.all_gather_bytes = t.all_gather_bytes;
-    out.all_gather_calls = t.all_gather_calls;
-    out.reduce_scatter_bytes = t.reduce_scatter_bytes;
-    out.reduce_scatter_calls = t.reduce_scatter_calls;
-    out.all_reduce_bytes = t.all_reduce_bytes;
-    out.all_reduce_calls = t.all_reduce_calls;
-    out.intra_node_bytes = t.intra_node_bytes;
-    out.inter_node_bytes = t.inter_node_bytes;
-    fsdp::capi::write_sized(traffic, out, "traffic");
+    fsdp::capi::write_sized(traffic, to_c(t, kTrafficFields), "traffic");
   });
 }
 
