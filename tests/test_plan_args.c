@@ -187,6 +187,43 @@ int main(int argc, char** argv) {
   CHECK_OK(fsdp_plan_traffic(plan, &j, 0, &tr));
   CHECK(tr.all_gather_calls == 6 && tr.reduce_scatter_calls == 2 && tr.all_reduce_calls == 0);
 
+  /* The ring model at a scale the other test cannot run: 512 ranks, 8 to a node, one unit of
+   * 1024 float32 (4096 bytes unsharded, 512 a shard of 8). Hybrid over nodes: all-gathers and the
+   * reduce-scatter stay in the node ((F-1)/F of each buffer to the next rank of the node), the
+   * all-reduce of the 512-byte partial sum goes to the same index on the next node, 2(R-1)/R of
+   * it. Full sharding: rank 0 sends to rank 1 (its node), rank 7 to rank 8 (the next node). */
+  {
+    fsdp_plan_t one = NULL;
+    const int64_t n1[1] = {1024};
+    fsdp_param_desc_t d1 = {"w", 1, n1, FSDP_FLOAT32, 1};
+    CHECK_OK(fsdp_plan_create(&one));
+    CHECK_OK(fsdp_plan_add_unit(one, "u", 1, &d1, NULL));
+    fsdp_config_t hybrid = cfg;
+    hybrid.strategy = FSDP_HYBRID_SHARD;
+    fsdp_plan_job_t big = job;
+    big.config = &hybrid;
+    big.world_size = 512;
+    big.ranks_per_node = 8;
+    fsdp_plan_traffic_t t = {sizeof t};
+    CHECK_OK(fsdp_plan_traffic(one, &big, 0, &t));
+    CHECK(t.all_gather_calls == 2 && t.all_gather_bytes == 2 * 4096);
+    CHECK(t.reduce_scatter_calls == 1 && t.reduce_scatter_bytes == 4096);
+    CHECK(t.all_reduce_calls == 1 && t.all_reduce_bytes == 512);
+    CHECK(t.intra_node_bytes == 3 * 4096 * 7 / 8);
+    CHECK(t.inter_node_bytes == 2 * 512 * 63 / 64);
+    big.config = &cfg; /* full shard over 512: 4096 bytes padded to 512 blocks of 8 elements */
+    CHECK_OK(fsdp_plan_traffic(one, &big, 0, &t));
+    const size_t full = 512 * 8 * 4; /* padded unsharded bytes */
+    CHECK(t.all_gather_bytes == 2 * full && t.all_reduce_calls == 0);
+    CHECK(t.intra_node_bytes == 3 * (full * 511 / 512) && t.inter_node_bytes == 0);
+    CHECK_OK(fsdp_plan_traffic(one, &big, 7, &t));
+    CHECK(t.inter_node_bytes == 3 * (full * 511 / 512) && t.intra_node_bytes == 0);
+    fsdp_plan_memory_t bm = {sizeof bm};
+    CHECK_OK(fsdp_plan_memory(one, &big, 511, &bm));
+    CHECK(bm.shard_bytes == 8 * 4 && bm.peak_unsharded_bytes == full);
+    CHECK_OK(fsdp_plan_destroy(&one));
+  }
+
   /* ---- fsdp_plan_describe ---- */
   const char* D = "fsdp_plan_describe";
   size_t len = 0;
