@@ -1640,6 +1640,173 @@ FSDP_EXPORT fsdp_status_t fsdp_safetensors_import_fcomm(int fcomm, const char* i
                                                         const char* checkpoint,
                                                         const fsdp_safetensors_options_t* options);
 
+/* ------------------------------------------------------------------------------------------------
+ * Planning a job (since 0.11; doc/planning-model.md)
+ *
+ * A plan holds a model (units of parameter descriptors, and ties) and computes, without MPI and
+ * without allocating it, what a job training it would hold per rank (fsdp_plan_memory, the
+ * fields of fsdp_memory_stats_t a training step determines) and communicate per step
+ * (fsdp_plan_traffic), by the library's own rules. "A training step" is defined in
+ * doc/planning-model.md. Every call is local. A plan may be used from one thread at a time;
+ * different plans from different threads.
+ * --------------------------------------------------------------------------------------------- */
+/** A model to plan for (fsdp_plan_create). */
+typedef struct fsdp_plan_s* fsdp_plan_t;
+
+/** Where fsdp_plan_read_model reads a model from. */
+typedef enum fsdp_plan_model_format {
+  FSDP_PLAN_MODEL_JSON = 0,       /**< libfsdp's unit layout JSON (doc/planning.md) */
+  FSDP_PLAN_MODEL_CHECKPOINT = 1, /**< an libfsdp HDF5 checkpoint's units */
+  /** a Hugging Face config.json of a GPT-2 or Llama-style decoder: one unit per block and a root
+   *  unit (embeddings, final norm, head) */
+  FSDP_PLAN_MODEL_HF_CONFIG = 2,
+  FSDP_PLAN_MODEL_FORMAT_COUNT
+} fsdp_plan_model_format_t;
+
+/** A job to plan for. A struct that grows at its end: set `size` (use FSDP_PLAN_JOB_INIT). */
+typedef struct fsdp_plan_job {
+  size_t size; /**< sizeof(fsdp_plan_job_t) as the caller compiled it */
+  /** What the job's fsdp_init gets (strategy, sharding_factor, param_dtype, reduce_dtype,
+   *  memory_space, cpu_offload, transport), read as fsdp_init reads it, the FSDP_* environment
+   *  included; NULL: FSDP_CONFIG_INIT's defaults */
+  const fsdp_config_t* config;
+  /** The optimizer's hyperparameters (what decides its state: SGD's momentum, AdamW's amsgrad);
+   *  NULL: the kind's defaults */
+  const fsdp_hyperparams_t* hyperparams;
+  int world_size;                  /**< ranks, >= 1; default 1 */
+  int ranks_per_node;              /**< >= 1 and divides world_size; 0 (default): world_size */
+  fsdp_optimizer_kind_t optimizer; /**< steps every unit; default FSDP_OPTIMIZER_ADAMW */
+  int no_optimizer;                /**< 1: the job steps no library optimizer; default 0 */
+  /** fsdp_set_prefetch(ctx, prefetch_forward, prefetch_backward), 0 or 1 each; default 0. With
+   *  either on, the plan is of the second of two identical steps (the first records the order the
+   *  second prefetches by), and cfg->max_unsharded bounds what prefetch holds */
+  int prefetch_forward;
+  int prefetch_backward; /**< see prefetch_forward */
+} fsdp_plan_job_t;
+
+/** Initializer for a job of one rank with every default. */
+#define FSDP_PLAN_JOB_INIT \
+  { sizeof(fsdp_plan_job_t), NULL, NULL, 1, 0, FSDP_OPTIMIZER_ADAMW, 0, 0, 0 }
+
+/** What one rank holds over a training step, in bytes, by fsdp_memory_stats_t's names: each
+ *  field equals what fsdp_memory_stats reports after the step. A struct that grows at its end:
+ *  set `size`. */
+typedef struct fsdp_plan_memory {
+  size_t size;                  /**< sizeof(fsdp_plan_memory_t) as the caller compiled it */
+  size_t shard_bytes;           /**< parameter shards of all units */
+  size_t grad_shard_bytes;      /**< gradient shards */
+  size_t optimizer_state_bytes; /**< the optimizer's state after its first step */
+  size_t unsharded_model_bytes; /**< parameter bytes without sharding (one replica) */
+  size_t peak_unsharded_bytes;  /**< high-water mark of unsharded parameter buffers */
+  size_t peak_full_grad_bytes;  /**< high-water mark of full gradients and their copies */
+  size_t peak_parameter_bytes;  /**< high-water mark of shards plus unsharded parameters */
+  size_t pool_cached_bytes;     /**< buffers the pool keeps after the step */
+  size_t scratch_bytes;         /**< communication scratch after the step */
+  size_t peak_bytes;            /**< high-water mark of the total */
+} fsdp_plan_memory_t;
+
+/** What one rank communicates over a training step. Calls and bytes count per unit operation, as
+ *  the trace records them (FSDP_TRACE): an unshard is one all-gather of the unit's unsharded
+ *  buffer (param_dtype), a reduce one reduce-scatter of its full gradient (reduce_dtype) and,
+ *  with replicas, one all-reduce of its partial sum (reduce_dtype). intra_node_bytes +
+ *  inter_node_bytes is what the rank sends if every collective runs as a ring over its group
+ *  (doc/planning-model.md). A struct that grows at its end: set `size`. */
+typedef struct fsdp_plan_traffic {
+  size_t size;                 /**< sizeof(fsdp_plan_traffic_t) as the caller compiled it */
+  size_t all_gather_bytes;     /**< buffers all-gathered */
+  size_t all_gather_calls;     /**< unshards */
+  size_t reduce_scatter_bytes; /**< gradients reduce-scattered */
+  size_t reduce_scatter_calls; /**< reduces */
+  size_t all_reduce_bytes;     /**< partial sums all-reduced across replicas */
+  size_t all_reduce_calls;     /**< reduces with replicas */
+  size_t intra_node_bytes;     /**< sent to a rank of the same node */
+  size_t inter_node_bytes;     /**< sent to a rank of another node */
+} fsdp_plan_traffic_t;
+
+/** Since 0.11: an empty plan. Local.
+ *  @param[out] plan receives the plan
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (plan NULL) */
+FSDP_EXPORT fsdp_status_t fsdp_plan_create(fsdp_plan_t* plan);
+
+/** Since 0.11: frees a plan and sets *plan to NULL. Local.
+ *  @param[in,out] plan the plan
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (plan NULL); INVALID_HANDLE or DESTROYED_HANDLE */
+FSDP_EXPORT fsdp_status_t fsdp_plan_destroy(fsdp_plan_t* plan);
+
+/** Since 0.11: appends a unit described as fsdp_unit_create describes one (the same rules). Local.
+ *  @param[in] plan the plan
+ *  @param[in] name NULL or a label for messages and the description
+ *  @param[in] nparams number of parameters, >= 1
+ *  @param[in] descs nparams descriptors
+ *  @param[out] unit_index may be NULL; the unit's index (units count from 0 in order)
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (a descriptor, naming it); INVALID_HANDLE or
+ * DESTROYED_HANDLE */
+FSDP_EXPORT fsdp_status_t fsdp_plan_add_unit(fsdp_plan_t plan, const char* name, int nparams,
+                                             const fsdp_param_desc_t* descs, int* unit_index);
+
+/** Since 0.11: as fsdp_unit_tie (the same rules): parameter `owner_index` of unit `owner_unit`
+ *  used by unit `user_unit` under `alias`, stored and reduced once, in the owner. Local.
+ *  @param[in] plan the plan
+ *  @param[in] user_unit the unit that uses the parameter
+ *  @param[in] alias its name there, unique in the user
+ *  @param[in] owner_unit the unit that stores it
+ *  @param[in] owner_index the parameter's index in the owner
+ *  @param[out] alias_index may be NULL; the index under which the user sees it
+ *  @return FSDP_SUCCESS; OUT_OF_RANGE (a unit or parameter index); INVALID_ARGUMENT (alias
+ * NULL/empty/taken, owner the user itself or itself tied); INVALID_HANDLE or DESTROYED_HANDLE */
+FSDP_EXPORT fsdp_status_t fsdp_plan_tie(fsdp_plan_t plan, int user_unit, const char* alias,
+                                        int owner_unit, int owner_index, int* alias_index);
+
+/** Since 0.11: fills an empty plan with a model read from a file. Local.
+ *  @param[in] plan the plan, without units
+ *  @param[in] path the file
+ *  @param[in] format what the file holds
+ *  @return FSDP_SUCCESS; STATE (the plan has units); INVALID_ARGUMENT (path NULL/empty, format
+ * unknown, a field the model cannot use, naming it); IO; FORMAT; UNSUPPORTED (an architecture
+ * that is not a GPT-2 or Llama decoder); INVALID_HANDLE or DESTROYED_HANDLE */
+FSDP_EXPORT fsdp_status_t fsdp_plan_read_model(fsdp_plan_t plan, const char* path,
+                                               fsdp_plan_model_format_t format);
+
+/** Since 0.11: what rank `rank` of `job` holds over a training step (every rank holds the same).
+ *  Local.
+ *  @param[in] plan the plan, with at least one unit
+ *  @param[in] job NULL for FSDP_PLAN_JOB_INIT, or a job with `size` set
+ *  @param[in] rank in [0, job->world_size)
+ *  @param[out] memory memory->size set by the caller
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (a job field, or its config's, naming it: a sharding
+ * factor that does not divide the world, ranks_per_node not dividing world_size, a dtype the
+ * parameters cannot take); OUT_OF_RANGE (rank); STATE (no units); UNSUPPORTED (a memory space or
+ * transport the plan does not model: doc/planning-model.md); INVALID_HANDLE or DESTROYED_HANDLE
+ */
+FSDP_EXPORT fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job_t* job,
+                                           int rank, fsdp_plan_memory_t* memory);
+
+/** Since 0.11: what rank `rank` of `job` communicates over a training step. Local.
+ *  @param[in] plan the plan, with at least one unit
+ *  @param[in] job NULL for FSDP_PLAN_JOB_INIT, or a job with `size` set
+ *  @param[in] rank in [0, job->world_size)
+ *  @param[out] traffic traffic->size set by the caller
+ *  @return as fsdp_plan_memory, without UNSUPPORTED */
+FSDP_EXPORT fsdp_status_t fsdp_plan_traffic(fsdp_plan_t plan, const fsdp_plan_job_t* job,
+                                            int rank, fsdp_plan_traffic_t* traffic);
+
+/** Since 0.11: the plan of rank `rank` as one NUL-terminated JSON object: {"world_size",
+ *  "ranks_per_node", "rank", "sharding_factor", "replicas", "units": [{"name", "params",
+ *  "numel", "shard_bytes", "unsharded_bytes", "grad_shard_bytes"}], "memory": {the fields of
+ *  fsdp_plan_memory_t} or null where the memory plan is unsupported, "traffic": {the fields of
+ *  fsdp_plan_traffic_t}}. Copies it into `json` if `capacity` allows (json may be NULL to ask
+ *  the length) and sets *length (may be NULL) to its length without the NUL. Local.
+ *  @param[in] plan the plan, with at least one unit
+ *  @param[in] job NULL for FSDP_PLAN_JOB_INIT, or a job with `size` set
+ *  @param[in] rank in [0, job->world_size)
+ *  @param[out] json may be NULL; receives the description if it fits
+ *  @param[in] capacity bytes at json
+ *  @param[out] length may be NULL; the description's length without the NUL
+ *  @return as fsdp_plan_traffic; INVALID_ARGUMENT (capacity too small) */
+FSDP_EXPORT fsdp_status_t fsdp_plan_describe(fsdp_plan_t plan, const fsdp_plan_job_t* job,
+                                             int rank, char* json, size_t capacity,
+                                             size_t* length);
+
 #ifdef __cplusplus
 }
 #endif

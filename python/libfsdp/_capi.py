@@ -59,6 +59,7 @@ Config, ParamDesc, UnitOptions = _abi.Config, _abi.ParamDesc, _abi.UnitOptions
 MemoryStats, Hyperparams = _abi.MemoryStats, _abi.Hyperparams
 CheckpointOptions, CheckpointReport = _abi.CheckpointOptions, _abi.CheckpointReport
 SafetensorsOptions, CheckpointCheckOptions = _abi.SafetensorsOptions, _abi.CheckpointCheckOptions
+PlanJob, PlanMemory, PlanTraffic = _abi.PlanJob, _abi.PlanMemory, _abi.PlanTraffic
 
 
 def _enum(typedef):

@@ -7,7 +7,7 @@
 namespace fsdp::capi {
 namespace {
 
-enum class Kind { Context, Unit, Optimizer, GradScaler, Request };
+enum class Kind { Context, Unit, Optimizer, GradScaler, Request, Plan };
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -16,6 +16,7 @@ const char* kind_name(Kind k) {
     case Kind::Optimizer: return "optimizer";
     case Kind::GradScaler: return "grad scaler";
     case Kind::Request: return "request";
+    case Kind::Plan: return "plan";
   }
   return "handle";
 }
@@ -87,6 +88,9 @@ void register_grad_scaler(GradScaler* s) {
 void register_request(Request* r) {
   add(r, Kind::Request);
 }
+void register_plan(plan::PlanModel* p) {
+  add(p, Kind::Plan);
+}
 
 void retire(const void* h, Retired why) noexcept {
   Registry& r = registry();
@@ -140,6 +144,10 @@ Request& request_from(fsdp_request_t h, const char* arg) {
   Request& r = *static_cast<Request*>(const_cast<void*>(lookup(h, Kind::Request, arg)));
   live(*r.context, arg);
   return r;
+}
+
+plan::PlanModel& plan_from(fsdp_plan_t h, const char* arg) {
+  return *static_cast<plan::PlanModel*>(const_cast<void*>(lookup(h, Kind::Plan, arg)));
 }
 
 GradScaler& grad_scaler_from(fsdp_grad_scaler_t h, const char* arg) {

@@ -7,6 +7,7 @@
 #include "fsdp.h"
 #include "optim/grad_scaler.hpp"
 #include "optim/optimizer.hpp"
+#include "plan/plan_model.hpp"
 
 namespace fsdp::capi {
 
@@ -17,6 +18,7 @@ void register_unit(Unit* u);
 void register_optimizer(Optimizer* o);
 void register_grad_scaler(GradScaler* s);
 void register_request(Request* r);
+void register_plan(plan::PlanModel* p);
 void retire(const void* handle, Retired why) noexcept;
 
 // Throw InvalidHandle / DestroyedHandle / Finalized naming `arg`, and Aborted for an object of an
@@ -32,6 +34,8 @@ std::size_t trainable_index(const Unit& u, int index);
 Optimizer& optimizer_from(fsdp_optimizer_t h, const char* arg);
 GradScaler& grad_scaler_from(fsdp_grad_scaler_t h, const char* arg);
 Request& request_from(fsdp_request_t h, const char* arg);
+// A plan has no context: only the handle itself is checked.
+plan::PlanModel& plan_from(fsdp_plan_t h, const char* arg);
 
 inline fsdp_context_t to_handle(Context* c) {
   return reinterpret_cast<fsdp_context_t>(c);
@@ -47,6 +51,9 @@ inline fsdp_grad_scaler_t to_handle(GradScaler* s) {
 }
 inline fsdp_request_t to_handle(Request* r) {
   return reinterpret_cast<fsdp_request_t>(r);
+}
+inline fsdp_plan_t to_handle(plan::PlanModel* p) {
+  return reinterpret_cast<fsdp_plan_t>(p);
 }
 
 }  // namespace fsdp::capi

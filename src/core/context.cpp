@@ -249,7 +249,7 @@ void Context::trim() {
 
 std::size_t Context::unsharded_model_bytes() const {
   std::size_t bytes = 0;
-  for (const auto& [id, u] : units_) bytes += u->layout().numel() * u->layout().element_size();
+  for (const auto& [id, u] : units_) bytes += u->bytes().model();
   return bytes;
 }
 

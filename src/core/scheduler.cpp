@@ -121,8 +121,9 @@ void Scheduler::prefetch_after(Unit& u) {
   const std::vector<uint64_t>& prev = previous_[k];
   const std::size_t pos = rec.size() - 1;
   // Only while this iteration follows the previous one's order; the same decision on every rank.
-  if (!prefetch_[k] || pos + 1 >= prev.size() || prev[pos] != u.id()) return;
-  Unit* next = ctx_.find_unit(prev[pos + 1]);
+  const std::optional<uint64_t> candidate = prefetch_candidate(prev, pos, u.id());
+  if (!prefetch_[k] || !candidate) return;
+  Unit* next = ctx_.find_unit(*candidate);
   if (!next || next->is_unsharded()) return;
   make_room();
   if (held_units() >= ctx_.options().max_unsharded) {  // held by the caller: skip, do not block

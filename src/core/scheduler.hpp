@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "diag/call_log.hpp"
@@ -26,6 +27,16 @@ struct Request {
 };
 
 enum class Phase : int { None = 0, Forward = 1, Backward = 2 };
+
+// Prefetch's prediction (paper, "Backward and forward prefetching"): after the caller's unshard of
+// unit `id`, its `pos`-th of this phase, the unit that followed it in the previous iteration's
+// same phase (`previous`, unit ids in unshard order), while this iteration follows that order;
+// nothing otherwise. The planner predicts by the same rule (plan/memory_plan.hpp).
+inline std::optional<uint64_t> prefetch_candidate(const std::vector<uint64_t>& previous,
+                                                  std::size_t pos, uint64_t id) {
+  if (pos + 1 >= previous.size() || previous[pos] != id) return std::nullopt;
+  return previous[pos + 1];
+}
 
 // What prefetch did since the context was created (fsdp_memory_stats).
 struct PrefetchStats {

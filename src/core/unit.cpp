@@ -176,7 +176,7 @@ void Unit::fold_into_accumulated() {
   const DType r = precision_.reduce, p = precision_.param;
   ctx_.memory().take_from_caller();  // the gradient the caller computed on its stream
   if (!accumulated_) {
-    accumulated_ = ctx_.pool().acquire(n * dtype_size(r), BufferPool::Use::ReduceCopies);
+    accumulated_ = ctx_.pool().acquire(bytes().reduce_input(), BufferPool::Use::ReduceCopies);
     ctx_.memory().kernels().convert(accumulated_.data(), r, full_grad_.data(), p, n);
   } else {
     ctx_.memory().kernels().scaled(accumulated_.data(), r, full_grad_.data(), p, n, 1.0,
@@ -237,16 +237,23 @@ void Unit::check_tie(const std::string& alias, const Unit& owner) const {
   if (&owner == this)
     fail(Errc::InvalidArgument,
          "owner: the same unit as user; a parameter used twice in one unit needs no tie");
-  for (const ParamSpec& p : layout_.params())
+  std::vector<std::string> aliases;
+  for (const Tie& t : ties_) aliases.push_back(t.alias);
+  check_tie_names(layout_.params(), aliases, label(), alias, !owner.ties().empty(), owner.label());
+}
+
+void check_tie_names(const std::vector<ParamSpec>& user_params,
+                     const std::vector<std::string>& user_aliases, const std::string& user,
+                     const std::string& alias, bool owner_uses_ties, const std::string& owner) {
+  for (const ParamSpec& p : user_params)
     if (p.name == alias)
-      fail(Errc::InvalidArgument, "alias = '" + alias + "': already a parameter of " + label());
-  for (const Tie& t : ties_)
-    if (t.alias == alias)
-      fail(Errc::InvalidArgument, "alias = '" + alias + "': already a tie of " + label());
-  if (!owner.ties().empty())
-    fail(Errc::InvalidArgument, "owner: " + owner.label() +
-                                    " uses ties itself; tie to the unit that stores the "
-                                    "parameter");
+      fail(Errc::InvalidArgument, "alias = '" + alias + "': already a parameter of " + user);
+  for (const std::string& a : user_aliases)
+    if (a == alias)
+      fail(Errc::InvalidArgument, "alias = '" + alias + "': already a tie of " + user);
+  if (owner_uses_ties)
+    fail(Errc::InvalidArgument,
+         "owner: " + owner + " uses ties itself; tie to the unit that stores the parameter");
 }
 
 std::optional<Error> Unit::destroy_refusal() const {
@@ -366,16 +373,14 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
     reduce_copy_ = std::move(accumulated_);
     full = reduce_copy_.located();
   } else if (r != precision_.param) {  // converted here: the progress thread only communicates
-    reduce_copy_ = ctx_.pool().acquire(layout_.grad_padded_numel() * dtype_size(r),
-                                       BufferPool::Use::ReduceCopies);
+    reduce_copy_ = ctx_.pool().acquire(bytes().reduce_input(), BufferPool::Use::ReduceCopies);
     ctx_.memory().kernels().convert(reduce_copy_.data(), r, full.data, precision_.param,
                                     layout_.grad_padded_numel());
     full_grad_.reset();
     full = reduce_copy_.located();
   }
   auto body = [this, full, r, out, store, now] {
-    TraceSpan s(ctx_.trace(), "reduce_scatter", trace_name(),
-                layout_.grad_padded_numel() * dtype_size(r), now ? 0 : 1);
+    TraceSpan s(ctx_.trace(), "reduce_scatter", trace_name(), bytes().reduce_input(), now ? 0 : 1);
     reduce_into(full, r, out, store);
   };
   CommWorker& w = ctx_.worker();
@@ -402,7 +407,7 @@ void Unit::reduce_into(const Located& full, DType r, void* out, Store store) {
     ctx_.transport().reduce_scatter(full, n, r, groups.shard(), {out, st, divisor, store});
   } else {
     // Hybrid: the shard group's sum, then the sum over replicas, then one division by W.
-    void* partial = ctx_.partial_sums().get(n * dtype_size(r));
+    void* partial = ctx_.partial_sums().get(bytes().partial_sum());
     ctx_.transport().reduce_scatter(full, n, r, groups.shard(), {partial, r, 1.0, Store::Assign});
     ctx_.transport().all_reduce(partial, n, r, groups.replicate());
     ctx_.memory().kernels().scaled(out, st, partial, r, n, divisor, store);

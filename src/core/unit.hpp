@@ -18,6 +18,7 @@
 #include "base/store.hpp"
 #include "core/flat_layout.hpp"
 #include "core/precision.hpp"
+#include "core/unit_bytes.hpp"
 #include "runtime/buffer_pool.hpp"
 #include "runtime/comm_worker.hpp"
 #include "runtime/unsharded_storage.hpp"
@@ -35,6 +36,14 @@ struct Tie {
   uint64_t owner_id = 0;
   std::size_t owner_index = 0;
 };
+
+// The rules of a tie that need no unit, only names (the planner checks a model by them too):
+// `alias` is neither a parameter of the user (`user_params`) nor one of its aliases, and the
+// owner uses no ties itself (a tie names the unit that stores the parameter). Throws
+// InvalidArgument naming alias or owner; `user` and `owner` label the units for the message.
+void check_tie_names(const std::vector<ParamSpec>& user_params,
+                     const std::vector<std::string>& user_aliases, const std::string& user,
+                     const std::string& alias, bool owner_uses_ties, const std::string& owner);
 
 class Unit {
  public:
@@ -148,16 +157,11 @@ class Unit {
   }
   ShardSlice slice(std::size_t i) const;
 
-  std::size_t shard_bytes() const { return layout_.shard_numel() * layout_.element_size(); }
-  std::size_t grad_shard_bytes() const {
-    return layout_.grad_shard_numel() * layout_.element_size();
-  }
-  std::size_t unsharded_bytes() const {
-    return layout_.padded_numel() * dtype_size(precision_.param);
-  }
-  std::size_t full_grad_bytes() const {
-    return layout_.grad_padded_numel() * dtype_size(precision_.param);
-  }
+  UnitBytes bytes() const { return {layout_, precision_}; }
+  std::size_t shard_bytes() const { return bytes().shard(); }
+  std::size_t grad_shard_bytes() const { return bytes().grad_shard(); }
+  std::size_t unsharded_bytes() const { return bytes().unsharded(); }
+  std::size_t full_grad_bytes() const { return bytes().full_grad(); }
 
  private:
   char* element(void* base, std::size_t i, DType t) const;

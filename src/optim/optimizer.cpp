@@ -142,11 +142,15 @@ void Optimizer::keep_hyperparams(int group, const HyperParams& h) {
   amsgrad_state_ = amsgrad_state_ || h.amsgrad;
 }
 
+int kept_state_buffers(OptimizerKind kind, bool any_momentum, bool amsgrad) {
+  if (kind == OptimizerKind::AdamW) return amsgrad ? 3 : 2;
+  return any_momentum ? 1 : 0;
+}
+
 int Optimizer::state_buffers() const {
-  if (kind_ == OptimizerKind::AdamW) return amsgrad_state_ ? 3 : 2;
-  for (const Group& g : groups_)
-    if (g.params.momentum != 0) return 1;
-  return 0;
+  bool any_momentum = false;
+  for (const Group& g : groups_) any_momentum = any_momentum || g.params.momentum != 0;
+  return kept_state_buffers(kind_, any_momentum, amsgrad_state_);
 }
 
 void Optimizer::allocate_buffer(UnitState& s, int b) {

@@ -52,6 +52,11 @@ struct StateBuffer {
   const char* kept_when;
 };
 const std::vector<StateBuffer>& state_buffers(OptimizerKind kind);
+// How many of state_buffers(kind), from the first, an optimizer allocates for each unit it steps
+// (each the size of the unit's gradient shard): SGD its momentum buffer only when a group has
+// momentum (without momentum the update needs no state); AdamW both moments, and max_exp_avg_sq
+// once a group has or had amsgrad.
+int kept_state_buffers(OptimizerKind kind, bool any_momentum, bool amsgrad);
 
 // What a kind's update reads: its hyperparameters (fsdp_hyperparams_t's field names), and
 // whether it reads the update count itself (AdamW's bias correction) or only whether it is 0

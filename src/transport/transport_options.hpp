@@ -4,7 +4,10 @@
 // nodes.
 #pragma once
 
+#include <climits>
 #include <cstddef>
+
+#include "base/dtype.hpp"
 
 namespace fsdp {
 
@@ -21,5 +24,36 @@ struct MpiTransportOptions {
   // ranks than cores) costs a scheduler time slice: the context sets 0 there.
   std::size_t ring_piece_bytes = std::size_t(256) << 10;
 };
+
+// The MPI transport's choices for a reduce-scatter of `block_count` elements of `t` per rank over
+// `ranks` ranks (> 1), and the communication scratch each needs; the planner predicts that scratch
+// from the same rules (plan/memory_plan.hpp).
+// Ring or MPI_Reduce_scatter_block: MPI reduces predefined types only, with an int count.
+inline bool reduce_scatter_uses_ring(const MpiTransportOptions& o, std::size_t block_count, DType t,
+                                     int ranks) {
+  const bool mpi_can = (t == DType::Float32 || t == DType::Float64) &&
+                       block_count <= static_cast<std::size_t>(INT_MAX);
+  if (!mpi_can) return true;
+  switch (o.algorithm) {
+    case ReduceScatterAlgorithm::Ring: return true;
+    case ReduceScatterAlgorithm::Mpi: return false;
+    case ReduceScatterAlgorithm::Auto: break;
+  }
+  return ranks == 2 || block_count * dtype_size(t) >= o.ring_min_block_bytes;
+}
+// Elements a ring step moves at once (and receives into scratch).
+inline std::size_t ring_piece_numel(const MpiTransportOptions& o, std::size_t block_count,
+                                    DType t) {
+  const std::size_t piece = o.ring_piece_bytes / dtype_size(t);
+  return piece == 0 || piece > block_count ? block_count : piece;
+}
+// The ring's incoming piece, or MPI_Reduce_scatter_block's reduced block; none over one rank.
+inline std::size_t reduce_scatter_scratch_bytes(const MpiTransportOptions& o,
+                                                std::size_t block_count, DType t, int ranks) {
+  if (ranks == 1) return 0;
+  return (reduce_scatter_uses_ring(o, block_count, t, ranks) ? ring_piece_numel(o, block_count, t)
+                                                             : block_count) *
+         dtype_size(t);
+}
 
 }  // namespace fsdp

@@ -26,15 +26,6 @@ void MpiTransport::all_gather(const void* shard, const Located& full_at, std::si
       "MPI_Allgather");
 }
 
-bool MpiTransport::use_ring(std::size_t block_bytes, const Group& g) const {
-  switch (options_.algorithm) {
-    case ReduceScatterAlgorithm::Ring: return true;
-    case ReduceScatterAlgorithm::Mpi: return false;
-    case ReduceScatterAlgorithm::Auto: break;
-  }
-  return g.size == 2 || block_bytes >= options_.ring_min_block_bytes;
-}
-
 void MpiTransport::reduce_scatter(const Located& full_at, std::size_t block_count, DType t,
                                   const Group& g, const ReduceEpilogue& epilogue) {
   void* full = full_at.data;
@@ -43,10 +34,7 @@ void MpiTransport::reduce_scatter(const Located& full_at, std::size_t block_coun
                  epilogue.store);
     return;
   }
-  // MPI_Reduce_scatter_block takes an int count and reduces only predefined types.
-  const bool mpi_can = (t == DType::Float32 || t == DType::Float64) &&
-                       block_count <= static_cast<std::size_t>(INT_MAX);
-  if (!mpi_can || use_ring(block_count * dtype_size(t), g))
+  if (reduce_scatter_uses_ring(options_, block_count, t, g.size))
     ring_reduce_scatter(full, block_count, t, g, epilogue);
   else
     mpi_reduce_scatter(full, block_count, t, g, epilogue);
@@ -61,8 +49,7 @@ void MpiTransport::ring_reduce_scatter(void* full, std::size_t block_count, DTyp
   const int n = g.size, r = g.rank;
   const int next = (r + 1) % n, prev = (r - 1 + n) % n;
   const std::size_t esize = dtype_size(t), block_bytes = block_count * esize;
-  std::size_t piece = options_.ring_piece_bytes / esize;
-  if (piece == 0 || piece > block_count) piece = block_count;
+  const std::size_t piece = ring_piece_numel(options_, block_count, t);
   void* incoming = scratch_.get(piece * esize);
   for (int s = 0; s < n - 1; ++s) {
     const int send_block = (r - s - 1 + 2 * n) % n, recv_block = (r - s - 2 + 2 * n) % n;

@@ -27,7 +27,6 @@ class MpiTransport final : public Transport {
   void all_reduce(void* buf, std::size_t count, DType t, const Group& g) override;
 
  private:
-  bool use_ring(std::size_t block_bytes, const Group& g) const;
   void ring_reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,
                            const ReduceEpilogue& epilogue);
   void mpi_reduce_scatter(void* full, std::size_t block_count, DType t, const Group& g,

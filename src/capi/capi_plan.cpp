@@ -1,0 +1,316 @@
+// C entry points of the planner (fsdp_plan_*): a model built through descriptors or read from a
+// file, and a job read as fsdp_init reads its config, handed to plan/ (memory_plan.hpp,
+// traffic_plan.hpp). Every call is local and changes nothing when it fails.
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "capi/config.hpp"
+#include "capi/descriptors.hpp"
+#include "capi/guard.hpp"
+#include "capi/handles.hpp"
+#include "capi/hyperparams.hpp"
+#include "capi/sized_struct.hpp"
+#include "checkpoint/json_text.hpp"
+#include "core/unit.hpp"
+#include "plan/memory_plan.hpp"
+#include "plan/model_sources.hpp"
+#include "plan/traffic_plan.hpp"
+
+using fsdp::Errc;
+using fsdp::fail;
+using fsdp::capi::enum_int;
+using fsdp::capi::guard;
+using fsdp::capi::plan_from;
+using fsdp::plan::PlanJob;
+using fsdp::plan::PlanModel;
+
+namespace {
+
+void require_output(const void* p, const char* arg) {
+  if (!p) fail(Errc::InvalidArgument, std::string(arg) + ": NULL output pointer");
+}
+
+// The job's fields over FSDP_PLAN_JOB_INIT, its config as fsdp_init reads one (environment
+// included), and the optimizer's hyperparameters as fsdp_optimizer_create reads them.
+PlanJob read_job(const fsdp_plan_job_t* in) {
+  const fsdp_plan_job_t defaults = FSDP_PLAN_JOB_INIT;
+  const fsdp_plan_job_t j =
+      in ? fsdp::capi::read_sized(*in, defaults, "job", "FSDP_PLAN_JOB_INIT") : defaults;
+  PlanJob job;
+  job.options = fsdp::capi::options_from_config(j.config);
+  fsdp::apply_environment(job.options);
+  job.world_size = j.world_size;
+  if (j.ranks_per_node < 0)
+    fail(Errc::InvalidArgument, "job->ranks_per_node = " + std::to_string(j.ranks_per_node) +
+                                    ": must be >= 1, or 0 for one node of world_size ranks");
+  job.ranks_per_node = j.ranks_per_node == 0 ? j.world_size : j.ranks_per_node;
+  fsdp::plan::job_topology(job);  // world_size and ranks_per_node, named
+  if (j.no_optimizer != 0 && j.no_optimizer != 1)
+    fail(Errc::InvalidArgument,
+         "job->no_optimizer = " + std::to_string(j.no_optimizer) + ": must be 0 or 1");
+  for (const auto& [value, field] :
+       {std::pair<int, const char*>{j.prefetch_forward, "prefetch_forward"},
+        {j.prefetch_backward, "prefetch_backward"}})
+    if (value != 0 && value != 1)
+      fail(Errc::InvalidArgument,
+           std::string("job->") + field + " = " + std::to_string(value) + ": must be 0 or 1");
+  job.prefetch_forward = j.prefetch_forward == 1;
+  job.prefetch_backward = j.prefetch_backward == 1;
+  const int kind = enum_int(j.optimizer);
+  if (kind < 0 || kind >= FSDP_OPTIMIZER_KIND_COUNT)
+    fail(Errc::InvalidArgument,
+         "job->optimizer = " + std::to_string(kind) + ": not an fsdp_optimizer_kind_t");
+  if (!j.no_optimizer) {
+    fsdp::plan::PlanOptimizer o;
+    o.kind = static_cast<fsdp::OptimizerKind>(kind);
+    o.hyperparams = fsdp::capi::read_hyperparams(j.hyperparams, o.kind, "job->hyperparams");
+    job.optimizer = o;
+  }
+  return job;
+}
+
+int unit_index(const PlanModel& m, int i, const char* arg) {
+  if (i < 0 || static_cast<std::size_t>(i) >= m.units.size())
+    fail(Errc::OutOfRange, std::string(arg) + " = " + std::to_string(i) + ": the plan has " +
+                               std::to_string(m.units.size()) + " unit(s)");
+  return i;
+}
+
+std::string unit_label(const PlanModel& m, std::size_t i) {
+  const std::string& name = m.units[i].name;
+  return "unit " + std::to_string(i) + (name.empty() ? "" : " ('" + name + "')");
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(Errc::Io, "path = '" + path + "': cannot open it: " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail(Errc::Io, "path = '" + path + "': cannot read it");
+  return text.str();
+}
+
+// Each output field once: its name (in the C struct, the description and the docs) and where it
+// is in the plan and in the C struct, for fsdp_plan_memory/traffic and fsdp_plan_describe alike.
+template <class Plan, class Out>
+struct Field {
+  const char* name;
+  std::size_t Plan::*plan;
+  size_t Out::*out;
+};
+// clang-format off
+#define FSDP_PLAN_FIELD(P, O, f) Field<P, O>{#f, &P::f, &O::f}
+// clang-format on
+using fsdp::plan::MemoryPlan;
+using fsdp::plan::TrafficPlan;
+const Field<MemoryPlan, fsdp_plan_memory_t> kMemoryFields[] = {
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, shard_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, grad_shard_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, optimizer_state_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, unsharded_model_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, peak_unsharded_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, peak_full_grad_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, peak_parameter_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, pool_cached_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, scratch_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, peak_bytes),
+};
+const Field<TrafficPlan, fsdp_plan_traffic_t> kTrafficFields[] = {
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, all_gather_bytes),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, all_gather_calls),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, reduce_scatter_bytes),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, reduce_scatter_calls),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, all_reduce_bytes),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, all_reduce_calls),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, intra_node_bytes),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, inter_node_bytes),
+};
+#undef FSDP_PLAN_FIELD
+
+template <class Plan, class Out, std::size_t N>
+Out to_c(const Plan& p, const Field<Plan, Out> (&fields)[N]) {
+  Out out{};
+  for (const Field<Plan, Out>& f : fields) out.*f.out = p.*f.plan;
+  return out;
+}
+
+template <class Fields>
+std::string json_object(const Fields& fields) {
+  std::string out = "{";
+  for (const auto& [name, value] : fields)
+    out += (out.size() > 1 ? ", \"" : "\"") + std::string(name) + "\": " + std::to_string(value);
+  return out + "}";
+}
+
+template <class Plan, class Out, std::size_t N>
+std::string to_json(const Plan& p, const Field<Plan, Out> (&fields)[N]) {
+  std::vector<std::pair<const char*, std::size_t>> values;
+  for (const Field<Plan, Out>& f : fields) values.emplace_back(f.name, p.*f.plan);
+  return json_object(values);
+}
+
+std::string describe(const PlanModel& m, const PlanJob& job, int rank) {
+  const fsdp::plan::RankPlace place = fsdp::plan::place_rank(job, rank);
+  const fsdp::plan::TrafficPlan t = fsdp::plan::plan_traffic(m, job, rank);
+  std::string memory = "null";  // where the memory plan does not model the placement
+  try {
+    memory = to_json(fsdp::plan::plan_memory(m, job), kMemoryFields);
+  } catch (const fsdp::Error& e) {
+    if (e.code() != Errc::Unsupported) throw;
+  }
+  std::string units = "[";
+  const std::vector<fsdp::plan::PlannedUnit> planned = fsdp::plan::planned_units(m, job);
+  for (std::size_t i = 0; i < planned.size(); ++i) {
+    const fsdp::UnitBytes b = planned[i].bytes();
+    units += (i ? ", {\"name\": " : "{\"name\": ") + fsdp::ckpt::json_quote(m.units[i].name) +
+             ", " +
+             json_object(std::initializer_list<std::pair<const char*, std::size_t>>{
+                             {"params", m.units[i].params.size()},
+                             {"numel", planned[i].layout.numel()},
+                             {"shard_bytes", b.shard()},
+                             {"unsharded_bytes", b.unsharded()},
+                             {"grad_shard_bytes", b.grad_shard()}})
+                 .substr(1);
+  }
+  units += "]";
+  return "{\"world_size\": " + std::to_string(job.world_size) +
+         ", \"ranks_per_node\": " + std::to_string(job.ranks_per_node) +
+         ", \"rank\": " + std::to_string(rank) +
+         ", \"sharding_factor\": " + std::to_string(place.sharding_factor) +
+         ", \"replicas\": " + std::to_string(place.replicas) + ", \"units\": " + units +
+         ", \"memory\": " + memory + ", \"traffic\": " + to_json(t, kTrafficFields) + "}";
+}
+
+}  // namespace
+
+extern "C" {
+
+fsdp_status_t fsdp_plan_create(fsdp_plan_t* plan) {
+  return guard(__func__, [&] {
+    require_output(plan, "plan");
+    auto* m = new PlanModel();
+    try {
+      fsdp::capi::register_plan(m);
+    } catch (...) {
+      delete m;
+      throw;
+    }
+    *plan = fsdp::capi::to_handle(m);
+  });
+}
+
+fsdp_status_t fsdp_plan_destroy(fsdp_plan_t* plan) {
+  return guard(__func__, [&] {
+    if (!plan) fail(Errc::InvalidArgument, "plan: NULL pointer to a plan handle");
+    PlanModel& m = plan_from(*plan, "*plan");
+    fsdp::capi::retire(&m, fsdp::capi::Retired::Destroyed);
+    delete &m;
+    *plan = nullptr;
+  });
+}
+
+fsdp_status_t fsdp_plan_add_unit(fsdp_plan_t plan, const char* name, int nparams,
+                                 const fsdp_param_desc_t* descs, int* unit_index) {
+  return guard(__func__, [&] {
+    PlanModel& m = plan_from(plan, "plan");
+    fsdp::plan::PlanUnit u;
+    u.name = name ? name : "";
+    u.params = fsdp::capi::specs_from_descriptors(nparams, descs);
+    m.units.push_back(std::move(u));
+    if (unit_index) *unit_index = static_cast<int>(m.units.size() - 1);
+  });
+}
+
+fsdp_status_t fsdp_plan_tie(fsdp_plan_t plan, int user_unit, const char* alias, int owner_unit,
+                            int owner_index, int* alias_index) {
+  return guard(__func__, [&] {
+    PlanModel& m = plan_from(plan, "plan");
+    const std::size_t user = static_cast<std::size_t>(unit_index(m, user_unit, "user_unit"));
+    const std::size_t owner = static_cast<std::size_t>(unit_index(m, owner_unit, "owner_unit"));
+    const std::size_t nowner = m.units[owner].params.size();
+    if (owner_index < 0 || static_cast<std::size_t>(owner_index) >= nowner)
+      fail(Errc::OutOfRange, unit_label(m, owner) +
+                                 ": owner_index = " + std::to_string(owner_index) +
+                                 ": the unit has " + std::to_string(nowner) + " parameters");
+    if (!alias || !*alias) fail(Errc::InvalidArgument, "alias: NULL or empty");
+    if (user == owner)
+      fail(Errc::InvalidArgument,
+           "owner_unit: the same unit as user_unit; a parameter used twice in one unit needs no "
+           "tie");
+    std::vector<std::string> aliases;
+    for (const fsdp::plan::PlanTie& t : m.units[user].ties) aliases.push_back(t.alias);
+    fsdp::check_tie_names(m.units[user].params, aliases, unit_label(m, user), alias,
+                          !m.units[owner].ties.empty(), unit_label(m, owner));
+    m.units[user].ties.push_back({alias, owner, static_cast<std::size_t>(owner_index)});
+    if (alias_index)
+      *alias_index = static_cast<int>(m.units[user].params.size() + m.units[user].ties.size() - 1);
+  });
+}
+
+fsdp_status_t fsdp_plan_read_model(fsdp_plan_t plan, const char* path,
+                                   fsdp_plan_model_format_t format) {
+  return guard(__func__, [&] {
+    PlanModel& m = plan_from(plan, "plan");
+    if (!path || !*path) fail(Errc::InvalidArgument, "path: NULL or empty");
+    const int f = enum_int(format);
+    if (f < 0 || f >= FSDP_PLAN_MODEL_FORMAT_COUNT)
+      fail(Errc::InvalidArgument,
+           "format = " + std::to_string(f) + ": not an fsdp_plan_model_format_t");
+    if (!m.units.empty())
+      fail(Errc::State, "plan: it has " + std::to_string(m.units.size()) +
+                            " unit(s) already; read a model into an empty plan");
+    switch (format) {
+      case FSDP_PLAN_MODEL_JSON:
+        m = fsdp::plan::model_from_layout_json(read_text(path), path);
+        break;
+      case FSDP_PLAN_MODEL_HF_CONFIG:
+        m = fsdp::plan::model_from_hf_config(read_text(path), path);
+        break;
+      case FSDP_PLAN_MODEL_CHECKPOINT: m = fsdp::plan::model_from_checkpoint(path); break;
+      case FSDP_PLAN_MODEL_FORMAT_COUNT: break;
+    }
+  });
+}
+
+fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
+                               fsdp_plan_memory_t* memory) {
+  return guard(__func__, [&] {
+    const PlanModel& m = plan_from(plan, "plan");
+    require_output(memory, "memory");
+    const PlanJob j = read_job(job);
+    fsdp::plan::place_rank(j, rank);
+    fsdp::capi::write_sized(memory, to_c(fsdp::plan::plan_memory(m, j), kMemoryFields), "memory");
+  });
+}
+
+fsdp_status_t fsdp_plan_traffic(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
+                                fsdp_plan_traffic_t* traffic) {
+  return guard(__func__, [&] {
+    const PlanModel& m = plan_from(plan, "plan");
+    require_output(traffic, "traffic");
+    const fsdp::plan::TrafficPlan t = fsdp::plan::plan_traffic(m, read_job(job), rank);
+    fsdp::capi::write_sized(traffic, to_c(t, kTrafficFields), "traffic");
+  });
+}
+
+fsdp_status_t fsdp_plan_describe(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank, char* json,
+                                 size_t capacity, size_t* length) {
+  return guard(__func__, [&] {
+    const PlanModel& m = plan_from(plan, "plan");
+    const std::string text = describe(m, read_job(job), rank);
+    if (json && capacity < text.size() + 1)
+      fail(Errc::InvalidArgument, "capacity = " + std::to_string(capacity) +
+                                      ": the description needs " + std::to_string(text.size() + 1) +
+                                      " bytes");
+    if (json) std::memcpy(json, text.c_str(), text.size() + 1);
+    if (length) *length = text.size();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,38 @@
+// The bytes of each buffer a unit holds or borrows, from its layout and precision alone: what the
+// unit allocates and accounts, and what the planner (plan/memory_plan.hpp) predicts without a unit.
+#pragma once
+
+#include <cstddef>
+
+#include "core/flat_layout.hpp"
+#include "core/precision.hpp"
+
+namespace fsdp {
+
+struct UnitBytes {
+  const FlatLayout& layout;
+  const Precision& precision;
+
+  // The parameter shard, in the storage dtype (the master copy).
+  std::size_t shard() const { return layout.shard_numel() * layout.element_size(); }
+  // The gradient shard (trainable section only), in the storage dtype; each optimizer state
+  // buffer is as large.
+  std::size_t grad_shard() const { return layout.grad_shard_numel() * layout.element_size(); }
+  // The unsharded parameters (padded), in param_dtype: what an all-gather fills.
+  std::size_t unsharded() const { return layout.padded_numel() * dtype_size(precision.param); }
+  // The caller's full gradient (trainable section, padded), in param_dtype.
+  std::size_t full_grad() const { return layout.grad_padded_numel() * dtype_size(precision.param); }
+  // The full gradient in reduce_dtype: what a reduce-scatter reduces (a copy when reduce_dtype is
+  // not param_dtype).
+  std::size_t reduce_input() const {
+    return layout.grad_padded_numel() * dtype_size(precision.reduce);
+  }
+  // Hybrid sharding: the shard group's partial sum, in reduce_dtype, all-reduced over replicas.
+  std::size_t partial_sum() const {
+    return layout.grad_shard_numel() * dtype_size(precision.reduce);
+  }
+  // The parameters without sharding or padding (one replica, storage dtype).
+  std::size_t model() const { return layout.numel() * layout.element_size(); }
+};
+
+}  // namespace fsdp

@@ -1,0 +1,72 @@
+#include "plan/traffic_plan.hpp"
+
+#include <vector>
+
+#include "plan/training_step.hpp"
+
+namespace fsdp::plan {
+namespace {
+
+// The ring of one group: whether this rank's successor is on another node, and the group's size.
+struct Ring {
+  int size = 1;
+  bool crosses_nodes = false;
+};
+
+class Sender {
+ public:
+  Sender(const PlanJob& job, const RankPlace& p) {
+    const int f = p.sharding_factor, rpn = job.ranks_per_node;
+    const auto node = [rpn](int position) { return position / rpn; };
+    // Shard group: F consecutive positions; replicate group: positions p % F + k F.
+    const int first = p.position / f * f;
+    shard_.size = f;
+    shard_.crosses_nodes = node(first + (p.position - first + 1) % f) != p.node;
+    replicate_.size = p.replicas;
+    const int k = p.position / f;
+    replicate_.crosses_nodes = node(p.position % f + (k + 1) % p.replicas * f) != p.node;
+  }
+  const Ring& shard() const { return shard_; }
+  const Ring& replicate() const { return replicate_; }
+
+  // What a ring collective over `r` sends to the successor: `parts` times (n-1)/n of `bytes`.
+  void send(TrafficPlan& t, const Ring& r, std::size_t bytes, std::size_t parts) const {
+    if (r.size == 1) return;
+    const std::size_t n = static_cast<std::size_t>(r.size);
+    const std::size_t sent = bytes * parts * (n - 1) / n;
+    (r.crosses_nodes ? t.inter_node_bytes : t.intra_node_bytes) += sent;
+  }
+
+ private:
+  Ring shard_, replicate_;
+};
+
+}  // namespace
+
+TrafficPlan plan_traffic(const PlanModel& model, const PlanJob& job, int rank) {
+  const RankPlace place = place_rank(job, rank);
+  const std::vector<PlannedUnit> units = planned_units(model, job);
+  const Sender sender(job, place);
+  TrafficPlan t;
+  for (const StepEvent& e : training_step(model)) {
+    if (e.kind == StepEvent::Kind::Unshard) {
+      const std::size_t b = units[e.unit].bytes().unsharded();
+      ++t.all_gather_calls;
+      t.all_gather_bytes += b;
+      sender.send(t, sender.shard(), b, 1);
+    } else if (e.kind == StepEvent::Kind::Reduce) {
+      const UnitBytes b = units[e.unit].bytes();
+      ++t.reduce_scatter_calls;
+      t.reduce_scatter_bytes += b.reduce_input();
+      sender.send(t, sender.shard(), b.reduce_input(), 1);
+      if (place.replicas > 1) {
+        ++t.all_reduce_calls;
+        t.all_reduce_bytes += b.partial_sum();
+        sender.send(t, sender.replicate(), b.partial_sum(), 2);
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace fsdp::plan

@@ -1,0 +1,258 @@
+/* Bad input to every fsdp_plan_* call: a specific status, a message naming the call and the
+ * argument (or field), and nothing changed (the plan's units and the caller's outputs stay as they
+ * were). Local calls: one rank. */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+/* The call fails with `status`, and its message names the call and `needle`. */
+#define REFUSED(call, status, fname, needle)                                           \
+  do {                                                                                 \
+    CHECK_FAILS(call, status, needle);                                                 \
+    CHECK_MSG(strstr(fsdp_last_error(), fname) != NULL, "the message names the call"); \
+  } while (0)
+
+static const int64_t kShape[2] = {6, 5};
+
+static size_t units_of(fsdp_plan_t plan) {
+  char json[4096];
+  size_t len = 0;
+  if (fsdp_plan_describe(plan, NULL, 0, json, sizeof json, &len) != FSDP_SUCCESS) return 0;
+  size_t n = 0;
+  for (const char* p = json; (p = strstr(p, "\"numel\"")) != NULL; ++p) ++n;
+  return n;
+}
+
+int main(int argc, char** argv) {
+  th_init(&argc, &argv, "test_plan_args");
+  const char* C = "fsdp_plan_create";
+  REFUSED(fsdp_plan_create(NULL), FSDP_ERR_INVALID_ARGUMENT, C, "plan");
+
+  fsdp_plan_t plan = NULL;
+  CHECK_OK(fsdp_plan_create(&plan));
+  fsdp_plan_memory_t mem = {sizeof mem};
+  /* An empty plan: nothing to plan. */
+  REFUSED(fsdp_plan_memory(plan, NULL, 0, &mem), FSDP_ERR_STATE, "fsdp_plan_memory", "no units");
+
+  /* ---- fsdp_plan_add_unit ---- */
+  const char* A = "fsdp_plan_add_unit";
+  fsdp_param_desc_t d[2] = {{"w", 2, kShape, FSDP_FLOAT32, 1}, {"b", 1, kShape, FSDP_FLOAT32, 0}};
+  int index = -7;
+  REFUSED(fsdp_plan_add_unit(NULL, "u", 2, d, &index), FSDP_ERR_INVALID_HANDLE, A, "plan");
+  REFUSED(fsdp_plan_add_unit(plan, "u", 0, d, &index), FSDP_ERR_INVALID_ARGUMENT, A, "nparams");
+  REFUSED(fsdp_plan_add_unit(plan, "u", 2, NULL, &index), FSDP_ERR_INVALID_ARGUMENT, A, "descs");
+  fsdp_param_desc_t bad[2] = {d[0], d[1]};
+  bad[1].dtype = (fsdp_dtype_t)42;
+  REFUSED(fsdp_plan_add_unit(plan, "u", 2, bad, &index), FSDP_ERR_INVALID_ARGUMENT, A,
+          "descs[1].dtype");
+  bad[1] = d[1];
+  bad[1].dtype = FSDP_BFLOAT16;
+  REFUSED(fsdp_plan_add_unit(plan, "u", 2, bad, &index), FSDP_ERR_INVALID_ARGUMENT, A,
+          "descs[1].dtype");
+  const int64_t negative[1] = {-3};
+  bad[1] = d[1];
+  bad[1].shape = negative;
+  REFUSED(fsdp_plan_add_unit(plan, "u", 2, bad, &index), FSDP_ERR_INVALID_ARGUMENT, A,
+          "descs[1].shape[0]");
+  bad[1] = d[0];
+  REFUSED(fsdp_plan_add_unit(plan, "u", 2, bad, &index), FSDP_ERR_INVALID_ARGUMENT, A,
+          "descs[1].name");
+  CHECK(index == -7);
+  CHECK_OK(fsdp_plan_add_unit(plan, "embed", 2, d, &index));
+  CHECK(index == 0);
+  CHECK_OK(fsdp_plan_add_unit(plan, NULL, 1, d, &index));
+  CHECK(index == 1);
+  CHECK(units_of(plan) == 2);
+
+  /* ---- fsdp_plan_tie ---- */
+  const char* T = "fsdp_plan_tie";
+  int alias = -7;
+  REFUSED(fsdp_plan_tie(plan, 2, "x", 0, 0, &alias), FSDP_ERR_OUT_OF_RANGE, T, "user_unit");
+  REFUSED(fsdp_plan_tie(plan, -1, "x", 0, 0, &alias), FSDP_ERR_OUT_OF_RANGE, T, "user_unit");
+  REFUSED(fsdp_plan_tie(plan, 1, "x", 5, 0, &alias), FSDP_ERR_OUT_OF_RANGE, T, "owner_unit");
+  REFUSED(fsdp_plan_tie(plan, 1, "x", 0, 2, &alias), FSDP_ERR_OUT_OF_RANGE, T, "owner_index");
+  REFUSED(fsdp_plan_tie(plan, 1, NULL, 0, 0, &alias), FSDP_ERR_INVALID_ARGUMENT, T, "alias");
+  REFUSED(fsdp_plan_tie(plan, 1, "", 0, 0, &alias), FSDP_ERR_INVALID_ARGUMENT, T, "alias");
+  REFUSED(fsdp_plan_tie(plan, 1, "w", 0, 0, &alias), FSDP_ERR_INVALID_ARGUMENT, T, "alias");
+  REFUSED(fsdp_plan_tie(plan, 1, "x", 1, 0, &alias), FSDP_ERR_INVALID_ARGUMENT, T, "owner_unit");
+  CHECK(alias == -7);
+  CHECK_OK(fsdp_plan_tie(plan, 1, "head.w", 0, 0, &alias));
+  CHECK(alias == 1);
+  REFUSED(fsdp_plan_tie(plan, 1, "head.w", 0, 1, &alias), FSDP_ERR_INVALID_ARGUMENT, T, "alias");
+  REFUSED(fsdp_plan_tie(plan, 0, "x", 1, 0, &alias), FSDP_ERR_INVALID_ARGUMENT, T, "owner");
+  CHECK(alias == 1);
+
+  /* ---- fsdp_plan_read_model (its files are another test's: only the arguments here) ---- */
+  const char* R = "fsdp_plan_read_model";
+  REFUSED(fsdp_plan_read_model(plan, NULL, FSDP_PLAN_MODEL_JSON), FSDP_ERR_INVALID_ARGUMENT, R,
+          "path");
+  REFUSED(fsdp_plan_read_model(plan, "", FSDP_PLAN_MODEL_JSON), FSDP_ERR_INVALID_ARGUMENT, R,
+          "path");
+  REFUSED(fsdp_plan_read_model(plan, "m.json", (fsdp_plan_model_format_t)9),
+          FSDP_ERR_INVALID_ARGUMENT, R, "format");
+  REFUSED(fsdp_plan_read_model(plan, "m.json", FSDP_PLAN_MODEL_JSON), FSDP_ERR_STATE, R, "plan");
+  CHECK(units_of(plan) == 2);
+
+  /* ---- fsdp_plan_memory and fsdp_plan_traffic: the job ---- */
+  const char* M = "fsdp_plan_memory";
+  fsdp_config_t cfg = FSDP_CONFIG_INIT;
+  cfg.transport = FSDP_TRANSPORT_MPI;
+  fsdp_plan_job_t job = FSDP_PLAN_JOB_INIT;
+  job.config = &cfg;
+  job.world_size = 4;
+  job.ranks_per_node = 2;
+  memset(&mem, 0xab, sizeof mem);
+  mem.size = sizeof mem;
+  fsdp_plan_memory_t untouched = mem;
+  REFUSED(fsdp_plan_memory(NULL, &job, 0, &mem), FSDP_ERR_INVALID_HANDLE, M, "plan");
+  REFUSED(fsdp_plan_memory(plan, &job, 0, NULL), FSDP_ERR_INVALID_ARGUMENT, M, "memory");
+  REFUSED(fsdp_plan_memory(plan, &job, 4, &mem), FSDP_ERR_OUT_OF_RANGE, M, "rank");
+  REFUSED(fsdp_plan_memory(plan, &job, -1, &mem), FSDP_ERR_OUT_OF_RANGE, M, "rank");
+  fsdp_plan_job_t j = job;
+  j.size = 0;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "job->size");
+  j = job;
+  j.world_size = 0;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "job->world_size");
+  j = job;
+  j.ranks_per_node = 3;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "job->ranks_per_node");
+  j.ranks_per_node = -1;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "job->ranks_per_node");
+  j = job;
+  j.optimizer = (fsdp_optimizer_kind_t)7;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "job->optimizer");
+  j = job;
+  j.no_optimizer = 2;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "job->no_optimizer");
+  j = job;
+  j.prefetch_backward = 2;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M,
+          "job->prefetch_backward");
+  fsdp_hyperparams_t hp = FSDP_SGD_DEFAULTS;
+  hp.amsgrad = 1;
+  j = job;
+  j.optimizer = FSDP_OPTIMIZER_SGD;
+  j.hyperparams = &hp;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M,
+          "job->hyperparams.amsgrad");
+  fsdp_config_t c = cfg;
+  j = job;
+  j.config = &c;
+  c.strategy = FSDP_HYBRID_SHARD;
+  c.sharding_factor = 3;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M,
+          "sharding_factor = 3 does not divide");
+  c = cfg;
+  c.sharding_factor = 2; /* full shard over 4 ranks */
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "sharding_factor");
+  c = cfg;
+  c.param_dtype = (fsdp_dtype_t)17;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "param_dtype");
+  c = cfg;
+  c.param_dtype = FSDP_FLOAT64; /* float32 parameters do not compute in float64 */
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "unit 0 ('embed')");
+  c = cfg;
+  c.size = 3;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "cfg->size");
+  c = cfg;
+  c.transport = FSDP_TRANSPORT_SHM;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_UNSUPPORTED, M, "cfg->transport");
+  c = cfg;
+  c.memory_space = FSDP_MEMORY_CUDA;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_UNSUPPORTED, M, "cfg->memory_space");
+  fsdp_plan_memory_t small = {1};
+  REFUSED(fsdp_plan_memory(plan, &job, 0, &small), FSDP_ERR_INVALID_ARGUMENT, M, "memory->size");
+  CHECK_MSG(memcmp(&mem, &untouched, sizeof mem) == 0, "a refused call leaves memory as it was");
+  CHECK_OK(fsdp_plan_memory(plan, &job, 3, &mem));
+  CHECK(mem.shard_bytes > 0 && mem.peak_bytes >= mem.shard_bytes);
+
+  const char* F = "fsdp_plan_traffic";
+  fsdp_plan_traffic_t tr;
+  memset(&tr, 0xcd, sizeof tr);
+  tr.size = sizeof tr;
+  fsdp_plan_traffic_t tr_before = tr;
+  REFUSED(fsdp_plan_traffic(plan, &job, 0, NULL), FSDP_ERR_INVALID_ARGUMENT, F, "traffic");
+  REFUSED(fsdp_plan_traffic(plan, &job, 9, &tr), FSDP_ERR_OUT_OF_RANGE, F, "rank");
+  j = job;
+  j.ranks_per_node = 3;
+  REFUSED(fsdp_plan_traffic(plan, &j, 0, &tr), FSDP_ERR_INVALID_ARGUMENT, F, "job->ranks_per_node");
+  CHECK_MSG(memcmp(&tr, &tr_before, sizeof tr) == 0, "a refused call leaves traffic as it was");
+  /* The traffic plan does not depend on where memory lives. */
+  c = cfg;
+  c.transport = FSDP_TRANSPORT_SHM;
+  j = job;
+  j.config = &c;
+  CHECK_OK(fsdp_plan_traffic(plan, &j, 0, &tr));
+  CHECK(tr.all_gather_calls == 6 && tr.reduce_scatter_calls == 2 && tr.all_reduce_calls == 0);
+
+  /* The ring model at a scale the other test cannot run: 512 ranks, 8 to a node, one unit of
+   * 1024 float32 (4096 bytes unsharded, 512 a shard of 8). Hybrid over nodes: all-gathers and the
+   * reduce-scatter stay in the node ((F-1)/F of each buffer to the next rank of the node), the
+   * all-reduce of the 512-byte partial sum goes to the same index on the next node, 2(R-1)/R of
+   * it. Full sharding: rank 0 sends to rank 1 (its node), rank 7 to rank 8 (the next node). */
+  {
+    fsdp_plan_t one = NULL;
+    const int64_t n1[1] = {1024};
+    fsdp_param_desc_t d1 = {"w", 1, n1, FSDP_FLOAT32, 1};
+    CHECK_OK(fsdp_plan_create(&one));
+    CHECK_OK(fsdp_plan_add_unit(one, "u", 1, &d1, NULL));
+    fsdp_config_t hybrid = cfg;
+    hybrid.strategy = FSDP_HYBRID_SHARD;
+    fsdp_plan_job_t big = job;
+    big.config = &hybrid;
+    big.world_size = 512;
+    big.ranks_per_node = 8;
+    fsdp_plan_traffic_t t = {sizeof t};
+    CHECK_OK(fsdp_plan_traffic(one, &big, 0, &t));
+    CHECK(t.all_gather_calls == 2 && t.all_gather_bytes == 2 * 4096);
+    CHECK(t.reduce_scatter_calls == 1 && t.reduce_scatter_bytes == 4096);
+    CHECK(t.all_reduce_calls == 1 && t.all_reduce_bytes == 512);
+    CHECK(t.intra_node_bytes == 3 * 4096 * 7 / 8);
+    CHECK(t.inter_node_bytes == 2 * 512 * 63 / 64);
+    big.config = &cfg; /* full shard over 512: 4096 bytes padded to 512 blocks of 8 elements */
+    CHECK_OK(fsdp_plan_traffic(one, &big, 0, &t));
+    const size_t full = 512 * 8 * 4; /* padded unsharded bytes */
+    CHECK(t.all_gather_bytes == 2 * full && t.all_reduce_calls == 0);
+    CHECK(t.intra_node_bytes == 3 * (full * 511 / 512) && t.inter_node_bytes == 0);
+    CHECK_OK(fsdp_plan_traffic(one, &big, 7, &t));
+    CHECK(t.inter_node_bytes == 3 * (full * 511 / 512) && t.intra_node_bytes == 0);
+    fsdp_plan_memory_t bm = {sizeof bm};
+    CHECK_OK(fsdp_plan_memory(one, &big, 511, &bm));
+    CHECK(bm.shard_bytes == 8 * 4 && bm.peak_unsharded_bytes == full);
+    CHECK_OK(fsdp_plan_destroy(&one));
+  }
+
+  /* ---- fsdp_plan_describe ---- */
+  const char* D = "fsdp_plan_describe";
+  size_t len = 0;
+  CHECK_OK(fsdp_plan_describe(plan, &job, 1, NULL, 0, &len));
+  char json[8192];
+  CHECK(len > 0 && len < sizeof json);
+  memset(json, 'x', sizeof json);
+  REFUSED(fsdp_plan_describe(plan, &job, 1, json, len, NULL), FSDP_ERR_INVALID_ARGUMENT, D,
+          "capacity");
+  CHECK_MSG(json[0] == 'x', "a refused describe writes nothing");
+  REFUSED(fsdp_plan_describe(plan, &job, 4, json, sizeof json, NULL), FSDP_ERR_OUT_OF_RANGE, D,
+          "rank");
+  CHECK_OK(fsdp_plan_describe(plan, &job, 1, json, sizeof json, NULL));
+  CHECK(strlen(json) == len && strncmp(json, "{\"world_size\": 4, \"ranks_per_node\": 2", 37) == 0);
+  CHECK(strstr(json, "\"name\": \"embed\"") != NULL);
+  CHECK(strstr(json, "\"memory\": {\"shard_bytes\": ") != NULL);
+  j.config = &c; /* shared memory: no memory plan, still a description */
+  CHECK_OK(fsdp_plan_describe(plan, &j, 1, json, sizeof json, NULL));
+  CHECK(strstr(json, "\"memory\": null") != NULL);
+
+  /* ---- fsdp_plan_destroy ---- */
+  const char* X = "fsdp_plan_destroy";
+  REFUSED(fsdp_plan_destroy(NULL), FSDP_ERR_INVALID_ARGUMENT, X, "plan");
+  fsdp_plan_t none = NULL;
+  REFUSED(fsdp_plan_destroy(&none), FSDP_ERR_INVALID_HANDLE, X, "plan");
+  fsdp_plan_t copy = plan;
+  CHECK_OK(fsdp_plan_destroy(&plan));
+  CHECK(plan == NULL);
+  REFUSED(fsdp_plan_destroy(&copy), FSDP_ERR_DESTROYED_HANDLE, X, "plan");
+  REFUSED(fsdp_plan_memory(copy, &job, 0, &mem), FSDP_ERR_DESTROYED_HANDLE, M, "plan");
+  return th_finish();
+}
