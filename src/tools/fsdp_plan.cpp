@@ -152,6 +152,8 @@ fsdp_plan_job_t job_of(const Args& a) {
 
 Args parse(int argc, char** argv) {
   Args a;
+  // The transport the memory plan models (doc/planning-model.md); AUTO could pick another.
+  a.config.transport = FSDP_TRANSPORT_MPI;
   bool world = false, per_node = false, momentum_given = false, amsgrad = false;
   double momentum = 0;
   std::string optimizer_name = "adamw";
@@ -260,11 +262,12 @@ void table(const Args& a, const fsdp::json::Value& d, const fsdp_plan_memory_t* 
   std::printf("model:  %s (%s): %zu units, %s parameters\n", a.model.c_str(), format_name(a.format),
               d["units"].items.size(), grouped(params).c_str());
   const int world = a.job.world_size, per_node = a.job.ranks_per_node;
-  std::printf("job:    %d ranks, %d per node (%d nodes); sharding factor %lld, %lld replica(s)\n",
-              world, per_node, world / per_node, d["sharding_factor"].integer(),
-              d["replicas"].integer());
+  std::printf(
+      "job:    %d ranks, %d per node (%d nodes), MPI transport; sharding factor %lld, "
+      "%lld replica(s)\n",
+      world, per_node, world / per_node, d["sharding_factor"].integer(), d["replicas"].integer());
   std::printf("rank:   %d\n\n", a.rank);
-  std::printf("memory per rank over a training step %15s  %22s\n", "", "bytes");
+  std::printf("%-51s%22s\n", "memory per rank over a training step", "bytes");
   if (m) {
     row("parameter shards", m->shard_bytes);
     row("gradient shards", m->grad_shard_bytes);
@@ -279,7 +282,7 @@ void table(const Args& a, const fsdp::json::Value& d, const fsdp_plan_memory_t* 
   } else {
     std::printf("  not planned: %s\n", memory_refusal.c_str());
   }
-  std::printf("\ncommunication per rank per training step %10s %22s\n", "calls", "bytes");
+  std::printf("\n%-37s%12s  %22s\n", "traffic per rank per training step", "calls", "bytes");
   auto line = [](const char* what, unsigned long long calls, unsigned long long bytes) {
     std::printf("  %-34s %12s  %22s  (%s)\n", what, grouped(calls).c_str(), grouped(bytes).c_str(),
                 human(bytes).c_str());
