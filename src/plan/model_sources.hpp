@@ -31,6 +31,7 @@ PlanModel model_from_hf_config(const std::string& text, const std::string& where
 // The units of a libfsdp checkpoint, as its /layout recorded them at save, with the shapes and
 // dtypes of its datasets. A checkpoint does not record which parameters were frozen: every
 // parameter reads as trainable. Errors as the checkpoint reader's (Io, Format, Version, Corrupt).
+// Reads with HDF5: the caller holds ckpt::hdf5_mutex(), as the C API's checkpoint calls do.
 PlanModel model_from_checkpoint(const std::string& path);
 
 }  // namespace fsdp::plan
