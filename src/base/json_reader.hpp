@@ -187,6 +187,24 @@ class Reader {
     return code;
   }
 
+  static void utf8(unsigned code, std::string& out) {
+    if (code < 0x80) {
+      out += static_cast<char>(code);
+    } else if (code < 0x800) {
+      out += static_cast<char>(0xC0 | (code >> 6));
+      out += static_cast<char>(0x80 | (code & 0x3F));
+    } else if (code < 0x10000) {
+      out += static_cast<char>(0xE0 | (code >> 12));
+      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (code & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (code >> 18));
+      out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (code & 0x3F));
+    }
+  }
+
   std::string string() {
     if (i_ >= s_.size() || s_[i_] != '"') bad("expected a string");
     std::string out;
@@ -199,17 +217,17 @@ class Reader {
       if (++i_ >= s_.size()) bad("unterminated escape");
       const char e = s_[i_];
       if (e == 'u') {
-        const unsigned code = hex4();
-        if (code < 0x80) {
-          out += static_cast<char>(code);
-        } else if (code < 0x800) {
-          out += static_cast<char>(0xC0 | (code >> 6));
-          out += static_cast<char>(0x80 | (code & 0x3F));
-        } else {
-          out += static_cast<char>(0xE0 | (code >> 12));
-          out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-          out += static_cast<char>(0x80 | (code & 0x3F));
+        unsigned code = hex4();
+        if (code >= 0xDC00 && code < 0xE000) bad("a lone low surrogate in a \\u escape");
+        if (code >= 0xD800 && code < 0xDC00) {  // a high surrogate: its low half must follow
+          if (i_ + 2 >= s_.size() || s_[i_ + 1] != '\\' || s_[i_ + 2] != 'u')
+            bad("a lone high surrogate in a \\u escape");
+          i_ += 2;
+          const unsigned low = hex4();
+          if (low < 0xDC00 || low >= 0xE000) bad("a high surrogate without its low half");
+          code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
         }
+        utf8(code, out);
         continue;
       }
       static constexpr char kFrom[] = "\"\\/bfnrt", kTo[] = "\"\\/\b\f\n\r\t";

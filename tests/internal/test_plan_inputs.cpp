@@ -167,6 +167,15 @@ void layout(const std::string& data) {
   refused_layout("a bad number", R"({"units": [{"params": [{"name": "w", "shape": [+2]}]}]})",
                  {"not a JSON value", "column 48"});
   refused_layout("deep nesting", std::string(300, '['), {"nesting deeper than 256"});
+  const PlanModel escaped = model_from_layout_json(
+      R"({"units": [{"name": "\u00e9\ud83d\ude00\n", "params": [{"name": "w", "shape": [1]}]}]})",
+      "t.json");
+  check(escaped.units[0].name == "\xc3\xa9\xf0\x9f\x98\x80\n",
+        "\\u escapes as UTF-8, a surrogate pair as one code point");
+  refused_layout("a lone high surrogate", R"({"units": [{"name": "\ud83d"}]})",
+                 {"a lone high surrogate"});
+  refused_layout("a lone low surrogate", R"({"units": [{"name": "\ude00"}]})",
+                 {"a lone low surrogate"});
   refused_layout("an unterminated string", R"({"units": [{"name": "a)", {"unterminated string"});
 }
 
