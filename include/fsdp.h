@@ -44,7 +44,7 @@ extern "C" {
 /** Major version: changes only with incompatible ABI changes. */
 #define FSDP_VERSION_MAJOR 0
 /** Minor version: additions (a program runs with any library of its major and a minor >= its). */
-#define FSDP_VERSION_MINOR 10
+#define FSDP_VERSION_MINOR 11
 /** Patch version: fixes. */
 #define FSDP_VERSION_PATCH 0
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */
@@ -1762,8 +1762,10 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_tie(fsdp_plan_t plan, int user_unit, const c
  *  @param[in] path the file
  *  @param[in] format what the file holds
  *  @return FSDP_SUCCESS; STATE (the plan has units); INVALID_ARGUMENT (path NULL/empty, format
- * unknown, a field the model cannot use, naming it); IO; FORMAT; UNSUPPORTED (an architecture
- * that is not a GPT-2 or Llama decoder); INVALID_HANDLE or DESTROYED_HANDLE */
+ * unknown); IO; FORMAT (JSON that does not parse, a field missing or out of range: the message
+ * names the file and the field); VERSION or CORRUPT (a checkpoint); UNSUPPORTED (a model_type
+ * other than gpt2, llama, mistral or qwen2, or a checkpoint without units); INVALID_HANDLE or
+ * DESTROYED_HANDLE. On error the plan is unchanged. */
 FSDP_EXPORT fsdp_status_t fsdp_plan_read_model(fsdp_plan_t plan, const char* path,
                                                fsdp_plan_model_format_t format);
 

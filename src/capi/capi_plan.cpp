@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "capi/handles.hpp"
 #include "capi/hyperparams.hpp"
 #include "capi/sized_struct.hpp"
+#include "checkpoint/h5util.hpp"
 #include "checkpoint/json_text.hpp"
 #include "core/unit.hpp"
 #include "plan/memory_plan.hpp"
@@ -272,7 +274,11 @@ fsdp_status_t fsdp_plan_read_model(fsdp_plan_t plan, const char* path,
       case FSDP_PLAN_MODEL_HF_CONFIG:
         m = fsdp::plan::model_from_hf_config(read_text(path), path);
         break;
-      case FSDP_PLAN_MODEL_CHECKPOINT: m = fsdp::plan::model_from_checkpoint(path); break;
+      case FSDP_PLAN_MODEL_CHECKPOINT: {
+        std::lock_guard<std::mutex> lock(fsdp::ckpt::hdf5_mutex());  // HDF5 is not thread-safe
+        m = fsdp::plan::model_from_checkpoint(path);
+        break;
+      }
       case FSDP_PLAN_MODEL_FORMAT_COUNT: break;
     }
   });

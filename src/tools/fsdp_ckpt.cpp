@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "base/json_reader.hpp"
 #include "fsdp.h"
-#include "tools/json_reader.hpp"
 
-using fsdp_tool::Json;
+using Json = fsdp::json::Value;
 
 namespace {
 
@@ -100,7 +100,7 @@ int info(const std::string& path) {
   check_call(fsdp_checkpoint_describe(path.c_str(), &text[0], text.size(), &length));
   text.resize(length);
   if (g_rank != 0) return 0;
-  const Json c = fsdp_tool::JsonReader(text).document();
+  const Json c = fsdp::json::parse(text, "checkpoint description");
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw Failure("cannot stat '" + path + "'");
   std::printf("file:            %s (%s)\n", path.c_str(),

@@ -20,9 +20,10 @@ soname=$(objdump -p "$prefix/$libdir/libfsdp.so" | awk '/SONAME/ {print $2}')
 [ "$soname" = "libfsdp.so.0" ] || fail "SONAME is '$soname', expected libfsdp.so.0"
 [ -L "$prefix/$libdir/libfsdp.so" ] && [ -L "$prefix/$libdir/$soname" ] || fail "symlinks"
 [ -x "$prefix/bin/fsdp-ckpt" ] || fail "fsdp-ckpt not installed"
+[ -x "$prefix/bin/fsdp-plan" ] || fail "fsdp-plan not installed"
 [ -f "$prefix/$libdir/cmake/fsdp/fsdpConfig.cmake" ] || fail "CMake package not installed"
 [ -f "$prefix/$libdir/pkgconfig/fsdp.pc" ] || fail "fsdp.pc not installed"
-echo "installed: header, $soname, fsdp-ckpt, CMake package, pkg-config file"
+echo "installed: header, $soname, fsdp-ckpt, fsdp-plan, CMake package, pkg-config file"
 
 run() { "$mpiexec" -n 2 "$@"; }
 # A CMake project of tests/install ($1) configured against the tree at $2 into $3 and built;
