@@ -80,7 +80,7 @@ tsan: deps
 # $(FUZZ_DIR)/tests/fuzz/<target>.work/crashes/. `make fuzz-merge` folds new finds into the corpus.
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = fuzz_safetensors fuzz_checkpoint fuzz_capi
+FUZZ_TARGETS = fuzz_safetensors fuzz_checkpoint fuzz_capi fuzz_plan_model
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -DFSDP_FUZZ=ON -DFSDP_SANITIZE=address,undefined \
 	  -DFSDP_FUZZ_SECONDS=$(FUZZ_SECONDS) -DFSDP_BUILD_TESTS=OFF -DFSDP_BUILD_EXAMPLES=OFF \
