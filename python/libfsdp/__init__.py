@@ -100,6 +100,20 @@ def init(comm=None, strategy="full", sharding_factor=0, param_dtype=None, reduce
     "mpi", "nccl", "shm" or "shm_zero_copy" (FSDP_TRANSPORT overrides); debug_collectives
     (FSDP_DEBUG); on_timeout "error" or "abort" after timeout_s seconds (0: no watchdog)."""
     call = "fsdp_init"
+    cfg = _config(call, strategy, sharding_factor, param_dtype, reduce_dtype, grad_reduction,
+                  max_unsharded, memory_space, device, cpu_offload, transport, debug_collectives,
+                  on_timeout, timeout_s)
+    fcomm = _fortran_comm(call, comm, thread_multiple)
+    handle = ctypes.c_void_p()
+    _check(_lib.fsdp_init_fcomm(fcomm, ctypes.byref(cfg), ctypes.byref(handle)))
+    return Context(handle)
+
+
+def _config(call, strategy="full", sharding_factor=0, param_dtype=None, reduce_dtype=None,
+            grad_reduction="mean", max_unsharded=0, memory_space="host", device=-1,
+            cpu_offload=False, transport="auto", debug_collectives=False, on_timeout="error",
+            timeout_s=0.0):
+    """An fsdp_config_t from init's keyword arguments (init and plan take the same ones)."""
     cfg = _capi.Config()
     _check(_lib.fsdp_config_defaults(ctypes.byref(cfg), ctypes.sizeof(cfg)))
     cfg.strategy = _choice(call, "strategy", _capi.STRATEGIES, strategy)
@@ -119,10 +133,7 @@ def init(comm=None, strategy="full", sharding_factor=0, param_dtype=None, reduce
     cfg.cpu_offload = 1 if cpu_offload else 0
     cfg.debug_collectives = 1 if debug_collectives else 0
     cfg.timeout_s = float(timeout_s)
-    fcomm = _fortran_comm(call, comm, thread_multiple)
-    handle = ctypes.c_void_p()
-    _check(_lib.fsdp_init_fcomm(fcomm, ctypes.byref(cfg), ctypes.byref(handle)))
-    return Context(handle)
+    return cfg
 
 
 def _fortran_comm(call, comm, thread_multiple=True):
@@ -203,10 +214,12 @@ def safetensors_import(source, checkpoint, dtype=None, comm=None):
 
 # The classes need _lib, _check... above.
 from .context import Context  # noqa: E402
+from .plan import plan  # noqa: E402
 from .grad_scaler import GradScaler  # noqa: E402
 from .optimizer import Optimizer  # noqa: E402
 from .request import Request  # noqa: E402
 from .unit import Unit  # noqa: E402
 
-__all__ = ["Error", "Context", "Unit", "Optimizer", "Request", "GradScaler", "init", "finalize_mpi",
+__all__ = ["Error", "Context", "Unit", "Optimizer", "Request", "GradScaler", "init", "plan",
+           "finalize_mpi",
            "checkpoint_metadata", "describe_checkpoint", "to_float32"]

@@ -102,6 +102,9 @@ ON_TIMEOUT = _table("fsdp_on_timeout_t", {"error": "FSDP_ON_TIMEOUT_ERROR",
 LOAD_FLAGS = _table("fsdp_load_flags_t", {k: f"FSDP_LOAD_{k.upper()}"
                                           for k in ("strict", "partial", "model_only",
                                                     "convert_dtype")})
+PLAN_FORMATS = _table("fsdp_plan_model_format_t", {"layout": "FSDP_PLAN_MODEL_JSON",
+                                                   "checkpoint": "FSDP_PLAN_MODEL_CHECKPOINT",
+                                                   "hf": "FSDP_PLAN_MODEL_HF_CONFIG"})
 CONFIG_MAGIC = _abi.DEFINES["FSDP_CONFIG_MAGIC"]
 MAX_NDIM = _abi.DEFINES["FSDP_MAX_NDIM"]
 
