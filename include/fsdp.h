@@ -1780,8 +1780,8 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_read_model(fsdp_plan_t plan, const char* pat
  * parameters cannot take); OUT_OF_RANGE (rank); STATE (no units); UNSUPPORTED (a memory space or
  * transport the plan does not model: doc/planning-model.md); INVALID_HANDLE or DESTROYED_HANDLE
  */
-FSDP_EXPORT fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job_t* job,
-                                           int rank, fsdp_plan_memory_t* memory);
+FSDP_EXPORT fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
+                                           fsdp_plan_memory_t* memory);
 
 /** Since 0.11: what rank `rank` of `job` communicates over a training step. Local.
  *  @param[in] plan the plan, with at least one unit
@@ -1789,8 +1789,8 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job
  *  @param[in] rank in [0, job->world_size)
  *  @param[out] traffic traffic->size set by the caller
  *  @return as fsdp_plan_memory, without UNSUPPORTED */
-FSDP_EXPORT fsdp_status_t fsdp_plan_traffic(fsdp_plan_t plan, const fsdp_plan_job_t* job,
-                                            int rank, fsdp_plan_traffic_t* traffic);
+FSDP_EXPORT fsdp_status_t fsdp_plan_traffic(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
+                                            fsdp_plan_traffic_t* traffic);
 
 /** Since 0.11: the plan of rank `rank` as one NUL-terminated JSON object: {"world_size",
  *  "ranks_per_node", "rank", "sharding_factor", "replicas", "units": [{"name", "params",
@@ -1805,9 +1805,8 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_traffic(fsdp_plan_t plan, const fsdp_plan_jo
  *  @param[in] capacity bytes at json
  *  @param[out] length may be NULL; the description's length without the NUL
  *  @return as fsdp_plan_traffic; INVALID_ARGUMENT (capacity too small) */
-FSDP_EXPORT fsdp_status_t fsdp_plan_describe(fsdp_plan_t plan, const fsdp_plan_job_t* job,
-                                             int rank, char* json, size_t capacity,
-                                             size_t* length);
+FSDP_EXPORT fsdp_status_t fsdp_plan_describe(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
+                                             char* json, size_t capacity, size_t* length);
 
 #ifdef __cplusplus
 }
