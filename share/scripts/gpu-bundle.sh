@@ -20,6 +20,17 @@ mode=${1:?usage: gpu-bundle.sh pack BUILD BUNDLE | run BUNDLE}
 # (the machine that runs the bundle has them), and the CUDA libraries that must match its driver.
 provided='^(libfsdp|linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libresolv\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libnccl|libcublas|libnvidia)'
 
+# The shared libraries the programs after DIR link, less what the other machine provides, into DIR
+# (a library already there is kept).
+copy_libraries() {
+  local dir=$1 name lib
+  shift
+  for lib in "$@"; do ldd "$lib"; done | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' |
+    sort -u | while read -r name lib; do
+      grep -Eq "$provided" <<<"$name" || [ -e "$dir/$name" ] || cp -L "$lib" "$dir/$name"
+    done
+}
+
 pack() {
   local build bundle
   build=$(cd "$1" && pwd)
@@ -46,13 +57,7 @@ pack() {
     if [ -L "$p" ]; then cp -P "$p" "$bundle/build/$rel"; else cp "$p" "$bundle/build/$rel"; fi
     [ -L "$p" ] || strip --strip-debug "$bundle/build/$rel"
   done
-  # Their shared libraries, less what the other machine provides.
-  local lib
-  for p in "${progs[@]}" "$build"/src/libfsdp.so; do ldd "$p"; done |
-    awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u |
-    while read -r name lib; do
-      grep -Eq "$provided" <<<"$name" || cp -L "$lib" "$bundle/lib/$name"
-    done
+  copy_libraries "$bundle/lib" "${progs[@]}" "$build"/src/libfsdp.so
   # MPICH's launcher, its proxy, and UCX's transport modules (found beside libucs).
   cp -L "$(readlink -f "$(command -v mpiexec.mpich)")" "$bundle/bin/mpiexec.hydra"
   cp -L "$(command -v hydra_pmi_proxy)" "$bundle/bin/"
@@ -60,11 +65,7 @@ pack() {
   ucs=$(ldconfig -p | awk '/libucs\.so\.0 .*x86-64/ && !f { print $NF; f = 1 }')
   mkdir -p "$bundle/lib/ucx"
   cp -L "$(dirname "$ucs")"/ucx/*.so.0 "$bundle/lib/ucx/"
-  for p in "$bundle"/bin/* "$bundle"/lib/ucx/*.so*; do
-    ldd "$p" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
-  done | sort -u | while read -r name lib; do
-    grep -Eq "$provided" <<<"$name" || [ -e "$bundle/lib/$name" ] || cp -L "$lib" "$bundle/lib/$name"
-  done
+  copy_libraries "$bundle/lib" "$bundle"/bin/* "$bundle"/lib/ucx/*.so*
   strip --strip-unneeded "$bundle"/lib/*.so* "$bundle"/lib/ucx/*.so* "$bundle"/bin/* 2>/dev/null || true
   # Compressed: what travels to a lent machine is limited (64 MiB), and libmpich alone is 40 MB.
   tar -C "$bundle" -cJf "$bundle/lib.tar.xz" lib
