@@ -44,7 +44,7 @@ extern "C" {
 /** Major version: changes only with incompatible ABI changes. */
 #define FSDP_VERSION_MAJOR 0
 /** Minor version: additions (a program runs with any library of its major and a minor >= its). */
-#define FSDP_VERSION_MINOR 11
+#define FSDP_VERSION_MINOR 12
 /** Patch version: fixes. */
 #define FSDP_VERSION_PATCH 0
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */
@@ -230,6 +230,19 @@ typedef struct fsdp_config {
   /** Since 0.7: seconds a collective call or a wait may take before the watchdog reports it (and
    *  acts as on_timeout says); 0: the default, 1800; negative: no watchdog. Also FSDP_TIMEOUT. */
   double timeout_s;
+  /** Since 0.12: nonzero turns on HFSDP (Megatron-FSDP's name) with FSDP_HYBRID_SHARD: the
+   *  fp32-or-storage-dtype update runs on 1/(F*N) of each unit (F ranks per shard group, N
+   *  replicas). A reduction reduce-scatters over the shard group, then reduce-scatters across
+   *  replicas (instead of an all-reduce), so the gradient shard and the optimizer state are
+   *  1/(F*N) of the unit; after the library's optimizer updates its piece, an all-gather across
+   *  replicas brings the 1/F parameter shard up to date. Needs FSDP_HYBRID_SHARD (elsewhere
+   *  FSDP_ERR_INVALID_ARGUMENT naming cfg->hfsdp). Default 0. See doc/planning.md. */
+  int hfsdp;
+  /** Since 0.12: nonzero turns on hpZ (DeepSpeed ZeRO++'s hierarchical partitioning): a unit
+   *  resharded after its forward use keeps a node-local secondary partition, from which the next
+   *  unshard gathers inside the node only. Needs a strategy that shards (elsewhere
+   *  FSDP_ERR_INVALID_ARGUMENT naming cfg->hpz). Default 0. See doc/planning.md. */
+  int hpz;
 } fsdp_config_t;
 
 /** Initializer for a config with every default: fsdp_config_t cfg = FSDP_CONFIG_INIT; */
@@ -237,7 +250,7 @@ typedef struct fsdp_config {
   {                                                                                               \
     sizeof(fsdp_config_t), FSDP_CONFIG_MAGIC, FSDP_VERSION, FSDP_FULL_SHARD, 0, FSDP_REDUCE_MEAN, \
         FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, 0, FSDP_MEMORY_HOST, -1, 0, FSDP_TRANSPORT_AUTO, 0,     \
-        FSDP_ON_TIMEOUT_ERROR, 0.0                                                                \
+        FSDP_ON_TIMEOUT_ERROR, 0.0, 0, 0                                                          \
   }
 
 /* ------------------------------------------------------------------------------------------------

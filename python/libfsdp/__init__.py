@@ -89,7 +89,7 @@ _mpi_started = False
 def init(comm=None, strategy="full", sharding_factor=0, param_dtype=None, reduce_dtype=None,
          grad_reduction="mean", max_unsharded=0, thread_multiple=True, memory_space="host",
          device=-1, cpu_offload=False, transport="auto", debug_collectives=False,
-         on_timeout="error", timeout_s=0.0):
+         on_timeout="error", timeout_s=0.0, hfsdp=False, hpz=False):
     """Creates a Context (collective over the communicator). Every field of fsdp_config_t:
 
     comm: None for MPI_COMM_WORLD (MPI is initialized here if nothing else did it; finalize it
@@ -98,11 +98,13 @@ def init(comm=None, strategy="full", sharding_factor=0, param_dtype=None, reduce
     param_dtype / reduce_dtype: None, "float32", "float64", "bfloat16", "float16".
     memory_space "host" or "cuda", device (-1: by node rank), cpu_offload; transport "auto",
     "mpi", "nccl", "shm" or "shm_zero_copy" (FSDP_TRANSPORT overrides); debug_collectives
-    (FSDP_DEBUG); on_timeout "error" or "abort" after timeout_s seconds (0: no watchdog)."""
+    (FSDP_DEBUG); on_timeout "error" or "abort" after timeout_s seconds (0: no watchdog);
+    hfsdp (optimizer state sharded across a hybrid job's replicas) and hpz (a node-local
+    partition kept for the unshard after forward), as fsdp_config_t documents them."""
     call = "fsdp_init"
     cfg = _config(call, strategy, sharding_factor, param_dtype, reduce_dtype, grad_reduction,
                   max_unsharded, memory_space, device, cpu_offload, transport, debug_collectives,
-                  on_timeout, timeout_s)
+                  on_timeout, timeout_s, hfsdp, hpz)
     fcomm = _fortran_comm(call, comm, thread_multiple)
     handle = ctypes.c_void_p()
     _check(_lib.fsdp_init_fcomm(fcomm, ctypes.byref(cfg), ctypes.byref(handle)))
@@ -112,7 +114,7 @@ def init(comm=None, strategy="full", sharding_factor=0, param_dtype=None, reduce
 def _config(call, strategy="full", sharding_factor=0, param_dtype=None, reduce_dtype=None,
             grad_reduction="mean", max_unsharded=0, memory_space="host", device=-1,
             cpu_offload=False, transport="auto", debug_collectives=False, on_timeout="error",
-            timeout_s=0.0):
+            timeout_s=0.0, hfsdp=False, hpz=False):
     """An fsdp_config_t from init's keyword arguments (init and plan take the same ones)."""
     cfg = _capi.Config()
     _check(_lib.fsdp_config_defaults(ctypes.byref(cfg), ctypes.sizeof(cfg)))
@@ -133,6 +135,8 @@ def _config(call, strategy="full", sharding_factor=0, param_dtype=None, reduce_d
     cfg.cpu_offload = 1 if cpu_offload else 0
     cfg.debug_collectives = 1 if debug_collectives else 0
     cfg.timeout_s = float(timeout_s)
+    cfg.hfsdp = 1 if hfsdp else 0
+    cfg.hpz = 1 if hpz else 0
     return cfg
 
 

@@ -113,6 +113,20 @@ ContextOptions options_from_config(const fsdp_config_t* cfg) {
   o.debug_collectives = c.debug_collectives != 0;
   o.timeout_s = c.timeout_s == 0.0 ? kDefaultTimeoutSeconds : c.timeout_s;
   o.timeout_abort = c.on_timeout == FSDP_ON_TIMEOUT_ABORT;
+  if (c.hfsdp != 0 && c.hfsdp != 1)
+    fail(Errc::InvalidArgument, "cfg->hfsdp = " + std::to_string(c.hfsdp) + ": must be 0 or 1");
+  if (c.hfsdp && c.strategy != FSDP_HYBRID_SHARD)
+    fail(Errc::InvalidArgument,
+         "cfg->hfsdp = 1 needs cfg->strategy = FSDP_HYBRID_SHARD (it shards the optimizer state "
+         "across the replicas of a hybrid job; other strategies have no such replicas)");
+  if (c.hpz != 0 && c.hpz != 1)
+    fail(Errc::InvalidArgument, "cfg->hpz = " + std::to_string(c.hpz) + ": must be 0 or 1");
+  if (c.hpz && c.strategy == FSDP_NO_SHARD)
+    fail(Errc::InvalidArgument,
+         "cfg->hpz = 1 needs a strategy that shards (FSDP_FULL_SHARD or FSDP_HYBRID_SHARD): "
+         "FSDP_NO_SHARD gathers nothing");
+  o.hfsdp = c.hfsdp != 0;
+  o.hpz = c.hpz != 0;
   return o;
 }
 

@@ -31,6 +31,8 @@ uint64_t ContextOptions::fingerprint() const {
   std::memcpy(&timeout_bits, &timeout_s, sizeof timeout_bits);
   f.add(timeout_bits);
   f.add(static_cast<uint64_t>(timeout_abort));
+  f.add(static_cast<uint64_t>(hfsdp));
+  f.add(static_cast<uint64_t>(hpz));
   return f.value();
 }
 

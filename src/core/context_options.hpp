@@ -28,6 +28,10 @@ struct ContextOptions {
   bool debug_collectives = false;             // compare every collective call across ranks first
   double timeout_s = kDefaultTimeoutSeconds;  // the watchdog's; <= 0: none
   bool timeout_abort = false;  // the watchdog aborts the job instead of returning an error
+  // HFSDP: with hybrid sharding, gradients, optimizer state and the update on 1/(F*N) of each unit.
+  bool hfsdp = false;
+  // hpZ: a unit resharded after forward keeps a node-local partition for the next unshard.
+  bool hpz = false;
 
   uint64_t fingerprint() const;
 };
