@@ -11,14 +11,16 @@
  *   - A unit is one flat parameter: its original parameters flattened and concatenated in order,
  *     each starting at a multiple of 8 elements (16 bytes in bfloat16/float16, more in wider
  *     dtypes), right-padded to F blocks of shard_numel elements, shard_numel a multiple of 8; each
- *     rank keeps the block [shard_rank * shard_numel, (shard_rank + 1) * shard_numel). Padding is
- *     zero. Every pointer fsdp_param_data, fsdp_grad_data and fsdp_shard_data hand out is therefore
- *     16-byte aligned. When a unit mixes trainable and
- *     frozen parameters, each kind forms its own section laid out like this, trainable first,
- *     and a shard is its block of each section: frozen parameters need no gradient memory.
+ *     rank keeps the block [shard_rank * shard_numel, (shard_rank + 1) * shard_numel). With hybrid
+ *     sharding over N replicas (since 0.12) a trainable section's block is N pieces of a multiple
+ *     of 8 elements each (HFSDP updates one piece per replica). Padding is zero. Every pointer
+ * fsdp_param_data, fsdp_grad_data and fsdp_shard_data hand out is therefore 16-byte aligned. When a
+ * unit mixes trainable and frozen parameters, each kind forms its own section laid out like this,
+ * trainable first, and a shard is its block of each section: frozen parameters need no gradient
+ * memory.
  *   - The cycle is unshard (all-gather) -> use parameters -> reshard (release), and for gradients
  *     grad_data (write the full gradient) -> reduce_grads (reduce-scatter, then all-reduce over
- *     replicas, accumulated into the gradient shard).
+ *     replicas, or with HFSDP reduce-scatter across them, accumulated into the gradient shard).
  *
  * Conventions:
  *   - Every function returns an fsdp_status_t. On any error nothing is modified: handles, units and
@@ -799,6 +801,8 @@ FSDP_EXPORT fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t*
  *  @param[out] data may be NULL; the gradient shard's address
  *  @param[out] numel may be NULL; receives the element count
  *  @return FSDP_SUCCESS; INVALID_ARGUMENT (shard_grad of a unit with every parameter frozen);
+ *  UNSUPPORTED with cfg->hfsdp (since 0.12: the gradient shard then covers this rank's piece,
+ *  which only the library's optimizers update);
  * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t* numel);
 
@@ -1121,7 +1125,9 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_hyperparams(fsdp_optimizer_t opt, i
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_lr(fsdp_optimizer_t opt, int group, double lr);
 
 /** One update of every unit whose gradient shard holds a reduced gradient (a unit whose gradient
- *  was zeroed and not reduced since is skipped, like a parameter whose grad is None). Local.
+ *  was zeroed and not reduced since is skipped, like a parameter whose grad is None). Local;
+ *  with cfg->hfsdp (since 0.12) collective over the replicate group: each rank updates its
+ *  piece of every unit, then the pieces are all-gathered across replicas into the shard.
  *  FSDP_ERR_STATE if a unit of it is unsharded (the update would not reach the unsharded copy),
  *  or has a gradient written through fsdp_grad_data that no reduction took (since 0.9, checked
  *  always: the step would not see it; reduce it with gradient sync on, or discard it with
@@ -1395,7 +1401,8 @@ typedef struct fsdp_checkpoint_report {
 
 /** Saves every unit of the context (the master shards), the optimizers' state and
  *  hyperparameters, the scaler and the metadata to `path`. Each rank writes the element ranges
- *  its shard owns (one replica under hybrid sharding) at their offsets in one HDF5 file (pwrite,
+ *  its shard owns (one replica under hybrid sharding; with HFSDP every rank writes the optimizer
+ *  state of its piece) at their offsets in one HDF5 file (pwrite,
  *  or MPI-IO with FSDP_CKPT_DATA_IO=collective; doc/checkpoint-format.md); no rank holds more
  *  than its shard. Parameter names must be unique across the context's units. Collective over
  *  the world group; arguments must agree (checked). Waits for operations in flight first.
@@ -1734,6 +1741,14 @@ typedef struct fsdp_plan_traffic {
   size_t all_reduce_calls;     /**< reduces with replicas */
   size_t intra_node_bytes;     /**< sent to a rank of the same node */
   size_t inter_node_bytes;     /**< sent to a rank of another node */
+  /** Since 0.12, HFSDP: shard group partial sums reduce-scattered across replicas (instead of
+   *  all_reduce_bytes), and their calls (one per reduce) */
+  size_t replica_reduce_scatter_bytes;
+  size_t replica_reduce_scatter_calls; /**< see replica_reduce_scatter_bytes */
+  /** Since 0.12, HFSDP: trainable shard blocks (storage dtype) all-gathered across replicas after
+   *  the optimizer updated each rank's piece, and their calls (one per unit stepped) */
+  size_t replica_all_gather_bytes;
+  size_t replica_all_gather_calls; /**< see replica_all_gather_bytes */
 } fsdp_plan_traffic_t;
 
 /** Since 0.11: an empty plan. Local.

@@ -188,13 +188,16 @@ int main(int argc, char** argv) {
   CHECK(tr.all_gather_calls == 6 && tr.reduce_scatter_calls == 2 && tr.all_reduce_calls == 0);
 
   /* The ring model at a scale the other test cannot run: 512 ranks, 8 to a node, one unit of
-   * 1024 float32 (4096 bytes unsharded, 512 a shard of 8). Hybrid over nodes: all-gathers and the
-   * reduce-scatter stay in the node ((F-1)/F of each buffer to the next rank of the node), the
-   * all-reduce of the 512-byte partial sum goes to the same index on the next node, 2(R-1)/R of
-   * it. Full sharding: rank 0 sends to rank 1 (its node), rank 7 to rank 8 (the next node). */
+   * 65536 float32 (262144 bytes unsharded, 32768 a shard of 8, 512 a shard of 512: no padding
+   * either way, hybrid's blocks being cut in 64 pieces of 128). Hybrid over nodes: all-gathers
+   * and the reduce-scatter stay in the node ((F-1)/F of each buffer to the next rank of the
+   * node), the all-reduce of the 32768-byte partial sum goes to the same index on the next node,
+   * 2(R-1)/R of it; with HFSDP a reduce-scatter of it, (R-1)/R, and after the step an all-gather
+   * of the shard across replicas, (R-1)/R. Full sharding: rank 0 sends to rank 1 (its node),
+   * rank 7 to rank 8 (the next node). */
   {
     fsdp_plan_t one = NULL;
-    const int64_t n1[1] = {1024};
+    const int64_t n1[1] = {65536};
     fsdp_param_desc_t d1 = {"w", 1, n1, FSDP_FLOAT32, 1};
     CHECK_OK(fsdp_plan_create(&one));
     CHECK_OK(fsdp_plan_add_unit(one, "u", 1, &d1, NULL));
@@ -206,21 +209,34 @@ int main(int argc, char** argv) {
     big.ranks_per_node = 8;
     fsdp_plan_traffic_t t = {sizeof t};
     CHECK_OK(fsdp_plan_traffic(one, &big, 0, &t));
-    CHECK(t.all_gather_calls == 2 && t.all_gather_bytes == 2 * 4096);
-    CHECK(t.reduce_scatter_calls == 1 && t.reduce_scatter_bytes == 4096);
-    CHECK(t.all_reduce_calls == 1 && t.all_reduce_bytes == 512);
-    CHECK(t.intra_node_bytes == 3 * 4096 * 7 / 8);
-    CHECK(t.inter_node_bytes == 2 * 512 * 63 / 64);
-    big.config = &cfg; /* full shard over 512: 4096 bytes padded to 512 blocks of 8 elements */
+    CHECK(t.all_gather_calls == 2 && t.all_gather_bytes == 2 * 262144);
+    CHECK(t.reduce_scatter_calls == 1 && t.reduce_scatter_bytes == 262144);
+    CHECK(t.all_reduce_calls == 1 && t.all_reduce_bytes == 32768);
+    CHECK(t.replica_reduce_scatter_calls == 0 && t.replica_all_gather_calls == 0);
+    CHECK(t.intra_node_bytes == 3 * 262144 * 7 / 8);
+    CHECK(t.inter_node_bytes == 2 * 32768 * 63 / 64);
+    hybrid.hfsdp = 1;
     CHECK_OK(fsdp_plan_traffic(one, &big, 0, &t));
-    const size_t full = 512 * 8 * 4; /* padded unsharded bytes */
+    CHECK(t.all_reduce_calls == 0 && t.all_reduce_bytes == 0);
+    CHECK(t.replica_reduce_scatter_calls == 1 && t.replica_reduce_scatter_bytes == 32768);
+    CHECK(t.replica_all_gather_calls == 1 && t.replica_all_gather_bytes == 32768);
+    CHECK(t.intra_node_bytes == 3 * 262144 * 7 / 8);
+    CHECK(t.inter_node_bytes == 2 * (32768 * 63 / 64));
+    fsdp_plan_memory_t hm = {sizeof hm};
+    CHECK_OK(fsdp_plan_memory(one, &big, 0, &hm));
+    CHECK(hm.shard_bytes == 32768 && hm.grad_shard_bytes == 512);
+    CHECK(hm.optimizer_state_bytes == 2 * 512); /* AdamW's two moments of the 1/512 piece */
+    hybrid.hfsdp = 0;
+    big.config = &cfg; /* full shard over 512: 512 blocks of 128 elements */
+    CHECK_OK(fsdp_plan_traffic(one, &big, 0, &t));
+    const size_t full = 262144; /* unsharded bytes */
     CHECK(t.all_gather_bytes == 2 * full && t.all_reduce_calls == 0);
     CHECK(t.intra_node_bytes == 3 * (full * 511 / 512) && t.inter_node_bytes == 0);
     CHECK_OK(fsdp_plan_traffic(one, &big, 7, &t));
     CHECK(t.inter_node_bytes == 3 * (full * 511 / 512) && t.intra_node_bytes == 0);
     fsdp_plan_memory_t bm = {sizeof bm};
     CHECK_OK(fsdp_plan_memory(one, &big, 511, &bm));
-    CHECK(bm.shard_bytes == 8 * 4 && bm.peak_unsharded_bytes == full);
+    CHECK(bm.shard_bytes == 128 * 4 && bm.peak_unsharded_bytes == full);
     CHECK_OK(fsdp_plan_destroy(&one));
   }
 

@@ -7,8 +7,10 @@
  * records: its trace (FSDP_TRACE, one file per rank written at fsdp_finalize) gives each
  * all-gather's and reduce-scatter's bytes; the trace has no all-reduce span, so the all-reduce
  * bytes are derived here from the reduce-scatter spans (a partial sum is 1/F of the reduced
- * gradient), and the intra/inter-node split from those spans by the ring model the plan states,
- * with ranks per node as the library sees them (FSDP_RANKS_PER_NODE emulates nodes). */
+ * gradient; with HFSDP it is reduce-scattered across replicas instead, and each stepped unit's
+ * all-gather across replicas is a "replica_all_gather" span), and the intra/inter-node split from
+ * those spans by the ring model the plan states, with ranks per node as the library sees them
+ * (FSDP_RANKS_PER_NODE emulates nodes). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <errno.h>
 #include <stdio.h>
@@ -49,6 +51,7 @@ typedef struct {
   int nunits;
   const UnitSpec* units;
   int prefetch_forward, prefetch_backward; /* with either, two steps (the plan says so) */
+  int hfsdp;                               /* cfg->hfsdp (hybrid) */
 } Config;
 
 /* Odd sizes so that padding and uneven shards show. */
@@ -97,6 +100,11 @@ static const Config kConfigs[] = {
      FSDP_BFLOAT16, FSDP_FLOAT32, 2, 0, FSDP_OPTIMIZER_ADAMW, 0, 0, 3, kMlp, 1, 1},
     {"backward prefetch, max_unsharded 3, ties, hybrid", FSDP_HYBRID_SHARD, -1, FSDP_FLOAT32,
      FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, 3, 0, FSDP_OPTIMIZER_SGD, 0.9, 0, 4, kTied, 0, 1},
+    {"HFSDP (F = 2 or 1), bfloat16 / float32 reduce, AdamW", FSDP_HYBRID_SHARD, -1, FSDP_FLOAT32,
+     FSDP_BFLOAT16, FSDP_FLOAT32, 0, 0, FSDP_OPTIMIZER_ADAMW, 0, 0, 3, kMlp, 0, 0, 1},
+    {"HFSDP, ties and frozen parameters, SGD momentum, prefetch", FSDP_HYBRID_SHARD, -1,
+     FSDP_FLOAT32, FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, 3, 0, FSDP_OPTIMIZER_SGD, 0.9, 0, 4, kTied, 1,
+     1, 1},
 };
 
 typedef struct {
@@ -197,6 +205,7 @@ static void training_step(Step* s, fsdp_context_t ctx) {
 
 typedef struct {
   size_t ag_calls, ag_bytes, rs_calls, rs_bytes, ar_calls, ar_bytes, intra, inter;
+  size_t rrs_calls, rrs_bytes, rag_calls, rag_bytes; /* HFSDP: across replicas */
 } Traffic;
 
 /* Sends of a ring collective over a group of n ranks whose successor is (not) on this node. */
@@ -209,7 +218,7 @@ static void ring_send(Traffic* t, size_t bytes, size_t parts, int n, int crosses
     t->intra += sent;
 }
 
-static Traffic traced(const char* path, int F, int rpn) {
+static Traffic traced(const char* path, int F, int rpn, int hfsdp) {
   Traffic t = {0};
   const int W = th_size(), p = th_rank(), R = W / F;
   const int first = p / F * F;
@@ -231,11 +240,19 @@ static Traffic traced(const char* path, int F, int rpn) {
       ++t.rs_calls;
       t.rs_bytes += bytes;
       ring_send(&t, bytes, 1, F, shard_crosses);
-      if (R > 1) {
+      if (R > 1 && hfsdp) { /* the partial sum reduce-scattered across replicas */
+        ++t.rrs_calls;
+        t.rrs_bytes += bytes / (size_t)F;
+        ring_send(&t, bytes / (size_t)F, 1, R, repl_crosses);
+      } else if (R > 1) {
         ++t.ar_calls;
         t.ar_bytes += bytes / (size_t)F;
         ring_send(&t, bytes / (size_t)F, 2, R, repl_crosses);
       }
+    } else if (strstr(line, "{\"name\": \"replica_all_gather\"")) {
+      ++t.rag_calls;
+      t.rag_bytes += bytes;
+      ring_send(&t, bytes, 1, R, repl_crosses);
     }
   }
   fclose(f);
@@ -253,6 +270,7 @@ static void run(const Config* c, const char* trace_dir, int rpn) {
   cfg.reduce_dtype = c->reduce_dtype;
   cfg.max_unsharded = c->max_unsharded;
   cfg.transport = FSDP_TRANSPORT_MPI;
+  cfg.hfsdp = c->hfsdp;
   fsdp_hyperparams_t hp = FSDP_ADAMW_DEFAULTS;
   if (c->optimizer == FSDP_OPTIMIZER_SGD) {
     const fsdp_hyperparams_t sgd = FSDP_SGD_DEFAULTS;
@@ -351,10 +369,11 @@ static void run(const Config* c, const char* trace_dir, int rpn) {
 
   char path[600];
   snprintf(path, sizeof path, "%s/fsdp-trace-rank%d.json", trace_dir, rank);
-  Traffic t = traced(path, F, rpn);
+  Traffic t = traced(path, F, rpn, c->hfsdp);
   /* The trace holds every step; the plan is per step. */
-  size_t* per_step[] = {&t.ag_calls, &t.ag_bytes, &t.rs_calls, &t.rs_bytes,
-                        &t.ar_calls, &t.ar_bytes, &t.intra,    &t.inter};
+  size_t* per_step[] = {&t.ag_calls,  &t.ag_bytes,  &t.rs_calls,  &t.rs_bytes,
+                        &t.ar_calls,  &t.ar_bytes,  &t.intra,     &t.inter,
+                        &t.rrs_calls, &t.rrs_bytes, &t.rag_calls, &t.rag_bytes};
   for (size_t k = 0; k < sizeof per_step / sizeof per_step[0]; ++k) *per_step[k] /= (size_t)steps;
 #define SAME_T(field, got)                                                                       \
   do {                                                                                           \
@@ -370,7 +389,13 @@ static void run(const Config* c, const char* trace_dir, int rpn) {
   SAME_T(all_reduce_bytes, t.ar_bytes);
   SAME_T(intra_node_bytes, t.intra);
   SAME_T(inter_node_bytes, t.inter);
+  SAME_T(replica_reduce_scatter_calls, t.rrs_calls);
+  SAME_T(replica_reduce_scatter_bytes, t.rrs_bytes);
+  SAME_T(replica_all_gather_calls, t.rag_calls);
+  SAME_T(replica_all_gather_bytes, t.rag_bytes);
 #undef SAME_T
+  /* HFSDP across real replicas: the optimizer state is hybrid's over R (one layout). */
+  if (c->hfsdp && W / F > 1) CHECK(t.rag_calls > 0 && m.grad_shard_bytes > 0);
   CHECK(t.ag_calls == (size_t)(2 * c->nunits) + (c->units == kTied ? 2 : 0));
   CHECK_OK(fsdp_plan_destroy(&plan));
 }

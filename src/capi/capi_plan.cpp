@@ -132,6 +132,10 @@ const Field<TrafficPlan, fsdp_plan_traffic_t> kTrafficFields[] = {
     FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, all_reduce_calls),
     FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, intra_node_bytes),
     FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, inter_node_bytes),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, replica_reduce_scatter_bytes),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, replica_reduce_scatter_calls),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, replica_all_gather_bytes),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, replica_all_gather_calls),
 };
 #undef FSDP_PLAN_FIELD
 

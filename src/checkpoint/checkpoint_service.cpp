@@ -147,9 +147,9 @@ DatasetSpec param_dataset(const std::string& path, const ParamSpec& p) {
 }
 
 // Adds one dataset per parameter of `u` from the buffer `base` (shard layout), with this rank's
-// pieces when it writes; `optimizer` non-null: optimizer state (trainable parameters only), each
-// dataset with its parameter's update count; `spares` non-null: the pieces point into a copy of
-// the buffer (a background save).
+// pieces when it writes; `optimizer` non-null: optimizer state (trainable parameters only, from
+// the update range), each dataset with its parameter's update count; `spares` non-null: the
+// pieces point into a copy of the buffer (a background save).
 void add_unit_datasets(SaveJob& job, Unit& u, const std::string& group, const void* base,
                        const Optimizer* optimizer, bool writer,
                        std::vector<std::vector<char>>* spares) {
@@ -166,7 +166,7 @@ void add_unit_datasets(SaveJob& job, Unit& u, const std::string& group, const vo
     DatasetSpec d = param_dataset(group + "/" + escape_name(p.name), p);
     if (optimizer) d.attrs = {Attr::i64(kStepAttr, optimizer->steps(u, i))};
     job.plan.datasets.push_back(std::move(d));
-    const ShardSlice s = u.slice(i);
+    const ShardSlice s = optimizer ? u.update_slice(i) : u.slice(i);
     if (!writer || s.length == 0) continue;
     WritePiece piece;
     piece.dataset = job.plan.datasets.size() - 1;
@@ -204,13 +204,16 @@ Catalog describe_save(Context& ctx, const SaveRequest& r, const std::string& cre
   return c;
 }
 
-// `spares` null: the pieces point at the live shards (a synchronous save).
+// `spares` null: the pieces point at the live shards (a synchronous save). `writer`: this rank
+// writes its parameter pieces (one replica does); every rank of the write communicator writes
+// its optimizer state pieces (with HFSDP each rank holds its own).
 SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer,
                    std::vector<std::vector<char>>* spares, const std::string& created) {
   SaveJob job;
   job.path = r.path;
   const std::vector<Unit*> units = ctx.units();
   job.plan.groups = attribute_groups(describe_save(ctx, r, created));
+  const bool state_writer = writer || ctx.options().hfsdp;
   DatasetSpec layout;
   layout.path = kLayoutDataset;
   layout.text = layout_json(units);
@@ -224,7 +227,7 @@ SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer,
       for (Unit* u : o.units()) {
         const void* state = o.state(*u, static_cast<int>(b));
         if (!state) continue;  // no update yet: no state
-        add_unit_datasets(job, *u, state_path(k, names[b]), state, &o, writer, spares);
+        add_unit_datasets(job, *u, state_path(k, names[b]), state, &o, state_writer, spares);
       }
   }
   return job;
@@ -261,10 +264,12 @@ void CheckpointService::ensure_comms() {
   if (all_ != MPI_COMM_NULL) return;
   const ProcessGroups& g = ctx_.groups();
   mpi_check(MPI_Comm_dup(g.world().comm, &all_), "MPI_Comm_dup");
-  // One replica (replicate rank 0) writes; its members in shard order.
-  mpi_check(
-      MPI_Comm_split(all_, g.replicate().rank == 0 ? 0 : MPI_UNDEFINED, g.shard().rank, &writers_),
-      "MPI_Comm_split");
+  // One replica (replicate rank 0) writes, its members in shard order; with HFSDP every rank
+  // writes the optimizer state it holds, so all do (in world order).
+  const bool hfsdp = ctx_.options().hfsdp;
+  mpi_check(MPI_Comm_split(all_, hfsdp || g.replicate().rank == 0 ? 0 : MPI_UNDEFINED,
+                           hfsdp ? g.world().rank : g.shard().rank, &writers_),
+            "MPI_Comm_split");
   mpi_check(MPI_Comm_dup(g.shard().comm, &shard_), "MPI_Comm_dup");
   for (MPI_Comm c : {all_, writers_, shard_})
     if (c != MPI_COMM_NULL) MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
@@ -281,7 +286,7 @@ std::shared_ptr<CommWorker::Task> CheckpointService::start_save(
   check_saveable(ctx_, r.optimizers);
   ensure_comms();
   const std::string created = broadcast_string(world.comm, utc_timestamp());
-  const bool writer = writers_ != MPI_COMM_NULL;
+  const bool writer = ctx_.groups().replicate().rank == 0;  // writes the parameters
   std::shared_ptr<SaveJob> job;
   if (background) {
     std::vector<std::vector<char>> spares;  // the last background save's copies (it finished)
@@ -501,7 +506,8 @@ std::vector<FileRange> plan_reads(const std::vector<Target>& targets) {
   std::vector<FileRange> ranges;
   for (std::size_t t = 0; t < targets.size(); ++t) {
     const Target& tg = targets[t];
-    const ShardSlice s = tg.unit->slice(tg.param);
+    const ShardSlice s =
+        tg.optimizer < 0 ? tg.unit->slice(tg.param) : tg.unit->update_slice(tg.param);
     if (s.length == 0) continue;
     const std::size_t fes = dtype_size(tg.file->dtype);
     ranges.push_back({t, s, tg.file->offset + s.param_offset * fes, s.length * fes});
@@ -530,28 +536,43 @@ std::vector<PartialCrc> checksum(const PosixFile& file, const std::vector<FileRa
   return crc;
 }
 
-// Each shard group holds every dataset exactly once: its members' partial checksums combine to
-// the dataset's.
-void verify_checksums(MPI_Comm shard, const std::vector<Target>& targets,
-                      const std::vector<PartialCrc>& local) {
+// The targets `comm` holds exactly once (`state`: optimizer state, else parameters): its members'
+// partial checksums combine to each dataset's.
+void verify_checksums(MPI_Comm comm, const std::vector<Target>& targets,
+                      const std::vector<PartialCrc>& local, bool state) {
+  std::vector<std::size_t> picked(targets.size(), SIZE_MAX);
+  std::vector<std::size_t> of;  // the picked targets' indices
   std::vector<DatasetExtent> extents;
-  for (const Target& t : targets)
-    extents.push_back({t.file->name, t.file->numel, dtype_size(t.file->dtype)});
-  const std::vector<uint32_t> crc = combined_checksums(shard, local, extents);
-  for (std::size_t t = 0; t < targets.size(); ++t) {
-    const Target& tg = targets[t];
-    if (crc[t] == tg.file->crc) continue;
+  for (std::size_t t = 0; t < targets.size(); ++t)
+    if ((targets[t].optimizer >= 0) == state) {
+      picked[t] = of.size();
+      of.push_back(t);
+      extents.push_back(
+          {targets[t].file->name, targets[t].file->numel, dtype_size(targets[t].file->dtype)});
+    }
+  std::vector<PartialCrc> mine;
+  for (PartialCrc c : local)
+    if (picked[c.dataset] != SIZE_MAX) {
+      c.dataset = picked[c.dataset];
+      mine.push_back(c);
+    }
+  const std::vector<uint32_t> crc = combined_checksums(comm, mine, extents);
+  for (std::size_t k = 0; k < of.size(); ++k) {
+    const Target& tg = targets[of[k]];
+    if (crc[k] == tg.file->crc) continue;
     const std::string what = tg.optimizer < 0 ? "parameter '" + tg.file->name + "'"
                                               : "optimizer state of '" + tg.file->name + "'";
     char buf[64];
-    std::snprintf(buf, sizeof buf, " (stored crc32c %08x, computed %08x)", tg.file->crc, crc[t]);
+    std::snprintf(buf, sizeof buf, " (stored crc32c %08x, computed %08x)", tg.file->crc, crc[k]);
     fail(Errc::Corrupt, what + ": checksum mismatch" + buf + ": the file is corrupt");
   }
 }
 
 // Pass 1: opens the file and checks every rank's ranges of every dataset (inside the file, the
-// checksums), before anything is copied.
-std::unique_ptr<PosixFile> open_verified(MPI_Comm all, MPI_Comm shard, const std::string& path,
+// checksums), before anything is copied. Each shard group holds every parameter once; optimizer
+// state too, or with HFSDP the whole job does (`state_over_all`).
+std::unique_ptr<PosixFile> open_verified(MPI_Comm all, MPI_Comm shard, bool state_over_all,
+                                         const std::string& path,
                                          const std::vector<FileRange>& ranges,
                                          const std::vector<Target>& targets) {
   std::unique_ptr<PosixFile> file;
@@ -563,7 +584,11 @@ std::unique_ptr<PosixFile> open_verified(MPI_Comm all, MPI_Comm shard, const std
         fail(Errc::Corrupt, "'" + path + "': " + targets[rg.target].file->name +
                                 " runs past the end of the file (truncated file)");
   });
-  agree_on(all, [&] { verify_checksums(shard, targets, checksum(*file, ranges, targets)); });
+  agree_on(all, [&] {
+    const std::vector<PartialCrc> crc = checksum(*file, ranges, targets);
+    verify_checksums(shard, targets, crc, /*state=*/false);
+    verify_checksums(state_over_all ? all : shard, targets, crc, /*state=*/true);
+  });
   return file;
 }
 
@@ -676,7 +701,8 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
     fail(Errc::Mismatch, "'" + r.path + "' does not match the model (nothing was loaded):" +
                              problem_list(m.problems));
   const std::vector<FileRange> ranges = plan_reads(m.targets);
-  const std::unique_ptr<PosixFile> file = open_verified(all_, shard_, r.path, ranges, m.targets);
+  const std::unique_ptr<PosixFile> file =
+      open_verified(all_, shard_, ctx_.options().hfsdp, r.path, ranges, m.targets);
   // Everything is verified: from here on the destinations change.
   read_ranges(ctx_, all_, r, m.targets, ranges, *file);
   apply_state(ctx_, m, catalog, r.model_only ? nullptr : r.scaler);

@@ -162,7 +162,8 @@ Unit& Context::create_unit(std::vector<ParamSpec> params, const UnitRequest& req
   std::optional<Error> local = local_error;
   if (!local)
     local = attempt([&] {
-      layout.emplace(std::move(params), sharding_factor());
+      layout.emplace(std::move(params), sharding_factor(),
+                     layout_pieces(options_.strategy, groups_->replicate().size), options_.hfsdp);
       precision = resolve_precision(layout->dtype(), options_.precision, request.precision,
                                     "unit " + std::to_string(next_unit_id_));
       Fingerprint f;

@@ -7,9 +7,14 @@
 
 namespace fsdp {
 
-FlatLayout::FlatLayout(std::vector<ParamSpec> params, int shard_count)
-    : params_(std::move(params)), shard_count_(shard_count) {
-  if (params_.empty() || shard_count_ < 1) fail(Errc::Internal, "FlatLayout: empty unit");
+FlatLayout::FlatLayout(std::vector<ParamSpec> params, int shard_count, int pieces,
+                       bool update_per_piece)
+    : params_(std::move(params)),
+      shard_count_(shard_count),
+      pieces_(pieces),
+      update_per_piece_(update_per_piece) {
+  if (params_.empty() || shard_count_ < 1 || pieces_ < 1)
+    fail(Errc::Internal, "FlatLayout: empty unit");
   // Offsets inside each section first, each parameter at a multiple of kAlignNumel; callers
   // checked each numel and the total against overflow (the padding adds less than kAlignNumel per
   // parameter).
@@ -22,7 +27,8 @@ FlatLayout::FlatLayout(std::vector<ParamSpec> params, int shard_count)
   }
   Section& trainable = sections_[0];
   Section& frozen = sections_[1];
-  trainable.shard_numel = align_up((trainable.numel + shard_count_ - 1) / shard_count_);
+  const std::size_t blocks = static_cast<std::size_t>(shard_count_) * pieces_;
+  trainable.shard_numel = align_up((trainable.numel + blocks - 1) / blocks) * pieces_;
   frozen.shard_numel = align_up((frozen.numel + shard_count_ - 1) / shard_count_);
   frozen.flat_base = trainable.padded_numel(shard_count_);
   frozen.shard_base = trainable.shard_numel;
@@ -40,6 +46,22 @@ ShardSlice FlatLayout::slice(std::size_t i, int shard_rank) const {
   ShardSlice s;
   if (begin < end) {
     s.shard_offset = sec.shard_base + (begin - block_begin);
+    s.param_offset = begin - offsets_[i];
+    s.length = end - begin;
+  }
+  return s;
+}
+
+ShardSlice FlatLayout::update_slice(std::size_t i, int shard_rank, int piece) const {
+  ShardSlice s;
+  if (!params_[i].requires_grad) return s;
+  const std::size_t range_begin =
+      static_cast<std::size_t>(shard_rank) * sections_[0].shard_numel + update_offset(piece);
+  const std::size_t range_end = range_begin + grad_shard_numel();
+  const std::size_t begin = std::max(offsets_[i], range_begin);
+  const std::size_t end = std::min(offsets_[i] + params_[i].numel, range_end);
+  if (begin < end) {
+    s.shard_offset = begin - range_begin;
     s.param_offset = begin - offsets_[i];
     s.length = end - begin;
   }

@@ -11,6 +11,13 @@
 // output is in place. Gradients (the full gradient buffer, the gradient shard, optimizer state)
 // cover only the first section: frozen parameters cost no gradient memory, whatever their mix
 // with trainable ones (PyTorch's FlatParameter needs uniform requires_grad).
+//
+// Hybrid sharding over N replicas splits each rank's block of the trainable section further
+// into N equal pieces (the block padded to N aligned pieces): gradient norms are summed piece by
+// piece, and with HFSDP (fsdp_config_t.hfsdp) each replica's rank updates its piece alone (its
+// "update range": what its gradient shard and optimizer state cover). Hybrid with and without
+// HFSDP thus share one layout and one order of summation. A checkpoint stores each parameter
+// unpadded, so files do not depend on the pieces.
 #pragma once
 
 #include <array>
@@ -57,7 +64,9 @@ struct Section {
 
 class FlatLayout {
  public:
-  FlatLayout(std::vector<ParamSpec> params, int shard_count);
+  // `pieces`: N for hybrid sharding over N replicas, else 1; `update_per_piece`: HFSDP.
+  FlatLayout(std::vector<ParamSpec> params, int shard_count, int pieces = 1,
+             bool update_per_piece = false);
 
   const std::vector<ParamSpec>& params() const { return params_; }
   const ParamSpec& param(std::size_t i) const { return params_[i]; }
@@ -74,14 +83,30 @@ class FlatLayout {
   std::size_t numel() const { return numel_; }
   std::size_t padded_numel() const { return shard_numel() * shard_count_; }
   std::size_t shard_numel() const { return sections_[0].shard_numel + sections_[1].shard_numel; }
-  // The trainable section: what the full gradient and the gradient shard cover.
+  // The trainable section: what the full gradient covers, and each rank's block of it (what the
+  // shard group's reduce-scatter gives a rank).
   std::size_t grad_padded_numel() const { return sections_[0].padded_numel(shard_count_); }
-  std::size_t grad_shard_numel() const { return sections_[0].shard_numel; }
+  std::size_t trainable_shard_numel() const { return sections_[0].shard_numel; }
+  // The pieces of a trainable block, and one piece's elements.
+  int pieces() const { return pieces_; }
+  std::size_t piece_numel() const { return sections_[0].shard_numel / pieces_; }
+  // The gradient shard (and each optimizer state buffer): a rank's update range, the whole
+  // trainable block unless HFSDP updates it piece by piece.
+  std::size_t grad_shard_numel() const { return sections_[0].shard_numel / update_pieces(); }
+  int update_pieces() const { return update_per_piece_ ? pieces_ : 1; }
   int shard_count() const { return shard_count_; }
+  // Where piece `piece`'s update range starts inside the shard (the trainable block comes first).
+  std::size_t update_offset(int piece) const {
+    return static_cast<std::size_t>(piece) * grad_shard_numel();
+  }
   // Parameter i's first element in the unsharded buffer (and, if trainable, in the full gradient).
   std::size_t flat_offset(std::size_t i) const { return offsets_[i]; }
 
   ShardSlice slice(std::size_t i, int shard_rank) const;
+  // The part of parameter i in update range `piece` of shard `shard_rank`; shard_offset counts
+  // from the range's start (an offset into the gradient shard and the optimizer state). Empty
+  // for a frozen parameter.
+  ShardSlice update_slice(std::size_t i, int shard_rank, int piece) const;
 
   // A hash of everything that must agree across ranks: names, shapes, dtypes, requires_grad, order.
   uint64_t fingerprint() const;
@@ -92,6 +117,8 @@ class FlatLayout {
   std::array<Section, 2> sections_;
   std::size_t numel_ = 0;
   int shard_count_ = 1;
+  int pieces_ = 1;
+  bool update_per_piece_ = false;
 };
 
 }  // namespace fsdp

@@ -30,6 +30,12 @@ Topology discover_topology(MPI_Comm comm);
 // when F does not fit. Local, and gives the same answer on every rank for the same inputs.
 int resolve_sharding_factor(Strategy strategy, int requested, const Topology& topo);
 
+// How many pieces a rank's trainable block is cut into (core/flat_layout.hpp): one per replica
+// with hybrid sharding, which HFSDP updates one piece per replica; else 1.
+inline int layout_pieces(Strategy strategy, int replicas) {
+  return strategy == Strategy::HybridShard ? replicas : 1;
+}
+
 class ProcessGroups {
  public:
   // Takes ownership of `world` (a communicator the caller duplicated) once construction succeeds.

@@ -13,7 +13,8 @@ Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precis
       precision_(precision),
       name_(std::move(name)),
       trace_name_(name_.empty() ? "unit " + std::to_string(id) : name_),
-      shard_rank_(ctx.groups().shard().rank) {
+      shard_rank_(ctx.groups().shard().rank),
+      update_piece_(layout_.update_pieces() > 1 ? ctx.groups().replicate().rank : 0) {
   MemorySpace& shards = ctx_.shard_memory();
   // Collective over the storage's team (unit creation is collective), before anything that may
   // fail on one rank only.
@@ -394,24 +395,50 @@ void Unit::reduce_grads() {
   if (reduce_grads_async(/*now=*/true)) complete_pending();
 }
 
-// Reduce-scatter over the shard group (and all-reduce over replicas) in reduce_dtype, divided by
-// W once, stored or added into the gradient shard in the storage dtype.
+// Reduce-scatter over the shard group (and all-reduce over replicas, or with HFSDP a
+// reduce-scatter across them) in reduce_dtype, divided by W once, stored or added into the
+// gradient shard in the storage dtype.
 void Unit::reduce_into(const Located& full, DType r, void* out, Store store) {
   const ProcessGroups& groups = ctx_.groups();
   const double divisor = ctx_.options().grad_reduction == GradReduction::Mean
                              ? static_cast<double>(groups.world().size)
                              : 1.0;
-  const std::size_t n = layout_.grad_shard_numel();
+  const std::size_t n = layout_.trainable_shard_numel();
   const DType st = precision_.storage;
   if (groups.replicate().size == 1) {
     ctx_.transport().reduce_scatter(full, n, r, groups.shard(), {out, st, divisor, store});
-  } else {
-    // Hybrid: the shard group's sum, then the sum over replicas, then one division by W.
-    void* partial = ctx_.partial_sums().get(bytes().partial_sum());
-    ctx_.transport().reduce_scatter(full, n, r, groups.shard(), {partial, r, 1.0, Store::Assign});
-    ctx_.transport().all_reduce(partial, n, r, groups.replicate());
-    ctx_.memory().kernels().scaled(out, st, partial, r, n, divisor, store);
+    return;
   }
+  // Hybrid: the shard group's sum, then the sum over replicas, then one division by W.
+  void* partial = ctx_.partial_sums().get(bytes().partial_sum());
+  ctx_.transport().reduce_scatter(full, n, r, groups.shard(), {partial, r, 1.0, Store::Assign});
+  if (layout_.update_pieces() > 1) {
+    // HFSDP: each replica keeps the sum of its piece alone, rounded to reduce_dtype as the
+    // all-reduce rounds it, then divided and stored as hybrid does: the same bits.
+    const std::size_t u = layout_.grad_shard_numel();
+    void* piece = element(partial, n, r);
+    ctx_.transport().reduce_scatter(Located::private_memory(partial), u, r, groups.replicate(),
+                                    {piece, r, 1.0, Store::Assign});
+    ctx_.memory().kernels().scaled(out, st, piece, r, u, divisor, store);
+    return;
+  }
+  ctx_.transport().all_reduce(partial, n, r, groups.replicate());
+  ctx_.memory().kernels().scaled(out, st, partial, r, n, divisor, store);
+}
+
+void Unit::gather_update_pieces() {
+  if (layout_.update_pieces() == 1 || layout_.grad_shard_numel() == 0) return;
+  TraceSpan span(ctx_.trace(), "replica_all_gather", trace_name(), bytes().trainable_shard());
+  ctx_.transport().all_gather(nullptr, Located::private_memory(shard_), layout_.grad_shard_numel(),
+                              precision_.storage, ctx_.groups().replicate());
+}
+
+void* Unit::update_data() const {
+  return element(shard_, layout_.update_offset(update_piece_), precision_.storage);
+}
+
+ShardSlice Unit::update_slice(std::size_t i) const {
+  return layout_.update_slice(i, shard_rank_, update_piece_);
 }
 
 void Unit::set_grad_sync(bool on) {
@@ -451,7 +478,7 @@ void Unit::set_grad_none(std::size_t i, bool none) {
     return;
   }
   grad_none_[i] = 1;
-  const ShardSlice s = slice(i);
+  const ShardSlice s = update_slice(i);
   if (grad_shard_ && s.length) {
     ctx_.memory().take_from_caller();
     const std::size_t es = layout_.element_size();

@@ -62,6 +62,8 @@ class Unit {
   const Precision& precision() const { return precision_; }
   Context& context() const { return ctx_; }
   int shard_rank() const { return shard_rank_; }
+  // HFSDP: which piece of the trainable block this rank updates (its replicate rank); else 0.
+  int update_piece() const { return update_piece_; }
   // Whether unsharded parameters are held, by the caller or by a prefetch nobody claimed yet.
   bool is_unsharded() const { return unsharded_.held(); }
   // Prefetch is a hint the caller never sees: a unit the library unsharded on its own is
@@ -156,6 +158,14 @@ class Unit {
     return grad_shard_;
   }
   ShardSlice slice(std::size_t i) const;
+  // Parameter i's part of this rank's update range (offsets into the gradient shard).
+  ShardSlice update_slice(std::size_t i) const;
+  // The shard's elements from the start of this rank's update range (what the gradient shard's
+  // first element updates).
+  void* update_data() const;
+  // HFSDP, after this rank's update range was updated (collective over the replicate group): the
+  // all-gather across replicas that brings every piece of the trainable block up to date.
+  void gather_update_pieces();
 
   UnitBytes bytes() const { return {layout_, precision_}; }
   std::size_t shard_bytes() const { return bytes().shard(); }
@@ -197,6 +207,7 @@ class Unit {
   const std::string name_;
   const std::string trace_name_;  // name_, or "unit <id>"
   const int shard_rank_;
+  const int update_piece_;
   void* shard_ = nullptr;
   void* grad_shard_ = nullptr;  // allocated on first use: frozen or inference units never pay
   // The gradient shard is zero without its memory saying so (fresh, or after zero_grads, like

@@ -15,8 +15,8 @@ struct UnitBytes {
 
   // The parameter shard, in the storage dtype (the master copy).
   std::size_t shard() const { return layout.shard_numel() * layout.element_size(); }
-  // The gradient shard (trainable section only), in the storage dtype; each optimizer state
-  // buffer is as large.
+  // The gradient shard (this rank's update range of the trainable section), in the storage
+  // dtype; each optimizer state buffer is as large.
   std::size_t grad_shard() const { return layout.grad_shard_numel() * layout.element_size(); }
   // The unsharded parameters (padded), in param_dtype: what an all-gather fills.
   std::size_t unsharded() const { return layout.padded_numel() * dtype_size(precision.param); }
@@ -27,9 +27,16 @@ struct UnitBytes {
   std::size_t reduce_input() const {
     return layout.grad_padded_numel() * dtype_size(precision.reduce);
   }
-  // Hybrid sharding: the shard group's partial sum, in reduce_dtype, all-reduced over replicas.
+  // Hybrid sharding: the shard group's partial sum, in reduce_dtype, all-reduced over replicas;
+  // with HFSDP reduce-scattered across them into one more piece after it.
   std::size_t partial_sum() const {
-    return layout.grad_shard_numel() * dtype_size(precision.reduce);
+    const std::size_t piece = layout.update_pieces() > 1 ? layout.grad_shard_numel() : 0;
+    return (layout.trainable_shard_numel() + piece) * dtype_size(precision.reduce);
+  }
+  // HFSDP: the trainable block of the shard, in the storage dtype, that the all-gather across
+  // replicas after a step brings up to date.
+  std::size_t trainable_shard() const {
+    return layout.trainable_shard_numel() * layout.element_size();
   }
   // The parameters without sharding or padding (one replica, storage dtype).
   std::size_t model() const { return layout.numel() * layout.element_size(); }

@@ -109,7 +109,7 @@ void Optimizer::assign_slots() {
     const FlatLayout& l = s.unit->layout();
     for (std::size_t i = 0; i < l.num_params(); ++i) {
       if (!l.param(i).requires_grad) continue;
-      const ShardSlice slice = s.unit->slice(i);
+      const ShardSlice slice = s.unit->update_slice(i);
       if (slice.length)
         s.slots.push_back({i, slice.shard_offset, slice.length, group_of(l.param(i).name)});
     }
@@ -171,7 +171,7 @@ void Optimizer::update(UnitState& s, void* grad, std::size_t offset, std::size_t
   Kernels& kernels = ctx_.shard_memory().kernels();
   const DType t = s.unit->precision().storage;
   const std::size_t at = offset * dtype_size(t);
-  char* param = static_cast<char*>(s.unit->shard_data()) + at;
+  char* param = static_cast<char*>(s.unit->update_data()) + at;
   char* g = static_cast<char*>(grad) + at;
   char* s0 = s.state[0] ? static_cast<char*>(s.state[0]) + at : nullptr;
   char* s1 = s.state[1] ? static_cast<char*>(s.state[1]) + at : nullptr;
@@ -234,7 +234,10 @@ void Optimizer::step() {
     void* grad = s.unit->grad_shard_if_any(&zero);
     TraceSpan span(ctx_.trace(), "optimizer_step", s.unit->trace_name(),
                    grad && !zero ? s.unit->grad_shard_bytes() : 0);
-    if (grad && !zero) step_unit(s, grad);
+    if (grad && !zero) {
+      step_unit(s, grad);
+      s.unit->gather_update_pieces();  // HFSDP: every replica's piece into the shard
+    }
   }
 }
 

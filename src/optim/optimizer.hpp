@@ -127,7 +127,7 @@ class Optimizer {
   // A trainable parameter's part of this rank's gradient shard (not empty).
   struct Slot {
     std::size_t param = 0;
-    std::size_t offset = 0, length = 0;  // inside the gradient shard (the trainable section)
+    std::size_t offset = 0, length = 0;  // inside the gradient shard (the update range)
     int group = 0;
   };
   struct UnitState {

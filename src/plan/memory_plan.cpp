@@ -141,10 +141,15 @@ class Replay {
       full_grad_[u].reset();
     }
     if (place_.replicas > 1) partial_sums_.get(b.partial_sum());
-    if (const std::size_t s =
-            reduce_scatter_scratch_bytes(job_.options.transport, unit.layout.grad_shard_numel(),
-                                         unit.precision.reduce, place_.sharding_factor))
+    const DType r = unit.precision.reduce;
+    const MpiTransportOptions& o = job_.options.transport;
+    if (const std::size_t s = reduce_scatter_scratch_bytes(o, unit.layout.trainable_shard_numel(),
+                                                           r, place_.sharding_factor))
       transport_scratch_.get(s);
+    if (unit.layout.update_pieces() > 1)  // HFSDP: the reduce-scatter across replicas
+      if (const std::size_t s =
+              reduce_scatter_scratch_bytes(o, unit.layout.grad_shard_numel(), r, place_.replicas))
+        transport_scratch_.get(s);
     full_grad_[u].reset();
     copy.reset();
     has_grad_[u] = true;

@@ -38,12 +38,14 @@ RankPlace place_rank(const PlanJob& job, int rank) {
 std::vector<PlannedUnit> planned_units(const PlanModel& model, const PlanJob& job) {
   if (model.units.empty())
     fail(Errc::State, "plan: the model has no units (fsdp_plan_add_unit or fsdp_plan_read_model)");
-  const int f = place_rank(job, 0).sharding_factor;
+  const RankPlace place = place_rank(job, 0);
+  const int f = place.sharding_factor;
+  const int pieces = layout_pieces(job.options.strategy, place.replicas);
   std::vector<PlannedUnit> units;
   units.reserve(model.units.size());
   for (std::size_t i = 0; i < model.units.size(); ++i) {
     const PlanUnit& u = model.units[i];
-    FlatLayout layout(u.params, f);
+    FlatLayout layout(u.params, f, pieces, job.options.hfsdp);
     const std::string who =
         "unit " + std::to_string(i) + (u.name.empty() ? "" : " ('" + u.name + "')");
     // As Context::create_unit resolves it; a plan's units ask nothing of their own.

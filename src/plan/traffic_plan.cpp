@@ -47,6 +47,7 @@ TrafficPlan plan_traffic(const PlanModel& model, const PlanJob& job, int rank) {
   const RankPlace place = place_rank(job, rank);
   const std::vector<PlannedUnit> units = planned_units(model, job);
   const Sender sender(job, place);
+  const bool hfsdp = job.options.hfsdp && place.replicas > 1;
   TrafficPlan t;
   for (const StepEvent& e : training_step(model)) {
     if (e.kind == StepEvent::Kind::Unshard) {
@@ -59,10 +60,25 @@ TrafficPlan plan_traffic(const PlanModel& model, const PlanJob& job, int rank) {
       ++t.reduce_scatter_calls;
       t.reduce_scatter_bytes += b.reduce_input();
       sender.send(t, sender.shard(), b.reduce_input(), 1);
-      if (place.replicas > 1) {
+      if (place.replicas == 1) continue;
+      const std::size_t partial =
+          units[e.unit].layout.trainable_shard_numel() * dtype_size(units[e.unit].precision.reduce);
+      if (hfsdp) {
+        ++t.replica_reduce_scatter_calls;
+        t.replica_reduce_scatter_bytes += partial;
+        sender.send(t, sender.replicate(), partial, 1);
+      } else {
         ++t.all_reduce_calls;
-        t.all_reduce_bytes += b.partial_sum();
-        sender.send(t, sender.replicate(), b.partial_sum(), 2);
+        t.all_reduce_bytes += partial;
+        sender.send(t, sender.replicate(), partial, 2);
+      }
+    } else if (e.kind == StepEvent::Kind::OptimizerStep && hfsdp && job.optimizer) {
+      for (const PlannedUnit& u : units) {  // Optimizer::step, each unit with a gradient
+        if (!u.has_grad()) continue;
+        const std::size_t b = u.bytes().trainable_shard();
+        ++t.replica_all_gather_calls;
+        t.replica_all_gather_bytes += b;
+        sender.send(t, sender.replicate(), b, 1);
       }
     }
   }

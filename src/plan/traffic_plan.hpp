@@ -5,7 +5,9 @@
 // group size and however many sections it gathers; a reduce is one reduce-scatter of its full
 // gradient in reduce_dtype (padded, trainable section) and, with replicas (hybrid, no-shard
 // over several ranks), one all-reduce of the shard group's partial sum (reduce_dtype) across
-// replicas. These do not depend on the transport.
+// replicas; with HFSDP a reduce-scatter of it instead, and after the optimizer's update of each
+// unit one all-gather of its trainable block (storage dtype) across replicas. These do not
+// depend on the transport.
 //
 // The split between intra-node and inter-node bytes is a model, not a measurement: each
 // collective over a group of n > 1 ranks (ordered by position, as ProcessGroups orders them) runs
@@ -28,6 +30,8 @@ struct TrafficPlan {
   std::size_t reduce_scatter_bytes = 0, reduce_scatter_calls = 0;
   std::size_t all_reduce_bytes = 0, all_reduce_calls = 0;
   std::size_t intra_node_bytes = 0, inter_node_bytes = 0;
+  std::size_t replica_reduce_scatter_bytes = 0, replica_reduce_scatter_calls = 0;  // HFSDP
+  std::size_t replica_all_gather_bytes = 0, replica_all_gather_calls = 0;          // HFSDP
 };
 
 // Throws what place_rank, planned_units and training_step throw.
