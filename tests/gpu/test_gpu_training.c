@@ -12,9 +12,11 @@
  * The CUDA context's checkpoint is loaded by a host context and compared bit for bit, and its
  * steady-state steps must not call cudaMalloc.
  *
- * Argument: auto | mpi | nccl | offload | async | hybrid: the CUDA context's transport, CPU
- * offload, the asynchronous calls with prefetch on (the progress thread's path), or hybrid
- * sharding (factor 2: run on 4 ranks; both contexts use it).
+ * Argument: auto | mpi | nccl | offload | async | hybrid | hfsdp: the CUDA context's transport,
+ * CPU offload, the asynchronous calls with prefetch on (the progress thread's path), hybrid
+ * sharding (factor 2: run on 4 ranks; both contexts use it), or hybrid with HFSDP (both contexts;
+ * the gradient shards, then 1/(F*N) and not the caller's to read, are compared through the norms
+ * and the updated parameters).
  * Exit 77 (skipped) when a rank sees no CUDA device. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -145,7 +147,8 @@ int main(int argc, char** argv) {
   if (!strcmp(mode, "nccl")) gpu.transport = FSDP_TRANSPORT_NCCL;
   if (!strcmp(mode, "offload")) gpu.cpu_offload = 1;
   async_calls = !strcmp(mode, "async");
-  const int hybrid = !strcmp(mode, "hybrid");
+  const int hfsdp = !strcmp(mode, "hfsdp");
+  const int hybrid = hfsdp || !strcmp(mode, "hybrid");
   if (hybrid) {
     if (th_size() % 2 != 0) {
       if (th_rank() == 0) printf("skipped: hybrid sharding (factor 2) needs an even rank count\n");
@@ -154,6 +157,7 @@ int main(int argc, char** argv) {
     }
     gpu.strategy = FSDP_HYBRID_SHARD;
     gpu.sharding_factor = 2;
+    gpu.hfsdp = hfsdp;
   }
 
   model_t host, dev;
@@ -169,6 +173,7 @@ int main(int argc, char** argv) {
   if (transport == FSDP_TRANSPORT_MPI) ref.transport = FSDP_TRANSPORT_MPI;
   ref.strategy = gpu.strategy;
   ref.sharding_factor = gpu.sharding_factor;
+  ref.hfsdp = gpu.hfsdp;
   make_model(&host, &ref);
   const int exact = transport == FSDP_TRANSPORT_MPI || th_size() == 1;
   const double* const exact_tol = NULL;
@@ -231,6 +236,7 @@ int main(int argc, char** argv) {
       CHECK_OK(fsdp_reshard(host.u[k]));
       CHECK_OK(fsdp_reshard(dev.u[k]));
       on_both(host.u[k], dev.u[k], fsdp_reduce_grads, fsdp_reduce_grads_async);
+      if (hfsdp) continue;
       size_t sn = 0;
       void *hs = NULL, *ds = NULL;
       CHECK_OK(fsdp_shard_grad(host.u[k], &hs, &sn));
