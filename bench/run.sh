@@ -51,6 +51,12 @@ if want training; then
       --out "$out/training-np$n-shm-debug.json" | tee -a "$out/training.md"
   done
 fi
+# Past one machine: full, hybrid, HFSDP and hpZ at 4 ranks as 2 nodes of 2, per-rank memory and
+# inter-node bytes per step measured (memory stats, the trace) against fsdp-plan's prediction.
+if want training; then
+  FSDP_TRANSPORT=mpi FSDP_RANKS_PER_NODE=2 "$mpiexec" -n 4 "$build/bench/bench_strategies" \
+    --out "$out/strategies.json" | tee "$out/strategies.md"
+fi
 # Checkpoints: save/load against raw POSIX I/O, 1, 2 and 4 ranks, 64 MiB to 2 GiB, and a model
 # of 2,000 parameters (with the parallel-HDF5 pitfalls measured). Scratch files in $out/ckpt.
 if want checkpoint; then
