@@ -1158,7 +1158,8 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt);
  *  @param[out] data may be NULL; the buffer's address
  *  @param[out] numel may be NULL; its element count (fsdp_shard_grad's)
  *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL or unknown name, a unit the optimizer does not
- * update, a unit with every parameter frozen); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE
+ * update, a unit with every parameter frozen); UNSUPPORTED with cfg->hfsdp (since 0.12: the
+ * state then covers this rank's piece); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE
  * or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_state(fsdp_optimizer_t opt, fsdp_unit_t unit,
                                                const char* name, void** data, size_t* numel);

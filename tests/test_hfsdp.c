@@ -10,6 +10,7 @@
  * computed here; the shards are hybrid's. Checkpoints: HFSDP's file loads into a hybrid context and
  * a full-sharding one, hybrid's into an HFSDP one, and the loaded contexts train on as the saving
  * ones do. Bad input: hfsdp = 2, hfsdp without hybrid sharding, fsdp_shard_grad under HFSDP. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,10 +310,17 @@ static void bad_input(void) {
   CHECK_FAILS(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx), FSDP_ERR_INVALID_ARGUMENT, "cfg->hfsdp");
   CHECK(ctx == NULL);
   Run r;
-  if (!make_context(&r, FSDP_HYBRID_SHARD, 1, FSDP_DTYPE_AUTO)) return;
+  setenv("FSDP_DEBUG_COLLECTIVES", "1", 1); /* the step, collective under HFSDP, is compared */
+  const int made = make_context(&r, FSDP_HYBRID_SHARD, 1, FSDP_DTYPE_AUTO);
+  unsetenv("FSDP_DEBUG_COLLECTIVES");
+  if (!made) return;
   void* g = NULL;
   CHECK_FAILS(fsdp_shard_grad(r.u[0], &g, NULL), FSDP_ERR_UNSUPPORTED, "hfsdp");
+  CHECK_FAILS(fsdp_optimizer_state(r.opt, r.u[1], "exp_avg", &g, NULL), FSDP_ERR_UNSUPPORTED,
+              "hfsdp");
   CHECK(g == NULL);
+  /* Debug mode compares the step, collective under HFSDP, across ranks: agreed, it runs. */
+  CHECK_OK(fsdp_optimizer_step(r.opt));
   destroy(&r);
 }
 

@@ -155,8 +155,16 @@ fsdp_status_t fsdp_optimizer_set_lr(fsdp_optimizer_t opt, int group, double lr) 
 fsdp_status_t fsdp_optimizer_step(fsdp_optimizer_t opt) {
   return guard(__func__, [&] {
     Optimizer& o = optimizer_from(opt, "opt");
-    o.context().scheduler().quiesce();  // reductions in flight land first
-    o.step();
+    const auto step = [&o] {
+      o.context().scheduler().quiesce();  // reductions in flight land first
+      o.step();
+    };
+    if (!o.context().options().hfsdp) return step();
+    // HFSDP: the step gathers across replicas, so debug mode compares it and the watchdog
+    // watches it like every collective.
+    const fsdp::CallScope call =
+        o.context().begin_call(fsdp::capi::context_call("fsdp_optimizer_step", o.id()));
+    step();
   });
 }
 
@@ -203,6 +211,7 @@ fsdp_status_t fsdp_optimizer_state(fsdp_optimizer_t opt, fsdp_unit_t unit, const
       fail(Errc::InvalidArgument, "unit: " + u.label() +
                                       ": every parameter is frozen (requires_grad = 0): it has "
                                       "no optimizer state");
+    u.refuse_piece_view("the optimizer state");
     if (data) {
       *data = o.ensure_state(u, b);
       o.context().before_cpu_touches_shards();  // offloaded or on a GPU: the step has landed

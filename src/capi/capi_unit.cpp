@@ -242,12 +242,7 @@ fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel) {
 fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t* numel) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
-    if (u.layout().update_pieces() > 1)
-      fail(Errc::Unsupported,
-           u.label() +
-               ": with cfg->hfsdp the gradient shard covers this rank's 1/(F*N) update range, "
-               "which the library's optimizers update (fsdp_optimizer_step); updates written by "
-               "the caller are not supported with HFSDP");
+    u.refuse_piece_view("the gradient shard");
     if (data) {
       if (u.layout().grad_shard_numel() == 0)
         fail(Errc::InvalidArgument,

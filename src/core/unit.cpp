@@ -433,6 +433,14 @@ void Unit::gather_update_pieces() {
                               precision_.storage, ctx_.groups().replicate());
 }
 
+void Unit::refuse_piece_view(const char* what) const {
+  if (layout_.update_pieces() > 1)
+    fail(Errc::Unsupported,
+         label() + ": with cfg->hfsdp " + what +
+             " covers this rank's 1/(F*N) piece of the unit, which the library's optimizers "
+             "update (fsdp_optimizer_step); a caller's view of it is not supported with HFSDP");
+}
+
 void* Unit::update_data() const {
   return element(shard_, layout_.update_offset(update_piece_), precision_.storage);
 }

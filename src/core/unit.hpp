@@ -163,6 +163,10 @@ class Unit {
   // The shard's elements from the start of this rank's update range (what the gradient shard's
   // first element updates).
   void* update_data() const;
+  // Throws Unsupported naming `what` (the caller's view of the gradient shard or of optimizer
+  // state) under HFSDP, where they cover this rank's piece alone, which only the library's
+  // optimizers update.
+  void refuse_piece_view(const char* what) const;
   // HFSDP, after this rank's update range was updated (collective over the replicate group): the
   // all-gather across replicas that brings every piece of the trainable block up to date.
   void gather_update_pieces();
