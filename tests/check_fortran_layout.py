@@ -44,7 +44,9 @@ for i, (name, fields) in enumerate(types):
     f.append(f"  base = transfer(c_loc(v{i}), base)")
     for fld in fields:
         c.append(f'  printf("{name}.{fld} %zu\\n", offsetof({name}, {fld}));')
-        f.append(f"  print '(a, i0)', '{name}.{fld} ', transfer(c_loc(v{i}%{fld}), base) - base")
+        # Two lines: a long struct and field name would pass free form's 132 columns.
+        f.append(f"  print '(a, i0)', '{name}.{fld} ', &")
+        f.append(f"    transfer(c_loc(v{i}%{fld}), base) - base")
 c += ["  return 0;", "}"]
 f.append("end program")
 open(os.path.join(work, "layout.c"), "w").write("\n".join(c) + "\n")
