@@ -343,6 +343,12 @@ typedef struct fsdp_memory_stats {
   /** Predicted prefetches not started because max_unsharded units were already unsharded,
    *  gathering or reducing (fsdp_config_t.max_unsharded; doc/training.md says how to size it). */
   size_t prefetches_skipped_limit;
+  /** Since 0.12: hpZ's secondary partitions held now (fsdp_config_t.hpz; doc/hpz.md): each is
+   *  1/R of a unit's unsharded parameters (R: its shard group's ranks per node), from the reshard
+   *  of a forward use until the unit's next unshard completes. Counted in peak_bytes, not in
+   *  peak_parameter_bytes (FSDP's formula). */
+  size_t secondary_bytes;
+  size_t peak_secondary_bytes; /**< high-water mark of secondary_bytes */
 } fsdp_memory_stats_t;
 
 /* ------------------------------------------------------------------------------------------------
