@@ -238,10 +238,17 @@ typedef struct fsdp_config {
    *  replicas brings the 1/F parameter shard up to date. Needs FSDP_HYBRID_SHARD (elsewhere
    *  FSDP_ERR_INVALID_ARGUMENT naming cfg->hfsdp). Default 0. See doc/planning.md. */
   int hfsdp;
-  /** Since 0.12: nonzero turns on hpZ (DeepSpeed ZeRO++'s hierarchical partitioning): a unit
-   *  resharded after its forward use keeps a node-local secondary partition, from which the next
-   *  unshard gathers inside the node only. Needs a strategy that shards (elsewhere
-   *  FSDP_ERR_INVALID_ARGUMENT naming cfg->hpz). Default 0. See doc/planning.md. */
+  /** Since 0.12: 1 turns on hpZ (DeepSpeed ZeRO++'s hierarchical partitioning) where a shard
+   *  group spans nodes: a unit resharded after a forward use (a hold in which no gradient was
+   *  written through fsdp_grad_data) keeps this rank's 1/R of its unsharded parameters (R: the
+   *  shard group's ranks per node; fsdp_memory_stats_t.secondary_bytes), and its next unshard
+   *  all-gathers inside the node only, then drops it. The library's optimizer step, norm,
+   *  unscaling, checkpoint save or load, and fsdp_shard_data drop secondaries unused: an unshard
+   *  never reads parameters older than the shards. Results are bitwise those without hpZ. Where
+   *  every shard group lies inside one node it changes nothing. FSDP_ERR_INVALID_ARGUMENT naming
+   *  cfg->hpz: a value other than 0 or 1, FSDP_NO_SHARD, nodes of unequal size, or a shard group
+   *  spanning nodes unevenly; FSDP_ERR_UNSUPPORTED naming cfg->hpz with FSDP_TRANSPORT_NCCL.
+   *  Default 0. See doc/hpz.md. */
   int hpz;
 } fsdp_config_t;
 
