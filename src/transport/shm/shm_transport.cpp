@@ -60,7 +60,7 @@ void ShmTransport::interrupt_for_timeout() {
 
 void ShmTransport::all_gather(const void* shard, const Located& full, std::size_t count, DType t,
                               const Group& g) {
-  const bool node_only = full.where.kind == Where::Kind::NodeCopy && is_team(g);
+  const bool node_only = !carries(g) && full.where.kind == Where::Kind::NodeCopy && is_team(g);
   if (!node_only && (!carries(g) || full.where.kind != Where::Kind::NodeCopy))
     return mpi_.all_gather(shard, full, count, t, g);
   const std::size_t block = count * dtype_size(t);
