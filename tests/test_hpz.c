@@ -164,8 +164,10 @@ static void read_trace(const char* dir, int F, Run* r) {
   r->inter_bytes /= STEPS;
 }
 
+/* `prefetch`: prefetch on in both phases (secondaries then read on the progress thread, and
+ * prefetches released unused). */
 static void train(fsdp_transport_t transport, fsdp_sharding_strategy_t strategy, int F, int hpz,
-                  const char* trace_dir, Run* r) {
+                  int prefetch, const char* trace_dir, Run* r) {
   memset(r, 0, sizeof *r);
   if (th_rank() == 0) mkdir(trace_dir, 0755);
   MPI_Barrier(MPI_COMM_WORLD);
@@ -204,13 +206,17 @@ static void train(fsdp_transport_t transport, fsdp_sharding_strategy_t strategy,
   hp.lr = 1e-2;
   fsdp_optimizer_t opt = NULL;
   CHECK_OK(fsdp_optimizer_create(ctx, FSDP_OPTIMIZER_ADAMW, &hp, UNITS, u, &opt));
+  CHECK_OK(fsdp_set_prefetch(ctx, prefetch, prefetch));
 
   for (int step = 0; step < STEPS; ++step) {
+    CHECK_OK(fsdp_begin_forward(ctx));
     r->losses[step][0] = forward(u, 0, step); /* evaluation: forward only */
     for (int m = 0; m < MICRO; ++m) {
       CHECK_OK(fsdp_set_grad_sync(ctx, m == MICRO - 1));
+      CHECK_OK(fsdp_begin_forward(ctx));
       r->losses[step][1 + m] = forward(u, m, step);
       if (step == 0 && m == 0) r->secondary_after_forward = secondary_now(ctx, &r->peak_secondary);
+      CHECK_OK(fsdp_begin_backward(ctx));
       backward(u, m, step);
       if (step == 0 && m == 0) r->secondary_after_backward = secondary_now(ctx, NULL);
     }
@@ -251,10 +257,19 @@ static void compare_on_two_nodes(fsdp_transport_t t, const char* name) {
   snprintf(dir_off, sizeof dir_off, "hpz_trace_%s_off", name);
   snprintf(dir_on, sizeof dir_on, "hpz_trace_%s_on", name);
   static Run off, on;
-  train(t, FSDP_FULL_SHARD, F, 0, dir_off, &off);
-  train(t, FSDP_FULL_SHARD, F, 1, dir_on, &on);
+  train(t, FSDP_FULL_SHARD, F, 0, 0, dir_off, &off);
+  train(t, FSDP_FULL_SHARD, F, 1, 0, dir_on, &on);
   snprintf(what, sizeof what, "%s: hpz on and off give the same losses and shards", name);
   same_run(&off, &on, what);
+  if (t == FSDP_TRANSPORT_MPI) {
+    static Run prefetched;
+    char dir_pf[128];
+    snprintf(dir_pf, sizeof dir_pf, "hpz_trace_%s_prefetch", name);
+    train(t, FSDP_FULL_SHARD, F, 1, 1, dir_pf, &prefetched);
+    snprintf(what, sizeof what, "%s: hpz with prefetch gives the same losses and shards", name);
+    same_run(&off, &prefetched, what);
+    CHECK_MSG(prefetched.ag_node > 0, what);
+  }
   /* Each unit's secondary: 1/R of its unsharded bfloat16 parameters. After the first forward every
    * unit keeps one; backward (gradients written) uses them and keeps none; the out-of-order use
    * keeps one, which the step drops. */
@@ -283,8 +298,8 @@ static void check_meaningless(fsdp_transport_t t, const char* name) {
   snprintf(dir_off, sizeof dir_off, "hpz_trace_%s_hybrid_off", name);
   snprintf(dir_on, sizeof dir_on, "hpz_trace_%s_hybrid_on", name);
   static Run off, on;
-  train(t, FSDP_HYBRID_SHARD, RPN, 0, dir_off, &off);
-  train(t, FSDP_HYBRID_SHARD, RPN, 1, dir_on, &on);
+  train(t, FSDP_HYBRID_SHARD, RPN, 0, 0, dir_off, &off);
+  train(t, FSDP_HYBRID_SHARD, RPN, 1, 0, dir_on, &on);
   snprintf(what, sizeof what, "%s hybrid: hpz means nothing inside a node", name);
   same_run(&off, &on, what);
   CHECK_MSG(on.peak_secondary == 0 && on.ag_node == 0 && on.ag_full == off.ag_full, what);
