@@ -322,6 +322,27 @@ static void check_bad_input(void) {
   CHECK(ctx == NULL);
 }
 
+/* Debug mode: a rank that wrote a gradient in a hold its peers used for forward only keeps no
+ * secondary; the next unshard fails alike on every rank instead of hanging. */
+static void check_debug_mismatch(void) {
+  fsdp_config_t cfg = FSDP_CONFIG_INIT;
+  cfg.transport = FSDP_TRANSPORT_MPI;
+  cfg.debug_collectives = 1;
+  cfg.hpz = 1;
+  fsdp_context_t ctx = NULL;
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx));
+  static const int64_t shape[1] = {NW};
+  const fsdp_param_desc_t d = {"w", 1, shape, FSDP_FLOAT32, 1};
+  fsdp_unit_t u = NULL;
+  CHECK_OK(fsdp_unit_create(ctx, 1, &d, NULL, &u));
+  CHECK_OK(fsdp_unshard(u));
+  void* g = NULL;
+  if (th_rank() == 0) CHECK_OK(fsdp_grad_data(u, 0, &g));
+  CHECK_OK(fsdp_reshard(u));
+  CHECK_FAILS(fsdp_unshard(u), FSDP_ERR_MISMATCH, "hpZ");
+  CHECK_OK(fsdp_finalize(&ctx));
+}
+
 int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_hpz");
   unsetenv("FSDP_TRANSPORT"); /* it would override each run's cfg.transport */
@@ -331,6 +352,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   check_bad_input();
+  check_debug_mismatch();
   compare_on_two_nodes(FSDP_TRANSPORT_MPI, "mpi");
   compare_on_two_nodes(FSDP_TRANSPORT_SHM, "shm");
   compare_on_two_nodes(FSDP_TRANSPORT_SHM_ZERO_COPY, "shm_zero_copy");
