@@ -111,16 +111,9 @@ void Unit::complete_pending() {
   pending_ = Pending::None;
   const bool by_prefetch = kind == Pending::Unshard && gathered_by_prefetch_;
   gathered_by_prefetch_ = false;
-  // hpZ: the secondary this all-gather read goes once it has completed, failed or not.
-  struct DropSecondary {
-    SecondaryPartition& s;
-    bool unshard;
-    ~DropSecondary() {
-      if (unshard) s.drop();
-    }
-  } drop_secondary{secondary_, kind == Pending::Unshard};
   auto failed = [&] {
     if (kind == Pending::Unshard) {  // a failed all-gather leaves it sharded, claimed or not
+      secondary_.drop();
       release_unsharded();
       prefetched_ = false;
     } else {  // the gradient did not reach the shard
@@ -141,6 +134,7 @@ void Unit::complete_pending() {
     failed();
     throw;
   }
+  if (kind == Pending::Unshard) secondary_.drop();  // hpZ: read by this all-gather, if kept
   if (kind == Pending::Reduce) {
     grad_shard_is_zero_ = false;
     full_grad_.reset();
@@ -312,11 +306,13 @@ void Unit::reshard() {
   // hpZ: a forward use keeps this rank's node piece (collective order needs no agreement: every
   // rank of the node group makes the same calls). An allocation failure still reshards.
   std::optional<Error> kept;
-  if (intact && !hold_wrote_grad_ && !zero_copy() && SecondaryPartition::active(ctx_)) try {
+  if (intact && !hold_wrote_grad_ && !zero_copy() && SecondaryPartition::active(ctx_)) {
+    try {
       secondary_.keep(*this, unsharded_.data());
     } catch (const Error& e) {
       kept = e;
     }
+  }
   release_unsharded();  // resharded either way: the hold ends, as on every other rank
   if (kept)
     throw Error(kept->code(),
