@@ -289,6 +289,10 @@ static void compare_on_two_nodes(fsdp_transport_t t, const char* name) {
   snprintf(what, sizeof what, "%s: inter-node bytes per step with hpz %.0f, without %.0f", name,
            on.inter_bytes, off.inter_bytes);
   CHECK_MSG(on.inter_bytes < off.inter_bytes, what);
+  /* Exactly: the 9 node-local all-gathers per step no longer send (F-1)/F of the unit from each
+   * rank whose ring successor is on the next node (one per node). */
+  const double saved = 9.0 * (double)unsharded_bytes(F) * (F - 1) / F * (F / RPN);
+  CHECK_MSG(off.inter_bytes - on.inter_bytes == saved, what);
   if (th_rank() == 0) printf("%s\n", what);
 }
 
