@@ -703,10 +703,12 @@ FSDP_EXPORT fsdp_status_t fsdp_unshard(fsdp_unit_t unit);
  *  FSDP_ERR_CORRUPT when the node's copy changed while this rank held it (before its
  *  fsdp_reduce_grads of the unit, if it made one): a node peer wrote its shard (zero-copy
  *  storage) or wrote through a pointer kept past its own reshard. The unit is resharded all the
- *  same.
+ *  same. Since 0.12, with cfg->hpz where it applies, a hold in which no gradient was written
+ *  through fsdp_grad_data keeps the unit's node-local secondary partition here (doc/hpz.md).
  *  @param[in] unit the unit
  *  @return FSDP_SUCCESS; STATE (not unsharded; a unit tied to it still unsharded); CORRUPT (debug
- * mode: a node peer wrote into the node's copy while this rank held it);
+ * mode: a node peer wrote into the node's copy while this rank held it); OUT_OF_MEMORY (hpZ: no
+ * memory for the secondary partition; the unit is resharded without it);
  * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_reshard(fsdp_unit_t unit);
 
