@@ -798,7 +798,10 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_none(fsdp_unit_t unit, int* none, int count)
 /** This rank's parameter shard: `numel` elements of the unit's dtype, padding included. The
  *  pointer stays valid for the unit's life. Local. Either output may be NULL. For a unit with
  *  zero-copy storage (fsdp_unit_zero_copy), the shard is part of what the node's ranks read while
- *  they hold the unit unsharded: write it only when none of them still does.
+ *  they hold the unit unsharded: write it only when none of them still does. Since 0.12, with
+ *  hpZ (cfg->hpz), asking for the address drops the unit's secondary partition, so the next
+ *  unshard gathers the shards as written: write through an address asked for after the unit's
+ *  last reshard (doc/hpz.md).
  *  @param[in] unit the unit
  *  @param[out] data may be NULL; the shard's address
  *  @param[out] numel may be NULL; receives the element count
