@@ -326,6 +326,38 @@ static void check_bad_input(void) {
   CHECK(ctx == NULL);
 }
 
+/* fsdp_shard_data hands out a writable shard: the secondary goes, and the next unshard reads
+ * what was written there. */
+static void check_shard_write(void) {
+  fsdp_config_t cfg = FSDP_CONFIG_INIT;
+  cfg.transport = FSDP_TRANSPORT_MPI;
+  cfg.hpz = 1;
+  fsdp_context_t ctx = NULL;
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx));
+  static const int64_t shape[1] = {NW};
+  const fsdp_param_desc_t d = {"w", 1, shape, FSDP_FLOAT32, 1};
+  fsdp_unit_t u = NULL;
+  CHECK_OK(fsdp_unit_create(ctx, 1, &d, NULL, &u));
+  const int F = th_size();
+  const size_t S = block(NW, F) * (size_t)F * sizeof(float) / RPN;
+  CHECK_OK(fsdp_unshard(u));
+  CHECK_OK(fsdp_reshard(u));
+  CHECK(secondary_now(ctx, NULL) == S);
+  float* shard = NULL;
+  size_t n = 0;
+  CHECK_OK(fsdp_shard_data(u, (void**)&shard, &n));
+  CHECK(secondary_now(ctx, NULL) == 0);
+  for (size_t j = 0; j < n; ++j) shard[j] = 1000.0f + (float)((size_t)th_rank() * n + j);
+  CHECK_OK(fsdp_unshard(u));
+  float* w = NULL;
+  CHECK_OK(fsdp_param_data(u, 0, (void**)&w));
+  int bad = 0;
+  for (size_t e = 0; w && e < NW; ++e) bad += w[e] != 1000.0f + (float)e;
+  CHECK_MSG(bad == 0, "the unshard after fsdp_shard_data reads the written shards");
+  CHECK_OK(fsdp_reshard(u));
+  CHECK_OK(fsdp_finalize(&ctx));
+}
+
 /* Debug mode: a rank that wrote a gradient in a hold its peers used for forward only keeps no
  * secondary; the next unshard fails alike on every rank instead of hanging. */
 static void check_debug_mismatch(void) {
@@ -357,6 +389,7 @@ int main(int argc, char** argv) {
   }
   check_bad_input();
   check_debug_mismatch();
+  check_shard_write();
   compare_on_two_nodes(FSDP_TRANSPORT_MPI, "mpi");
   compare_on_two_nodes(FSDP_TRANSPORT_SHM, "shm");
   compare_on_two_nodes(FSDP_TRANSPORT_SHM_ZERO_COPY, "shm_zero_copy");
