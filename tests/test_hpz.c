@@ -7,8 +7,11 @@
  * secondary must not survive the step). The secondary's bytes are checked exactly against the
  * formula computed here, and the trace gives each run's all-gathers, node-local ones apart, from
  * which the inter-node bytes per step are computed by the ring model test_plan_memory states: they
- * must be lower with hpz. Where hpZ means nothing (hybrid, F = 2 ranks per node) it changes
- * nothing. Bad input: hpz = 2, hpz with FSDP_NO_SHARD, nodes of unequal size. */
+ * must be lower with hpz, by exactly what the node-local all-gathers no longer send. With MPI, the
+ * same with prefetch on. Where hpZ means nothing (hybrid, F = 2 ranks per node) it changes
+ * nothing. fsdp_shard_data drops the secondary (the next unshard reads what was written); debug
+ * mode turns ranks that disagree on keeping one into FSDP_ERR_MISMATCH. Bad input: hpz = 2, hpz
+ * with FSDP_NO_SHARD, nodes of unequal size. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
