@@ -240,10 +240,17 @@ typedef struct fsdp_config {
    *  replicas brings the 1/F parameter shard up to date. Needs FSDP_HYBRID_SHARD (elsewhere
    *  FSDP_ERR_INVALID_ARGUMENT naming cfg->hfsdp). Default 0. See doc/planning.md. */
   int hfsdp;
-  /** Since 0.12: nonzero turns on hpZ (DeepSpeed ZeRO++'s hierarchical partitioning): a unit
-   *  resharded after its forward use keeps a node-local secondary partition, from which the next
-   *  unshard gathers inside the node only. Needs a strategy that shards (elsewhere
-   *  FSDP_ERR_INVALID_ARGUMENT naming cfg->hpz). Default 0. See doc/planning.md. */
+  /** Since 0.12: 1 turns on hpZ (DeepSpeed ZeRO++'s hierarchical partitioning) where a shard
+   *  group spans nodes: a unit resharded after a forward use (a hold in which no gradient was
+   *  written through fsdp_grad_data) keeps this rank's 1/R of its unsharded parameters (R: the
+   *  shard group's ranks per node; fsdp_memory_stats_t.secondary_bytes), and its next unshard
+   *  all-gathers inside the node only, then drops it. The library's optimizer step, norm,
+   *  unscaling, checkpoint save or load, and fsdp_shard_data drop secondaries unused: an unshard
+   *  never reads parameters older than the shards. Results are bitwise those without hpZ. Where
+   *  every shard group lies inside one node it changes nothing. FSDP_ERR_INVALID_ARGUMENT naming
+   *  cfg->hpz: a value other than 0 or 1, FSDP_NO_SHARD, nodes of unequal size, or a shard group
+   *  spanning nodes unevenly; FSDP_ERR_UNSUPPORTED naming cfg->hpz with FSDP_TRANSPORT_NCCL.
+   *  Default 0. See doc/hpz.md. */
   int hpz;
 } fsdp_config_t;
 
@@ -345,6 +352,12 @@ typedef struct fsdp_memory_stats {
   /** Predicted prefetches not started because max_unsharded units were already unsharded,
    *  gathering or reducing (fsdp_config_t.max_unsharded; doc/training.md says how to size it). */
   size_t prefetches_skipped_limit;
+  /** Since 0.12: hpZ's secondary partitions held now (fsdp_config_t.hpz; doc/hpz.md): each is
+   *  1/R of a unit's unsharded parameters (R: its shard group's ranks per node), from the reshard
+   *  of a forward use until the unit's next unshard completes. Counted in peak_bytes, not in
+   *  peak_parameter_bytes (FSDP's formula). */
+  size_t secondary_bytes;
+  size_t peak_secondary_bytes; /**< high-water mark of secondary_bytes */
 } fsdp_memory_stats_t;
 
 /* ------------------------------------------------------------------------------------------------
@@ -692,10 +705,12 @@ FSDP_EXPORT fsdp_status_t fsdp_unshard(fsdp_unit_t unit);
  *  FSDP_ERR_CORRUPT when the node's copy changed while this rank held it (before its
  *  fsdp_reduce_grads of the unit, if it made one): a node peer wrote its shard (zero-copy
  *  storage) or wrote through a pointer kept past its own reshard. The unit is resharded all the
- *  same.
+ *  same. Since 0.12, with cfg->hpz where it applies, a hold in which no gradient was written
+ *  through fsdp_grad_data keeps the unit's node-local secondary partition here (doc/hpz.md).
  *  @param[in] unit the unit
  *  @return FSDP_SUCCESS; STATE (not unsharded; a unit tied to it still unsharded); CORRUPT (debug
- * mode: a node peer wrote into the node's copy while this rank held it);
+ * mode: a node peer wrote into the node's copy while this rank held it); OUT_OF_MEMORY (hpZ: no
+ * memory for the secondary partition; the unit is resharded without it);
  * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_reshard(fsdp_unit_t unit);
 
@@ -785,7 +800,10 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_none(fsdp_unit_t unit, int* none, int count)
 /** This rank's parameter shard: `numel` elements of the unit's dtype, padding included. The
  *  pointer stays valid for the unit's life. Local. Either output may be NULL. For a unit with
  *  zero-copy storage (fsdp_unit_zero_copy), the shard is part of what the node's ranks read while
- *  they hold the unit unsharded: write it only when none of them still does.
+ *  they hold the unit unsharded: write it only when none of them still does. Since 0.12, with
+ *  hpZ (cfg->hpz), asking for the address drops the unit's secondary partition, so the next
+ *  unshard gathers the shards as written: write through an address asked for after the unit's
+ *  last reshard (doc/hpz.md).
  *  @param[in] unit the unit
  *  @param[out] data may be NULL; the shard's address
  *  @param[out] numel may be NULL; receives the element count

@@ -16,6 +16,7 @@ enum class MemoryKind {
   PoolCached,      // released buffers kept for reuse
   OptimizerState,  // sharded optimizer state
   Scratch,         // communication scratch
+  Secondary,       // hpZ's secondary partitions (core/secondary_partition.hpp) on loan
   Init,            // initialization's full-size unit (inside unit creation): in no other peak
   Count
 };

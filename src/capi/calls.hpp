@@ -28,6 +28,11 @@ inline CallInfo unshard_call(const char* call, const Unit& u) {
   CallInfo c = unit_call(call, u, u.unsharded_bytes(), u.precision().param);
   c.fingerprint = u.prefetched() ? 1 : 0;
   if (u.prefetched()) c.unit += " (prefetched: claimed)";
+  // hpZ: the all-gather stays inside the node only if every rank kept its secondary partition.
+  if (!u.prefetched() && u.has_secondary()) {
+    c.fingerprint = 2;
+    c.unit += " (hpZ: from the node's secondary partitions)";
+  }
   return c;
 }
 

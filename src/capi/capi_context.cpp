@@ -170,6 +170,8 @@ fsdp_status_t fsdp_memory_stats(fsdp_context_t ctx, fsdp_memory_stats_t* stats) 
     s.prefetches_used = p.used;
     s.prefetches_unused = p.unused;
     s.prefetches_skipped_limit = p.skipped_limit;
+    s.secondary_bytes = a.bytes(fsdp::MemoryKind::Secondary);
+    s.peak_secondary_bytes = a.peak(fsdp::MemoryKind::Secondary);
     fsdp::capi::write_sized(stats, s, "stats");
   });
 }

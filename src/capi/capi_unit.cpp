@@ -232,6 +232,7 @@ fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel) {
     Unit& u = unit_from(unit, "unit");
     if (data) {
       *data = u.shard_data();
+      u.drop_secondary();                       // hpZ: the caller may write the shard from here on
       u.context().before_cpu_touches_shards();  // offloaded: the CPU may read it now
       u.context().shard_memory().handover_to_caller();
     }

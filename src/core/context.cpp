@@ -11,6 +11,7 @@
 #include "base/fingerprint.hpp"
 #include "base/id_order.hpp"
 #include "base/mpi_check.hpp"
+#include "core/secondary_partition.hpp"
 #include "core/unit.hpp"
 
 namespace fsdp {
@@ -54,7 +55,8 @@ std::unique_ptr<Context> Context::create(MPI_Comm comm, const ContextOptions& op
     if (env(Env::RingPieceBytes) == nullptr && node_oversubscribed(g, topo))
       tuned.transport.ring_piece_bytes = 0;
     const int factor = resolve_sharding_factor(options.strategy, options.sharding_factor, topo);
-    auto groups = std::make_unique<ProcessGroups>(world, topo, factor);
+    auto groups = std::make_unique<ProcessGroups>(world, topo, factor,
+                                                  hpz_node_ranks(options.hpz, factor, topo));
     world = MPI_COMM_NULL;  // owned by `groups` from here on
     return std::unique_ptr<Context>(new Context(std::move(groups), topo, tuned, build_backend));
   } catch (...) {
@@ -70,6 +72,11 @@ Context::Context(std::unique_ptr<ProcessGroups> groups, const Topology& topo,
                  const ContextOptions& options, const BackendFactory& build_backend)
     : options_(options), groups_(std::move(groups)) {
   backend_ = build_backend(options_.placement, options_.transport, *groups_, topo, accounting_);
+  // NCCL has communicators for the shard and replicate groups only (the same on every rank).
+  if (SecondaryPartition::active(*this) && std::strcmp(transport().name(), "nccl") == 0)
+    fail(Errc::Unsupported,
+         "cfg->hpz = 1: the NCCL transport has no communicator for the node-local all-gather; use "
+         "FSDP_TRANSPORT_MPI or leave hpz off");
   partial_sums_ = std::make_unique<Scratch>(memory(), accounting_);
   trace_ = std::make_unique<Trace>(groups_->world().rank);
   worker_ = std::make_unique<CommWorker>(progress_thread_wanted());
@@ -230,6 +237,10 @@ const Rank0Roots& Context::rank0_roots() {
             "MPI_Allreduce");
   rank0_roots_ = r;
   return *rank0_roots_;
+}
+
+void Context::drop_secondaries() {
+  for (auto& [id, u] : units_) u->drop_secondary();
 }
 
 Unit* Context::find_unit(uint64_t id) const {

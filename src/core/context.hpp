@@ -96,10 +96,12 @@ class Context {
   // fsdp_shard_data): waits for device work that may still use them.
   void before_cpu_touches_shards() { backend_->before_cpu_touches_shards(); }
   // Before the library's own work on shards (optimizer steps, norms, unscaling, checkpoints):
-  // unclaimed prefetches released (their copies would go stale), ordered after the caller's queued
-  // work, and after device work when the shards are on the host (CPU offload).
+  // unclaimed prefetches released and hpZ's secondaries dropped (their copies would go stale),
+  // ordered after the caller's queued work, and after device work when the shards are on the
+  // host (CPU offload).
   void before_shard_update() {
     scheduler_->release_unclaimed("before an optimizer step, a norm or a checkpoint");
+    drop_secondaries();
     memory().take_from_caller();
     before_cpu_touches_shards();
   }
@@ -136,6 +138,8 @@ class Context {
   Trace& trace() { return *trace_; }
   Scheduler& scheduler() { return *scheduler_; }
   Unit* find_unit(uint64_t id) const;
+  // hpZ: every unit's secondary partition dropped (core/secondary_partition.hpp). Local.
+  void drop_secondaries();
   // Collective over the shard and replicate groups on first use, then cached.
   const Rank0Roots& rank0_roots();
   std::size_t unsharded_model_bytes() const;

@@ -122,7 +122,7 @@ int resolve_sharding_factor(Strategy strategy, int requested, const Topology& to
   fail(Errc::InvalidArgument, "cfg->strategy: unknown sharding strategy");
 }
 
-ProcessGroups::ProcessGroups(MPI_Comm world, const Topology& topo, int f) {
+ProcessGroups::ProcessGroups(MPI_Comm world, const Topology& topo, int f, int node_ranks) {
   world_ = make_group(world);
   try {
     // Position p = node-major rank order; shard group p / F, index inside it p % F.
@@ -132,7 +132,14 @@ ProcessGroups::ProcessGroups(MPI_Comm world, const Topology& topo, int f) {
     mpi_check(MPI_Comm_split(world, topo.position % f, topo.position, &replicate),
               "MPI_Comm_split");
     replicate_ = make_group(replicate);
+    if (node_ranks > 0) {  // ranks are node-major: shard ranks [k*R, (k+1)*R) share a node
+      MPI_Comm node = MPI_COMM_NULL;
+      mpi_check(MPI_Comm_split(shard_.comm, shard_.rank / node_ranks, shard_.rank, &node),
+                "MPI_Comm_split");
+      node_shard_ = make_group(node);
+    }
   } catch (...) {  // `world` stays the caller's until construction succeeds
+    free_group(node_shard_);
     free_group(replicate_);
     free_group(shard_);
     throw;
@@ -140,6 +147,7 @@ ProcessGroups::ProcessGroups(MPI_Comm world, const Topology& topo, int f) {
 }
 
 ProcessGroups::~ProcessGroups() {
+  free_group(node_shard_);
   free_group(replicate_);
   free_group(shard_);
   free_group(world_);

@@ -39,8 +39,9 @@ inline int layout_pieces(Strategy strategy, int replicas) {
 class ProcessGroups {
  public:
   // Takes ownership of `world` (a communicator the caller duplicated) once construction succeeds.
-  // Collective over it.
-  ProcessGroups(MPI_Comm world, const Topology& topo, int sharding_factor);
+  // Collective over it. `node_ranks` (hpz_node_ranks, core/secondary_partition.hpp): the size of
+  // the node group to make, 0 for none.
+  ProcessGroups(MPI_Comm world, const Topology& topo, int sharding_factor, int node_ranks = 0);
   ~ProcessGroups();
   ProcessGroups(const ProcessGroups&) = delete;
   ProcessGroups& operator=(const ProcessGroups&) = delete;
@@ -48,9 +49,12 @@ class ProcessGroups {
   const Group& world() const { return world_; }
   const Group& shard() const { return shard_; }
   const Group& replicate() const { return replicate_; }
+  // hpZ: the shard group's members on this node, in shard-rank order; MPI_COMM_NULL when hpZ is
+  // off or means nothing (the shard group inside one node).
+  const Group& node_shard() const { return node_shard_; }
 
  private:
-  Group world_, shard_, replicate_;
+  Group world_, shard_, replicate_, node_shard_;
 };
 
 }  // namespace fsdp

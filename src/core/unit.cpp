@@ -114,6 +114,7 @@ void Unit::complete_pending() {
   gathered_by_prefetch_ = false;
   auto failed = [&] {
     if (kind == Pending::Unshard) {  // a failed all-gather leaves it sharded, claimed or not
+      secondary_.drop();
       release_unsharded();
       prefetched_ = false;
     } else {  // the gradient did not reach the shard
@@ -134,6 +135,7 @@ void Unit::complete_pending() {
     failed();
     throw;
   }
+  if (kind == Pending::Unshard) secondary_.drop();  // hpZ: read by this all-gather, if kept
   if (kind == Pending::Reduce) {
     grad_shard_is_zero_ = false;
     full_grad_.reset();
@@ -209,10 +211,18 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
   UnshardedStorage& storage = ctx_.unsharded_storage();
   storage.claim(unsharded_, unsharded_bytes());
   ctx_.memory().take_from_caller();  // the caller may have written the shard on its stream
-  auto body = [this, &storage, now] {
-    TraceSpan s(ctx_.trace(), "all_gather", trace_name(), unsharded_bytes(), now ? 0 : 1);
+  hold_wrote_grad_ = false;
+  // hpZ: from this rank's node only when it kept a secondary (a unit of a context where hpZ
+  // means something never has one in place: the shard group spans nodes).
+  const bool from_node = secondary_.held();
+  auto body = [this, &storage, now, from_node] {
+    TraceSpan s(ctx_.trace(), from_node ? "all_gather_node" : "all_gather", trace_name(),
+                unsharded_bytes(), now ? 0 : 1);
     const Located full = storage.acquire(unsharded_);
-    if (full.data) {
+    if (full.data && from_node) {
+      secondary_.gather(*this, full);
+      ctx_.memory().record(gathered_.get());
+    } else if (full.data) {
       if (own_block_copied()) copy_own_blocks(full.data);
       gather_sections(full);
     } else {  // the shards are in place: nothing moves
@@ -294,7 +304,20 @@ void Unit::reshard() {
   ctx_.memory().take_from_caller();
   check_node_copy_once();
   const bool intact = *copy_intact_;
+  // hpZ: a forward use keeps this rank's node piece (collective order needs no agreement: every
+  // rank of the node group makes the same calls). An allocation failure still reshards.
+  std::optional<Error> kept;
+  if (intact && !hold_wrote_grad_ && !zero_copy() && SecondaryPartition::active(ctx_)) {
+    try {
+      secondary_.keep(*this, unsharded_.data());
+    } catch (const Error& e) {
+      kept = e;
+    }
+  }
   release_unsharded();  // resharded either way: the hold ends, as on every other rank
+  if (kept)
+    throw Error(kept->code(),
+                label() + " is resharded without its hpZ secondary partition: " + kept->what());
   if (!intact)
     fail(Errc::Corrupt,
          label() +
@@ -329,6 +352,7 @@ void* Unit::grad_data(std::size_t i) {
   }
   ctx_.memory().caller_waits(grad_ready_.get());
   grad_written_ = true;
+  hold_wrote_grad_ = true;  // not a forward use (hpZ)
   return element(full_grad_.data(), layout_.flat_offset(i), precision_.param);
 }
 

@@ -18,6 +18,7 @@
 #include "base/store.hpp"
 #include "core/flat_layout.hpp"
 #include "core/precision.hpp"
+#include "core/secondary_partition.hpp"
 #include "core/unit_bytes.hpp"
 #include "runtime/buffer_pool.hpp"
 #include "runtime/comm_worker.hpp"
@@ -150,6 +151,13 @@ class Unit {
   }
 
   void* shard_data() const { return shard_; }
+  // hpZ: the secondary partition goes unused (the shard may change: fsdp_shard_data, the
+  // library's optimizer step, norm or checkpoint); one an unshard in flight reads goes when that
+  // unshard completes. Local.
+  void drop_secondary() {
+    if (pending_ != Pending::Unshard) secondary_.drop();
+  }
+  bool has_secondary() const { return secondary_.held(); }
   void* shard_grad();  // the caller's view: zeros are written here if the shard is marked zero
   // For the library's own optimizers and norms: nullptr when no gradient was ever reduced; else
   // the shard, and `is_zero` says whether its memory is meaningful.
@@ -245,6 +253,10 @@ class Unit {
   Pending pending_ = Pending::None;
   std::shared_ptr<CommWorker::Task> pending_task_;
   uint64_t pending_sequence_ = 0;
+  // hpZ: kept at the reshard of a hold that wrote no gradient through grad_data (a forward use),
+  // read and dropped by the next unshard (core/secondary_partition.hpp).
+  SecondaryPartition secondary_;
+  bool hold_wrote_grad_ = false;
 };
 
 }  // namespace fsdp

@@ -1,9 +1,10 @@
 // The timeline: with FSDP_TRACE=<dir>, each rank writes <dir>/fsdp-trace-rank<R>.json at
 // fsdp_finalize, a Chrome trace (Perfetto, chrome://tracing) of the library's spans: unshard,
-// all_gather, wait, reshard, reduce, reduce_scatter, clip_grad_norm, optimizer_step, unscale,
-// prefetch_unused, prefetch_skipped_limit, each with its unit's name and bytes. Thread 0 is the
-// caller, thread 1 the progress thread. Recording costs one clock read and one append per span;
-// nothing when FSDP_TRACE is unset.
+// all_gather, all_gather_node (hpZ: over the shard group's ranks on this node), wait, reshard,
+// reduce, reduce_scatter, clip_grad_norm, optimizer_step, unscale, prefetch_unused,
+// prefetch_skipped_limit, each with its unit's name and bytes. Thread 0 is the caller, thread 1 the
+// progress thread. Recording costs one clock read and one append per span; nothing when FSDP_TRACE
+// is unset.
 #pragma once
 
 #include <chrono>

@@ -4,8 +4,11 @@ namespace fsdp {
 namespace {
 
 MemoryKind accounted_as(int use) {
-  return use == static_cast<int>(BufferPool::Use::Parameters) ? MemoryKind::Unsharded
-                                                              : MemoryKind::FullGrad;
+  switch (static_cast<BufferPool::Use>(use)) {
+    case BufferPool::Use::Parameters: return MemoryKind::Unsharded;
+    case BufferPool::Use::Secondary: return MemoryKind::Secondary;
+    default: return MemoryKind::FullGrad;
+  }
 }
 
 }  // namespace

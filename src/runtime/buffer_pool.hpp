@@ -35,9 +35,10 @@ class BufferPool final : public Lender {
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
-  enum class Use { Parameters, Gradients, ReduceCopies, Count };
+  enum class Use { Parameters, Gradients, ReduceCopies, Secondary, Count };
   // Contents are not initialized. Throws Errc::OutOfMemory. Accounted while on loan as unsharded
-  // parameters (Parameters) or full gradients (the others). The lease says where the buffer is
+  // parameters (Parameters), secondary partitions (Secondary: hpZ) or full gradients (the
+  // others). The lease says where the buffer is
   // (the memory space's answer, asked once when the buffer is allocated).
   Lease acquire(std::size_t bytes, Use use);
   // Frees every cached buffer (not those on loan) and forgets the sizes requested so far.

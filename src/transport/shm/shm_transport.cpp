@@ -60,14 +60,15 @@ void ShmTransport::interrupt_for_timeout() {
 
 void ShmTransport::all_gather(const void* shard, const Located& full, std::size_t count, DType t,
                               const Group& g) {
-  if (!carries(g) || full.where.kind != Where::Kind::NodeCopy)
+  const bool node_only = !carries(g) && full.where.kind == Where::Kind::NodeCopy && is_team(g);
+  if (!node_only && (!carries(g) || full.where.kind != Where::Kind::NodeCopy))
     return mpi_.all_gather(shard, full, count, t, g);
   const std::size_t block = count * dtype_size(t);
   char* out = static_cast<char*>(full.data);
   if (shard) std::memcpy(out + static_cast<std::size_t>(g.rank) * block, shard, block);
   team_->barrier();  // every block of this node is in place
   const Group& cross = team_->cross();
-  if (cross.size == 1) return;
+  if (node_only || cross.size == 1) return;
   // The blocks of this team index on the other nodes, at their group ranks' places.
   const MpiCount c(count, t);
   MPI_Datatype block_type = MPI_DATATYPE_NULL;
@@ -79,6 +80,16 @@ void ShmTransport::all_gather(const void* shard, const Located& full, std::size_
   MPI_Type_free(&block_type);
   mpi_check(rc, "MPI_Allgatherv");
   team_->barrier();  // and every block from the other nodes
+}
+
+bool ShmTransport::is_team(const Group& g) {
+  if (g.comm != team_comm_seen_) {
+    int result = MPI_UNEQUAL;
+    mpi_check(MPI_Comm_compare(g.comm, team_->comm(), &result), "MPI_Comm_compare");
+    team_comm_seen_ = g.comm;
+    team_comm_is_team_ = result == MPI_IDENT || result == MPI_CONGRUENT;
+  }
+  return team_comm_is_team_;
 }
 
 void ShmTransport::team_sum(const std::vector<const char*>& x, std::size_t offset,

@@ -1,5 +1,6 @@
 // Collectives of one shard group through the node's shared memory (fsdp_transport_t
-// FSDP_TRANSPORT_SHM), with MPI for the inter-node part and for other groups.
+// FSDP_TRANSPORT_SHM), with MPI for the inter-node part and for other groups (but hpZ's node
+// group, the shard group's ranks on this node, whose all-gather into a node copy is the team's).
 //
 // All-gather: the output is a node slot (NodeSlots; its lease says so, Where::Kind::NodeCopy),
 // so each rank writes only its own block and the team synchronizes once; a node holds one
@@ -59,6 +60,11 @@ class ShmTransport final : public Transport {
 
  private:
   bool carries(const Group& g) const { return g.comm == team_->group().comm; }
+  // `g` has the team's ranks in the team's order (hpZ's node group: its members share the node
+  // copy, so an all-gather over it is the team's writes and one barrier). Cached per communicator.
+  bool is_team(const Group& g);
+  MPI_Comm team_comm_seen_ = MPI_COMM_NULL;
+  bool team_comm_is_team_ = false;
   // Block `offset` (bytes into every rank's buffer) summed over the team in ring order, through
   // the epilogue.
   void team_sum(const std::vector<const char*>& x, std::size_t offset, std::size_t count, DType t,
