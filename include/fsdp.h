@@ -1742,6 +1742,8 @@ typedef struct fsdp_plan_memory {
   size_t pool_cached_bytes;     /**< buffers the pool keeps after the step */
   size_t scratch_bytes;         /**< communication scratch after the step */
   size_t peak_bytes;            /**< high-water mark of the total */
+  size_t secondary_bytes;       /**< since 0.12, hpZ: secondary partitions after the step */
+  size_t peak_secondary_bytes;  /**< since 0.12, hpZ: their high-water mark */
 } fsdp_plan_memory_t;
 
 /** What one rank communicates over a training step. Calls and bytes count per unit operation, as
@@ -1768,6 +1770,10 @@ typedef struct fsdp_plan_traffic {
    *  the optimizer updated each rank's piece, and their calls (one per unit stepped) */
   size_t replica_all_gather_bytes;
   size_t replica_all_gather_calls; /**< see replica_all_gather_bytes */
+  /** Since 0.12, hpZ: unsharded buffers all-gathered inside the node from its secondary
+   *  partitions (not in all_gather_bytes), and their calls */
+  size_t node_all_gather_bytes;
+  size_t node_all_gather_calls; /**< see node_all_gather_bytes */
 } fsdp_plan_traffic_t;
 
 /** Since 0.11: an empty plan. Local.

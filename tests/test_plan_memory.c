@@ -8,7 +8,8 @@
  * all-gather's and reduce-scatter's bytes; the trace has no all-reduce span, so the all-reduce
  * bytes are derived here from the reduce-scatter spans (a partial sum is 1/F of the reduced
  * gradient; with HFSDP it is reduce-scattered across replicas instead, and each stepped unit's
- * all-gather across replicas is a "replica_all_gather" span), and the intra/inter-node split from
+ * all-gather across replicas is a "replica_all_gather" span; with hpZ backward's gathers from the
+ * node's secondaries are "all_gather_node" spans), and the intra/inter-node split from
  * those spans by the ring model the plan states, with ranks per node as the library sees them
  * (FSDP_RANKS_PER_NODE emulates nodes). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -52,6 +53,7 @@ typedef struct {
   const UnitSpec* units;
   int prefetch_forward, prefetch_backward; /* with either, two steps (the plan says so) */
   int hfsdp;                               /* cfg->hfsdp (hybrid) */
+  int hpz;                                 /* cfg->hpz */
 } Config;
 
 /* Odd sizes so that padding and uneven shards show. */
@@ -105,6 +107,10 @@ static const Config kConfigs[] = {
     {"HFSDP, ties and frozen parameters, SGD momentum, prefetch", FSDP_HYBRID_SHARD, -1,
      FSDP_FLOAT32, FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, 3, 0, FSDP_OPTIMIZER_SGD, 0.9, 0, 4, kTied, 1,
      1, 1},
+    {"hpZ, full shard, bfloat16 / float32 reduce, AdamW", FSDP_FULL_SHARD, 0, FSDP_FLOAT32,
+     FSDP_BFLOAT16, FSDP_FLOAT32, 0, 0, FSDP_OPTIMIZER_ADAMW, 0, 0, 3, kMlp, 0, 0, 0, 1},
+    {"hpZ, ties and frozen parameters, prefetch, max_unsharded 3", FSDP_FULL_SHARD, 0, FSDP_FLOAT32,
+     FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, 3, 0, FSDP_OPTIMIZER_SGD, 0.9, 0, 4, kTied, 1, 1, 0, 1},
 };
 
 typedef struct {
@@ -206,6 +212,7 @@ static void training_step(Step* s, fsdp_context_t ctx) {
 typedef struct {
   size_t ag_calls, ag_bytes, rs_calls, rs_bytes, ar_calls, ar_bytes, intra, inter;
   size_t rrs_calls, rrs_bytes, rag_calls, rag_bytes; /* HFSDP: across replicas */
+  size_t nag_calls, nag_bytes;                       /* hpZ: inside the node */
 } Traffic;
 
 /* Sends of a ring collective over a group of n ranks whose successor is (not) on this node. */
@@ -249,6 +256,10 @@ static Traffic traced(const char* path, int F, int rpn, int hfsdp) {
         t.ar_bytes += bytes / (size_t)F;
         ring_send(&t, bytes / (size_t)F, 2, R, repl_crosses);
       }
+    } else if (strstr(line, "{\"name\": \"all_gather_node\"")) {
+      ++t.nag_calls; /* over the shard group's rpn ranks on this node */
+      t.nag_bytes += bytes;
+      ring_send(&t, bytes, 1, rpn, 0);
     } else if (strstr(line, "{\"name\": \"replica_all_gather\"")) {
       ++t.rag_calls;
       t.rag_bytes += bytes;
@@ -271,6 +282,7 @@ static void run(const Config* c, const char* trace_dir, int rpn) {
   cfg.max_unsharded = c->max_unsharded;
   cfg.transport = FSDP_TRANSPORT_MPI;
   cfg.hfsdp = c->hfsdp;
+  cfg.hpz = c->hpz;
   fsdp_hyperparams_t hp = FSDP_ADAMW_DEFAULTS;
   if (c->optimizer == FSDP_OPTIMIZER_SGD) {
     const fsdp_hyperparams_t sgd = FSDP_SGD_DEFAULTS;
@@ -351,6 +363,8 @@ static void run(const Config* c, const char* trace_dir, int rpn) {
   SAME(pool_cached_bytes);
   SAME(scratch_bytes);
   SAME(peak_bytes);
+  SAME(secondary_bytes);
+  SAME(peak_secondary_bytes);
 #undef SAME
   /* Not vacuous: the step held something. */
   CHECK(m.peak_unsharded_bytes > 0 && m.peak_full_grad_bytes > 0 && m.grad_shard_bytes > 0);
@@ -371,9 +385,9 @@ static void run(const Config* c, const char* trace_dir, int rpn) {
   snprintf(path, sizeof path, "%s/fsdp-trace-rank%d.json", trace_dir, rank);
   Traffic t = traced(path, F, rpn, c->hfsdp);
   /* The trace holds every step; the plan is per step. */
-  size_t* per_step[] = {&t.ag_calls,  &t.ag_bytes,  &t.rs_calls,  &t.rs_bytes,
-                        &t.ar_calls,  &t.ar_bytes,  &t.intra,     &t.inter,
-                        &t.rrs_calls, &t.rrs_bytes, &t.rag_calls, &t.rag_bytes};
+  size_t* per_step[] = {&t.ag_calls,  &t.ag_bytes,  &t.rs_calls,  &t.rs_bytes,  &t.ar_calls,
+                        &t.ar_bytes,  &t.intra,     &t.inter,     &t.rrs_calls, &t.rrs_bytes,
+                        &t.rag_calls, &t.rag_bytes, &t.nag_calls, &t.nag_bytes};
   for (size_t k = 0; k < sizeof per_step / sizeof per_step[0]; ++k) *per_step[k] /= (size_t)steps;
 #define SAME_T(field, got)                                                                       \
   do {                                                                                           \
@@ -393,10 +407,14 @@ static void run(const Config* c, const char* trace_dir, int rpn) {
   SAME_T(replica_reduce_scatter_bytes, t.rrs_bytes);
   SAME_T(replica_all_gather_calls, t.rag_calls);
   SAME_T(replica_all_gather_bytes, t.rag_bytes);
+  SAME_T(node_all_gather_calls, t.nag_calls);
+  SAME_T(node_all_gather_bytes, t.nag_bytes);
 #undef SAME_T
   /* HFSDP across real replicas: the optimizer state is hybrid's over R (one layout). */
   if (c->hfsdp && W / F > 1) CHECK(t.rag_calls > 0 && m.grad_shard_bytes > 0);
-  CHECK(t.ag_calls == (size_t)(2 * c->nunits) + (c->units == kTied ? 2 : 0));
+  CHECK(t.ag_calls + t.nag_calls == (size_t)(2 * c->nunits) + (c->units == kTied ? 2 : 0));
+  /* hpZ across nodes (shard group over 2 nodes): backward's gathers stay inside the node. */
+  if (c->hpz && F > rpn) CHECK(t.nag_calls > 0 && m.peak_secondary_bytes > 0);
   CHECK_OK(fsdp_plan_destroy(&plan));
 }
 

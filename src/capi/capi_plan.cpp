@@ -122,6 +122,8 @@ const Field<MemoryPlan, fsdp_plan_memory_t> kMemoryFields[] = {
     FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, pool_cached_bytes),
     FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, scratch_bytes),
     FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, peak_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, secondary_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, peak_secondary_bytes),
 };
 const Field<TrafficPlan, fsdp_plan_traffic_t> kTrafficFields[] = {
     FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, all_gather_bytes),
@@ -136,6 +138,8 @@ const Field<TrafficPlan, fsdp_plan_traffic_t> kTrafficFields[] = {
     FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, replica_reduce_scatter_calls),
     FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, replica_all_gather_bytes),
     FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, replica_all_gather_calls),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, node_all_gather_bytes),
+    FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, node_all_gather_calls),
 };
 #undef FSDP_PLAN_FIELD
 

@@ -31,14 +31,17 @@ void require_modeled(const PlanJob& job) {
 // optimizer make it (core/unit.cpp, optim/optimizer.cpp).
 class Replay {
  public:
-  Replay(const std::vector<PlannedUnit>& units, const PlanJob& job, const RankPlace& place)
+  Replay(const std::vector<PlannedUnit>& units, const PlanJob& job, const RankPlace& place,
+         int node_ranks)
       : units_(units),
+        node_ranks_(static_cast<std::size_t>(node_ranks)),
         job_(job),
         place_(place),
         pool_(space_, accounting_),
         partial_sums_(space_, accounting_),
         transport_scratch_(space_, accounting_),
         unsharded_(units.size()),
+        secondary_(units.size()),
         full_grad_(units.size()),
         grad_shard_(units.size(), false),
         has_grad_(units.size(), false),
@@ -48,6 +51,7 @@ class Replay {
   }
   ~Replay() {
     for (Lease& l : unsharded_) l.reset();
+    for (Lease& l : secondary_) l.reset();
     for (Lease& l : full_grad_) l.reset();
   }
 
@@ -65,7 +69,13 @@ class Replay {
           phase_ = 1;
           break;
         case StepEvent::Kind::Unshard: caller_unshard(u); break;
-        case StepEvent::Kind::Reshard: unsharded_[u].reset(); break;
+        case StepEvent::Kind::Reshard:
+          // hpZ: a forward use's reshard keeps the node piece before the buffer goes back.
+          if (e.node_local && node_ranks_)
+            secondary_[u] = pool_.acquire(units_[u].bytes().unsharded() / node_ranks_,
+                                          BufferPool::Use::Secondary);
+          unsharded_[u].reset();
+          break;
         case StepEvent::Kind::GradData:
           if (!full_grad_[u])
             full_grad_[u] =
@@ -74,6 +84,7 @@ class Replay {
         case StepEvent::Kind::Reduce: reduce(u); break;
         case StepEvent::Kind::OptimizerStep:
           release_unclaimed();  // Context::before_shard_update
+          for (Lease& l : secondary_) l.reset();
           optimizer_step();
           break;
       }
@@ -92,6 +103,8 @@ class Replay {
     m.peak_parameter_bytes = a.peak_parameters();
     m.pool_cached_bytes = a.bytes(MemoryKind::PoolCached);
     m.scratch_bytes = a.bytes(MemoryKind::Scratch);
+    m.secondary_bytes = a.bytes(MemoryKind::Secondary);
+    m.peak_secondary_bytes = a.peak(MemoryKind::Secondary);
     m.peak_bytes = a.peak();
     return m;
   }
@@ -108,6 +121,7 @@ class Replay {
       prefetched_[u] = false;
     else
       unshard(u);
+    secondary_[u].reset();  // hpZ: read by the all-gather, which has completed (or is claimed)
     std::vector<uint64_t>& rec = recorded_[phase_];
     rec.push_back(u);
     const bool on = phase_ == 0 ? job_.prefetch_forward : job_.prefetch_backward;
@@ -123,6 +137,7 @@ class Replay {
     for (std::size_t u = 0; u < units_.size(); ++u)
       if (prefetched_[u]) {
         prefetched_[u] = false;
+        secondary_[u].reset();
         unsharded_[u].reset();
       }
   }
@@ -169,13 +184,14 @@ class Replay {
   }
 
   const std::vector<PlannedUnit>& units_;
+  const std::size_t node_ranks_;  // hpZ's R; 0: no secondaries
   const PlanJob& job_;
   const RankPlace place_;
   LedgerSpace space_;
   MemoryAccounting accounting_;
   BufferPool pool_;
   Scratch partial_sums_, transport_scratch_;  // the context's, and the MPI link's
-  std::vector<Lease> unsharded_, full_grad_;
+  std::vector<Lease> unsharded_, secondary_, full_grad_;
   std::vector<bool> grad_shard_, has_grad_;
   std::vector<bool> prefetched_, has_state_;
   int phase_ = 0;                                    // 0 forward, 1 backward
@@ -188,8 +204,9 @@ MemoryPlan plan_memory(const PlanModel& model, const PlanJob& job) {
   const std::vector<PlannedUnit> units = planned_units(model, job);
   const RankPlace place = place_rank(job, 0);
   require_modeled(job);
-  Replay replay(units, job, place);
-  const std::vector<StepEvent> step = training_step(model);
+  Replay replay(units, job, place, node_ranks(job));
+  std::vector<StepEvent> step = training_step(model);
+  mark_secondaries(step, units.size());
   for (int k = 0; k < job.steps(); ++k) replay.run(step);
   return replay.result();
 }

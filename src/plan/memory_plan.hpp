@@ -26,6 +26,7 @@ struct MemoryPlan {
   std::size_t unsharded_model_bytes = 0;
   std::size_t peak_unsharded_bytes = 0, peak_full_grad_bytes = 0, peak_parameter_bytes = 0;
   std::size_t pool_cached_bytes = 0, scratch_bytes = 0, peak_bytes = 0;
+  std::size_t secondary_bytes = 0, peak_secondary_bytes = 0;  // hpZ
 };
 
 // Every rank of a job holds the same (each shard block is padded to one size). Throws what

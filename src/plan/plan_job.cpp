@@ -3,6 +3,7 @@
 #include <string>
 
 #include "base/error.hpp"
+#include "core/secondary_partition.hpp"
 
 namespace fsdp::plan {
 
@@ -33,6 +34,10 @@ RankPlace place_rank(const PlanJob& job, int rank) {
   p.sharding_factor = resolve_sharding_factor(job.options.strategy, job.options.sharding_factor, t);
   p.replicas = t.world_size / p.sharding_factor;
   return p;
+}
+
+int node_ranks(const PlanJob& job) {
+  return hpz_node_ranks(job.options.hpz, place_rank(job, 0).sharding_factor, job_topology(job));
 }
 
 std::vector<PlannedUnit> planned_units(const PlanModel& model, const PlanJob& job) {

@@ -48,6 +48,10 @@ Topology job_topology(const PlanJob& job);
 // sharding factor the strategy refuses (resolve_sharding_factor), `rank` outside the world.
 RankPlace place_rank(const PlanJob& job, int rank);
 
+// hpZ's R for the job (core/secondary_partition.hpp's hpz_node_ranks): the ranks of a shard group
+// on each node when secondaries are kept, else 0. Throws what hpz_node_ranks throws.
+int node_ranks(const PlanJob& job);
+
 // A unit of the model as the job would create it.
 struct PlannedUnit {
   FlatLayout layout;

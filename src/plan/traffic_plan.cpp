@@ -49,8 +49,16 @@ TrafficPlan plan_traffic(const PlanModel& model, const PlanJob& job, int rank) {
   const Sender sender(job, place);
   const bool hfsdp = job.options.hfsdp && place.replicas > 1;
   TrafficPlan t;
-  for (const StepEvent& e : training_step(model)) {
-    if (e.kind == StepEvent::Kind::Unshard) {
+  const int r = node_ranks(job);
+  std::vector<StepEvent> step = training_step(model);
+  mark_secondaries(step, units.size());
+  for (const StepEvent& e : step) {
+    if (e.kind == StepEvent::Kind::Unshard && e.node_local && r > 0) {
+      const std::size_t b = units[e.unit].bytes().unsharded();
+      ++t.node_all_gather_calls;
+      t.node_all_gather_bytes += b;
+      t.intra_node_bytes += b * static_cast<std::size_t>(r - 1) / static_cast<std::size_t>(r);
+    } else if (e.kind == StepEvent::Kind::Unshard) {
       const std::size_t b = units[e.unit].bytes().unsharded();
       ++t.all_gather_calls;
       t.all_gather_bytes += b;

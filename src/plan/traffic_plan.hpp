@@ -7,7 +7,9 @@
 // over several ranks), one all-reduce of the shard group's partial sum (reduce_dtype) across
 // replicas; with HFSDP a reduce-scatter of it instead, and after the optimizer's update of each
 // unit one all-gather of its trainable block (storage dtype) across replicas. These do not
-// depend on the transport.
+// depend on the transport. With hpZ an unshard that reads the node's secondary partitions
+// (training_step.hpp's mark_secondaries) is a node-local all-gather instead: the same buffer over
+// the R ranks of the shard group on this node.
 //
 // The split between intra-node and inter-node bytes is a model, not a measurement: each
 // collective over a group of n > 1 ranks (ordered by position, as ProcessGroups orders them) runs
@@ -32,6 +34,7 @@ struct TrafficPlan {
   std::size_t intra_node_bytes = 0, inter_node_bytes = 0;
   std::size_t replica_reduce_scatter_bytes = 0, replica_reduce_scatter_calls = 0;  // HFSDP
   std::size_t replica_all_gather_bytes = 0, replica_all_gather_calls = 0;          // HFSDP
+  std::size_t node_all_gather_bytes = 0, node_all_gather_calls = 0;                // hpZ
 };
 
 // Throws what place_rank, planned_units and training_step throw.

@@ -63,7 +63,6 @@ class StepBuilder {
     for (std::size_t o : owners(u)) events_.push_back({Kind::Reshard, o});
   }
   void write(std::size_t u) {
-    if (written_[u]) return;
     written_[u] = true;
     events_.push_back({Kind::GradData, u});
   }
@@ -94,6 +93,25 @@ class StepBuilder {
 
 std::vector<StepEvent> training_step(const PlanModel& model) {
   return StepBuilder(model).build();
+}
+
+void mark_secondaries(std::vector<StepEvent>& events, std::size_t units) {
+  std::vector<bool> held(units, false), wrote(units, false);
+  for (StepEvent& e : events) {
+    switch (e.kind) {
+      case Kind::Unshard:
+        e.node_local = held[e.unit];
+        held[e.unit] = wrote[e.unit] = false;
+        break;
+      case Kind::GradData: wrote[e.unit] = true; break;
+      case Kind::Reshard:
+        e.node_local = !wrote[e.unit];
+        held[e.unit] = e.node_local;
+        break;
+      case Kind::OptimizerStep: held.assign(units, false); break;
+      default: break;
+    }
+  }
 }
 
 }  // namespace fsdp::plan

@@ -31,15 +31,23 @@ struct StepEvent {
     BeginBackward,  // fsdp_begin_backward (unit unused)
     Unshard,        // fsdp_unshard: an all-gather into a fresh unsharded buffer, or a prefetch's
     Reshard,        // fsdp_reshard: the buffer back to the pool
-    GradData,       // the first fsdp_grad_data of the unit's full gradient (or a tie's into it)
+    GradData,       // fsdp_grad_data into the unit's full gradient (or a tie's into it)
     Reduce,         // fsdp_reduce_grads
     OptimizerStep,  // fsdp_optimizer_step (unit unused)
   };
   Kind kind;
   std::size_t unit = 0;
+  // hpZ (mark_secondaries): an Unshard that gathers from the node's secondary partitions, a
+  // Reshard that keeps one.
+  bool node_local = false;
 };
 
 // Throws InvalidArgument naming the tie for one whose owner or parameter the model lacks.
 std::vector<StepEvent> training_step(const PlanModel& model);
+
+// hpZ's rule (core/secondary_partition.hpp) over a step: a Reshard ending a forward use (no
+// GradData for the unit since its Unshard) keeps a secondary partition; the unit's next Unshard
+// gathers from it inside the node and drops it; the optimizer step drops every one.
+void mark_secondaries(std::vector<StepEvent>& events, std::size_t units);
 
 }  // namespace fsdp::plan
