@@ -27,6 +27,9 @@ RankPlace place_rank(const PlanJob& job, int rank) {
   if (rank < 0 || rank >= t.world_size)
     fail(Errc::OutOfRange, "rank = " + std::to_string(rank) + ": the job has ranks 0.." +
                                std::to_string(t.world_size - 1));
+  if (job.options.hfsdp)
+    fail(Errc::Unsupported, "cfg->hfsdp = 1: the planner does not model HFSDP yet");
+  if (job.options.hpz) fail(Errc::Unsupported, "cfg->hpz = 1: the planner does not model hpZ yet");
   RankPlace p;
   p.position = rank;
   p.node = rank / t.ranks_per_node;

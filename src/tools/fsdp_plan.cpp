@@ -35,8 +35,22 @@ const char* kUsage =
     "  --momentum M               SGD momentum (state exists when M > 0)\n"
     "  --amsgrad                  AdamW with AMSGrad (one more state buffer)\n"
     "  --max-unsharded K          at most K units unsharded at once (default 2)\n"
+    "  --memory-space host|cuda   where the job computes (default: host; cuda with --machine);\n"
+    "                             host plans the MPI transport, cuda NCCL\n"
     "  --cpu-offload              GPU job with shards, gradient shards and optimizer state in\n"
     "                             host memory\n"
+    "  --batch B                  micro-batch per rank, in sequences (default 1)\n"
+    "  --seq S                    tokens per sequence (default: the model's maximum)\n"
+    "  --activation-checkpointing keep only each layer's input; recompute in backward\n"
+    "  --activation-bytes-per-layer X   the caller's activation bytes per layer (replaces the\n"
+    "                             transformer estimate)\n"
+    "  --prefetch                 forward and backward prefetch (fsdp_set_prefetch(1, 1))\n"
+    "  --machine NAME|FILE        a preset (a100-40gb-efa, a100-80gb-efa, a100-40gb-roce,\n"
+    "                             a100-80gb-roce, h100-80gb-efa) or a JSON file of the fields of\n"
+    "                             fsdp_plan_machine_t: adds the step time and whether it fits\n"
+    "  --sweep                    the configurations that fit the budget, fastest first (needs\n"
+    "                             --machine)\n"
+    "  --budget BYTES             memory per rank for --sweep (default: the machine's HBM)\n"
     "  --rank r                   the rank to show (default 0)\n"
     "  --json                     fsdp_plan_describe's JSON instead of the table\n"
     "  -h, --help                 this text\n";
@@ -130,6 +144,41 @@ fsdp_plan_model_format_t format(const std::string& v) {
   throw Failure("--format " + v + ": expected layout, hf or checkpoint");
 }
 
+// A preset by name, else a JSON file of fsdp_plan_machine_t's fields (each required), checked by
+// the library when it is used.
+fsdp_plan_machine_t machine(const std::string& v) {
+  fsdp_plan_machine_t m = FSDP_PLAN_MACHINE_INIT;
+  if (v.find('/') == std::string::npos && v.find(".json") == std::string::npos) {
+    if (fsdp_plan_machine_preset(v.c_str(), &m) != FSDP_SUCCESS)
+      throw Failure("--machine " + v + ": " + fsdp_last_error());
+    return m;
+  }
+  const fsdp::json::Value j = fsdp::json::parse(read_file(v), v);
+  const struct {
+    const char* key;
+    double* to;
+  } reals[] = {{"peak_flops_16bit", &m.peak_flops_16bit},
+               {"peak_flops_32bit", &m.peak_flops_32bit},
+               {"peak_flops_64bit", &m.peak_flops_64bit},
+               {"intra_node_bandwidth", &m.intra_node_bandwidth},
+               {"intra_node_latency_s", &m.intra_node_latency_s},
+               {"inter_node_bandwidth", &m.inter_node_bandwidth},
+               {"inter_node_latency_s", &m.inter_node_latency_s},
+               {"compute_efficiency", &m.compute_efficiency}};
+  const auto number = [&](const char* key) {
+    const fsdp::json::Value* x = j.find(key);
+    if (!x || x->kind != fsdp::json::Value::Kind::Number)
+      throw Failure("--machine " + v + ": \"" + key + "\": a number is required");
+    return x->number;
+  };
+  for (const auto& r : reals) *r.to = number(r.key);
+  const double hbm = number("hbm_bytes");
+  if (hbm < 0 || hbm > 1e18 || hbm != static_cast<double>(static_cast<unsigned long long>(hbm)))
+    throw Failure("--machine " + v + ": \"hbm_bytes\": a whole number of bytes is required");
+  m.hbm_bytes = static_cast<size_t>(hbm);
+  return m;
+}
+
 struct Args {
   std::string model;
   bool format_given = false;
@@ -140,6 +189,11 @@ struct Args {
   fsdp_plan_job_t job = FSDP_PLAN_JOB_INIT;  // its config and hyperparams: see job_of
   int rank = 0;
   bool json = false;
+  bool has_machine = false;
+  std::string machine_name;
+  fsdp_plan_machine_t machine = FSDP_PLAN_MACHINE_INIT;
+  bool sweep = false;
+  unsigned long long budget = 0;  // 0: the machine's HBM
 };
 
 // The job, pointing at the options' config and hyperparameters.
@@ -155,6 +209,7 @@ Args parse(int argc, char** argv) {
   // The transport the memory plan models (doc/planning-model.md); AUTO could pick another.
   a.config.transport = FSDP_TRANSPORT_MPI;
   bool world = false, per_node = false, momentum_given = false, amsgrad = false;
+  std::string space;  // --memory-space
   double momentum = 0;
   std::string optimizer_name = "adamw";
   for (int i = 1; i < argc; ++i) {
@@ -188,8 +243,31 @@ Args parse(int argc, char** argv) {
       amsgrad = true;
     } else if (o == "--max-unsharded") {
       a.config.max_unsharded = static_cast<int>(whole(o, value(), 1, 1 << 30));
+    } else if (o == "--memory-space") {
+      const std::string v = value();
+      if (v != "host" && v != "cuda")
+        throw Failure("--memory-space " + v + ": expected host or cuda");
+      space = v;
     } else if (o == "--cpu-offload") {
-      a.config.memory_space = FSDP_MEMORY_CUDA, a.config.cpu_offload = 1;
+      a.config.cpu_offload = 1;
+    } else if (o == "--batch") {
+      a.job.batch_size = static_cast<int>(whole(o, value(), 1, (1 << 30)));
+    } else if (o == "--seq") {
+      a.job.sequence_length = static_cast<int>(whole(o, value(), 1, (1 << 30)));
+    } else if (o == "--activation-checkpointing") {
+      a.job.activation_checkpointing = 1;
+    } else if (o == "--activation-bytes-per-layer") {
+      a.job.activation_bytes_per_layer = whole(o, value(), 1, 1LL << 62);
+    } else if (o == "--prefetch") {
+      a.job.prefetch_forward = a.job.prefetch_backward = 1;
+    } else if (o == "--machine") {
+      a.machine_name = value();
+      a.machine = machine(a.machine_name);
+      a.has_machine = true;
+    } else if (o == "--sweep") {
+      a.sweep = true;
+    } else if (o == "--budget") {
+      a.budget = static_cast<unsigned long long>(whole(o, value(), 1, 1LL << 62));
     } else if (o == "--rank") {
       a.rank = static_cast<int>(whole(o, value(), 0, (1 << 30) - 1));
     } else if (o == "--json") {
@@ -206,6 +284,13 @@ Args parse(int argc, char** argv) {
   if (!world) throw Failure("--world: required (the job's number of ranks)");
   if (!per_node) throw Failure("--ranks-per-node: required (ranks on each node)");
   if (!a.format_given) a.format = guess_format(a.model);
+  if (a.sweep && !a.has_machine) throw Failure("--sweep: needs --machine (the step time ranks it)");
+  if (a.budget && !a.sweep) throw Failure("--budget: only with --sweep");
+  if (space.empty()) space = a.has_machine || a.config.cpu_offload ? "cuda" : "host";
+  if (space == "host" && a.config.cpu_offload)
+    throw Failure("--cpu-offload: offloads from a GPU (--memory-space cuda)");
+  if (space == "cuda")
+    a.config.memory_space = FSDP_MEMORY_CUDA, a.config.transport = FSDP_TRANSPORT_NCCL;
   fsdp_optimizer_kind_t kind = FSDP_OPTIMIZER_ADAMW;
   a.stepped = optimizer(optimizer_name, &kind);
   if ((momentum_given || amsgrad) && !a.stepped)
@@ -263,9 +348,12 @@ void table(const Args& a, const fsdp::json::Value& d, const fsdp_plan_memory_t* 
               d["units"].items.size(), grouped(params).c_str());
   const int world = a.job.world_size, per_node = a.job.ranks_per_node;
   std::printf(
-      "job:    %d ranks, %d per node (%d nodes), MPI transport; sharding factor %lld, "
-      "%lld replica(s)\n",
-      world, per_node, world / per_node, d["sharding_factor"].integer(), d["replicas"].integer());
+      "job:    %d ranks, %d per node (%d nodes), %s; sharding factor %lld, %lld replica(s)\n",
+      world, per_node, world / per_node,
+      a.config.memory_space == FSDP_MEMORY_HOST ? "host memory, MPI transport"
+      : a.config.cpu_offload                    ? "CUDA memory with CPU offload, NCCL"
+                                                : "CUDA memory, NCCL",
+      d["sharding_factor"].integer(), d["replicas"].integer());
   std::printf("rank:   %d\n\n", a.rank);
   std::printf("%-51s%22s\n", "memory per rank over a training step", "bytes");
   if (m) {
@@ -279,6 +367,10 @@ void table(const Args& a, const fsdp::json::Value& d, const fsdp_plan_memory_t* 
     row("communication scratch", m->scratch_bytes);
     row("peak total", m->peak_bytes);
     row("(the model unsharded)", m->unsharded_model_bytes);
+    row("activations (not in memory stats)", m->activation_bytes);
+    if (a.config.memory_space == FSDP_MEMORY_CUDA) row("device total", m->device_total_bytes);
+    if (a.config.memory_space == FSDP_MEMORY_HOST || a.config.cpu_offload)
+      row("host total", m->host_total_bytes);
   } else {
     std::printf("  not planned: %s\n", memory_refusal.c_str());
   }
@@ -294,6 +386,101 @@ void table(const Args& a, const fsdp::json::Value& d, const fsdp_plan_memory_t* 
               grouped(t.intra_node_bytes).c_str(), human(t.intra_node_bytes).c_str());
   std::printf("  %-34s %12s  %22s  (%s)\n", "sent to other nodes", "",
               grouped(t.inter_node_bytes).c_str(), human(t.inter_node_bytes).c_str());
+}
+
+// The memory a budget bounds: the device's in CUDA memory, else the host's.
+size_t budgeted(const Args& a, const fsdp_plan_memory_t& m) {
+  return a.config.memory_space == FSDP_MEMORY_CUDA ? m.device_total_bytes : m.host_total_bytes;
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf,
+                s < 1e-3 ? "%.1f us"
+                : s < 1  ? "%.2f ms"
+                         : "%.3f s",
+                s < 1e-3 ? s * 1e6
+                : s < 1  ? s * 1e3
+                         : s);
+  return buf;
+}
+
+void time_table(const Args& a, const fsdp_plan_time_t& t, const fsdp_plan_memory_t* m) {
+  std::printf("\nstep time on %s (doc/planning-model.md)\n", a.machine_name.c_str());
+  const struct {
+    const char* what;
+    double s;
+  } rows[] = {{"computation", t.compute_s},
+              {"all-gathers", t.all_gather_s},
+              {"reduce-scatters", t.reduce_scatter_s},
+              {"all-reduces", t.all_reduce_s},
+              {"exposed communication", t.exposed_comm_s},
+              {"step", t.step_s}};
+  for (const auto& r : rows) std::printf("  %-34s %12s\n", r.what, seconds(r.s).c_str());
+  std::printf("  %-34s %12.1f\n", "TFLOPS per GPU", t.tflops_per_gpu);
+  std::printf("  %-34s %12.0f\n", "tokens per second per GPU", t.tokens_per_step / t.step_s);
+  if (m)
+    std::printf("  %-34s %12s  (%s of %s)\n", "fits",
+                budgeted(a, *m) <= a.machine.hbm_bytes ? "yes" : "no",
+                human(budgeted(a, *m)).c_str(), human(a.machine.hbm_bytes).c_str());
+}
+
+std::string json_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string time_json(const fsdp_plan_time_t& t) {
+  const std::pair<const char*, double> fields[] = {
+      {"compute_s", t.compute_s},
+      {"all_gather_s", t.all_gather_s},
+      {"reduce_scatter_s", t.reduce_scatter_s},
+      {"all_reduce_s", t.all_reduce_s},
+      {"exposed_comm_s", t.exposed_comm_s},
+      {"step_s", t.step_s},
+      {"tokens_per_step", t.tokens_per_step},
+      {"model_flops_per_step", t.model_flops_per_step},
+      {"hardware_flops_per_step", t.hardware_flops_per_step},
+      {"tflops_per_gpu", t.tflops_per_gpu}};
+  std::string out;
+  for (const auto& [k, v] : fields)
+    out += (out.empty() ? "{\"" : ", \"") + std::string(k) + "\": " + json_number(v);
+  return out + "}";
+}
+
+std::string sweep_text(fsdp_plan_t plan, const Args& a, const fsdp_plan_job_t& job) {
+  size_t length = 0;
+  check_call(fsdp_plan_sweep(plan, &job, &a.machine, a.budget, nullptr, 0, &length));
+  std::string text(length + 1, '\0');
+  check_call(fsdp_plan_sweep(plan, &job, &a.machine, a.budget, &text[0], text.size(), &length));
+  text.resize(length);
+  return text;
+}
+
+void sweep_table(const Args& a, const fsdp::json::Value& s) {
+  const auto& configs = s["configurations"].items;
+  std::printf(
+      "configurations of %s on %d ranks (%d per node) that fit %s per rank on %s, "
+      "fastest first: %zu\n",
+      a.model.c_str(), a.job.world_size, a.job.ranks_per_node,
+      human(static_cast<unsigned long long>(s["budget_bytes"].number)).c_str(),
+      a.machine_name.c_str(), configs.size());
+  std::printf("%-7s %6s %-9s %4s %7s %6s %12s %12s %10s %9s %8s\n", "strategy", "F", "dtype",
+              "ckpt", "offload", "batch", "memory", "step", "exposed", "TFLOPS", "tok/s");
+  for (const auto& c : configs) {
+    const auto& m = c["memory"];
+    const double mem = a.config.memory_space == FSDP_MEMORY_CUDA ? m["device_total_bytes"].number
+                                                                 : m["host_total_bytes"].number;
+    std::printf("%-8s %5lld %-9s %4s %7s %6lld %12s %12s %10s %9.1f %8.0f\n",
+                c["strategy"].text.c_str(), c["sharding_factor"].integer(),
+                c["param_dtype"].text.c_str(), c["activation_checkpointing"].boolean ? "on" : "off",
+                c["cpu_offload"].boolean ? "on" : "off", c["batch_size"].integer(),
+                human(static_cast<unsigned long long>(mem)).c_str(),
+                seconds(c["time"]["step_s"].number).c_str(),
+                seconds(c["time"]["exposed_comm_s"].number).c_str(),
+                c["time"]["tflops_per_gpu"].number, c["tokens_per_s"].number);
+  }
 }
 
 // The plan's description of `rank`, as fsdp_plan_describe writes it.
@@ -317,7 +504,15 @@ int run(int argc, char** argv) {
   check_call(fsdp_plan_read_model(plan, a.model.c_str(), a.format));
   // Every figure is computed before anything is printed: a refusal prints no partial plan.
   const fsdp_plan_job_t job = job_of(a);
-  const std::string text = describe(plan, job, a.rank);
+  if (a.sweep) {
+    const std::string text = sweep_text(plan, a, job);
+    if (a.json)
+      std::printf("%s\n", text.c_str());
+    else
+      sweep_table(a, fsdp::json::parse(text, "fsdp_plan_sweep"));
+    return 0;
+  }
+  std::string text = describe(plan, job, a.rank);
   fsdp_plan_traffic_t traffic{};
   traffic.size = sizeof traffic;
   check_call(fsdp_plan_traffic(plan, &job, a.rank, &traffic));
@@ -330,12 +525,22 @@ int run(int argc, char** argv) {
   } else {
     check_call(st);
   }
+  fsdp_plan_time_t time{};
+  time.size = sizeof time;
+  if (a.has_machine) check_call(fsdp_plan_time(plan, &job, &a.machine, a.rank, &time));
+  const fsdp_plan_memory_t* planned = memory_refusal.empty() ? &memory : nullptr;
   if (a.json) {
+    if (a.has_machine)  // the description's object gains "time" and "fits"
+      text = text.substr(0, text.size() - 1) + ", \"time\": " + time_json(time) + ", \"fits\": " +
+             (!planned                                     ? "null"
+              : budgeted(a, memory) <= a.machine.hbm_bytes ? "true"
+                                                           : "false") +
+             "}";
     std::printf("%s\n", text.c_str());
     return 0;
   }
-  table(a, fsdp::json::parse(text, "fsdp_plan_describe"),
-        memory_refusal.empty() ? &memory : nullptr, memory_refusal, traffic);
+  table(a, fsdp::json::parse(text, "fsdp_plan_describe"), planned, memory_refusal, traffic);
+  if (a.has_machine) time_table(a, time, planned);
   return 0;
 }
 
