@@ -1764,12 +1764,13 @@ typedef struct fsdp_plan_machine {
   double intra_node_latency_s; /**< seconds per collective inside a node, >= 0 */
   double inter_node_bandwidth; /**< bytes/s a GPU sends across nodes (its NIC share), > 0 */
   double inter_node_latency_s; /**< seconds per collective across nodes, >= 0 */
+  double host_device_bandwidth; /**< bytes/s each way between host and device, > 0 */
   double compute_efficiency;   /**< fraction of the peak reached, in (0, 1] */
 } fsdp_plan_machine_t;
 
 /** Initializer: `size` set, every figure 0 (not valid until filled). */
 #define FSDP_PLAN_MACHINE_INIT \
-  { sizeof(fsdp_plan_machine_t), 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+  { sizeof(fsdp_plan_machine_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /** Since 0.12: one rank's training step on a machine, by the model of doc/planning-model.md
  *  ("Step time"). Seconds, FLOPs per rank per step. A struct that grows at its end: set `size`. */
@@ -1779,6 +1780,7 @@ typedef struct fsdp_plan_time {
   double all_gather_s;     /**< the all-gathers' time, summed (hidden or not) */
   double reduce_scatter_s; /**< the reduce-scatters' */
   double all_reduce_s;     /**< the all-reduces' across replicas */
+  double offload_copy_s;   /**< CPU offload's copies between host and device */
   double exposed_comm_s;   /**< step_s - compute_s: communication not hidden */
   double step_s;           /**< the step */
   double tokens_per_step;  /**< batch_size x sequence_length */

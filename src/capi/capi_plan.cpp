@@ -114,6 +114,7 @@ fsdp::plan::Machine read_machine(const fsdp_plan_machine_t* in) {
   m.intra_node_latency_s = c.intra_node_latency_s;
   m.inter_node_bandwidth = c.inter_node_bandwidth;
   m.inter_node_latency_s = c.inter_node_latency_s;
+  m.host_device_bandwidth = c.host_device_bandwidth;
   m.compute_efficiency = c.compute_efficiency;
   fsdp::plan::check_machine(m);
   return m;
@@ -184,6 +185,7 @@ const Field<StepTime, fsdp_plan_time_t, double> kTimeFields[] = {
     FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, all_gather_s),
     FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, reduce_scatter_s),
     FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, all_reduce_s),
+    FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, offload_copy_s),
     FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, exposed_comm_s),
     FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, step_s),
     FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, tokens_per_step),
@@ -435,6 +437,7 @@ fsdp_status_t fsdp_plan_machine_preset(const char* name, fsdp_plan_machine_t* ma
     c.intra_node_latency_s = m.intra_node_latency_s;
     c.inter_node_bandwidth = m.inter_node_bandwidth;
     c.inter_node_latency_s = m.inter_node_latency_s;
+    c.host_device_bandwidth = m.host_device_bandwidth;
     c.compute_efficiency = m.compute_efficiency;
     fsdp::capi::write_sized(machine, c, "machine");
   });

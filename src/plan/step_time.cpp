@@ -91,10 +91,16 @@ StepTime plan_time(const PlanModel& model, const PlanJob& job, const Machine& ma
     const double share = params > 0 ? static_cast<double>(units[u].layout.numel()) / params : 0;
     return share * (phase == 0 ? forward : t.hardware_flops_per_step - forward) / rate;
   };
+  const bool offload = job.options.placement.cpu_offload;
+  const auto copy = [&](std::size_t bytes) {
+    const double s = offload ? static_cast<double>(bytes) / machine.host_device_bandwidth : 0;
+    t.offload_copy_s += s;
+    return s;
+  };
   const auto gather = [&](std::size_t u) {
     const double s = shard.time(static_cast<double>(units[u].bytes().unsharded()), 1);
     t.all_gather_s += s;
-    return s;
+    return s + copy(units[u].bytes().shard());
   };
   const auto reduce = [&](std::size_t u) {
     const UnitBytes b = units[u].bytes();
@@ -102,7 +108,7 @@ StepTime plan_time(const PlanModel& model, const PlanJob& job, const Machine& ma
     const double ar = p.replicas > 1 ? replicate.time(static_cast<double>(b.partial_sum()), 2) : 0;
     t.reduce_scatter_s += rs;
     t.all_reduce_s += ar;
-    return rs + ar;
+    return rs + ar + copy(b.grad_shard());
   };
 
   std::vector<Hold> phases[2];

@@ -14,7 +14,9 @@
 // (exposed); with prefetch (the job's prefetch_forward/backward) it starts when the previous
 // unit's computation starts, so it hides behind it. A reduce starts when its unit's backward
 // ends and runs behind the following units' computation; the step ends when both streams are
-// done. The optimizer step's time is not modeled.
+// done. CPU offload adds, on the communication stream, each unshard's copy of the shard to the
+// device and each reduce's copy of the gradient shard to the host (storage dtype, over
+// host_device_bandwidth). The optimizer step's time (on the CPU under offload) is not modeled.
 #pragma once
 
 #include "plan/machine.hpp"
@@ -28,6 +30,7 @@ struct StepTime {
   double all_gather_s = 0;  // each collective's time, summed (overlapped or not)
   double reduce_scatter_s = 0;
   double all_reduce_s = 0;
+  double offload_copy_s = 0;  // CPU offload's copies between host and device
   double exposed_comm_s = 0;  // step_s - compute_s: communication nothing hid
   double step_s = 0;
   double tokens_per_step = 0;          // per rank

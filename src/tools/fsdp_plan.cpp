@@ -164,6 +164,7 @@ fsdp_plan_machine_t machine(const std::string& v) {
                {"intra_node_latency_s", &m.intra_node_latency_s},
                {"inter_node_bandwidth", &m.inter_node_bandwidth},
                {"inter_node_latency_s", &m.inter_node_latency_s},
+               {"host_device_bandwidth", &m.host_device_bandwidth},
                {"compute_efficiency", &m.compute_efficiency}};
   const auto number = [&](const char* key) {
     const fsdp::json::Value* x = j.find(key);
@@ -414,6 +415,7 @@ void time_table(const Args& a, const fsdp_plan_time_t& t, const fsdp_plan_memory
               {"all-gathers", t.all_gather_s},
               {"reduce-scatters", t.reduce_scatter_s},
               {"all-reduces", t.all_reduce_s},
+              {"CPU offload copies", t.offload_copy_s},
               {"exposed communication", t.exposed_comm_s},
               {"step", t.step_s}};
   for (const auto& r : rows) std::printf("  %-34s %12s\n", r.what, seconds(r.s).c_str());
@@ -437,6 +439,7 @@ std::string time_json(const fsdp_plan_time_t& t) {
       {"all_gather_s", t.all_gather_s},
       {"reduce_scatter_s", t.reduce_scatter_s},
       {"all_reduce_s", t.all_reduce_s},
+      {"offload_copy_s", t.offload_copy_s},
       {"exposed_comm_s", t.exposed_comm_s},
       {"step_s", t.step_s},
       {"tokens_per_step", t.tokens_per_step},
