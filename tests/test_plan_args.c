@@ -294,8 +294,7 @@ int main(int argc, char** argv) {
   fsdp_plan_machine_t mach = FSDP_PLAN_MACHINE_INIT;
   const fsdp_plan_machine_t blank = mach;
   REFUSED(fsdp_plan_machine_preset(NULL, &mach), FSDP_ERR_INVALID_ARGUMENT, P, "name");
-  REFUSED(fsdp_plan_machine_preset("a100-80gb-efa", NULL), FSDP_ERR_INVALID_ARGUMENT, P,
-          "machine");
+  REFUSED(fsdp_plan_machine_preset("a100-80gb-efa", NULL), FSDP_ERR_INVALID_ARGUMENT, P, "machine");
   REFUSED(fsdp_plan_machine_preset("tpu-v9", &mach), FSDP_ERR_INVALID_ARGUMENT, P, "'tpu-v9'");
   CHECK_MSG(strstr(fsdp_last_error(), "h100-80gb-efa") != NULL, "the known presets listed");
   CHECK_MSG(memcmp(&mach, &blank, sizeof mach) == 0, "a refused preset leaves machine as it was");
