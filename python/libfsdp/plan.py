@@ -128,7 +128,7 @@ def plan(model, format, world_size, ranks_per_node=0, rank=0, optimizer="adamw",
     def use(handle):
         d = _text(_lib.fsdp_plan_describe, handle, ctypes.byref(job), rank)
         if m is not None:
-            t = _capi._abi.PlanTime()
+            t = _capi.PlanTime()
             t.size = ctypes.sizeof(t)
             _check(_lib.fsdp_plan_time(handle, ctypes.byref(job), ctypes.byref(m), rank,
                                        ctypes.byref(t)))
