@@ -1696,8 +1696,8 @@ typedef struct fsdp_plan_job {
   int prefetch_forward;
   int prefetch_backward; /**< see prefetch_forward */
   /* Since 0.12: what forward keeps for backward (doc/planning-model.md, "Activations") */
-  int batch_size;      /**< micro-batch per rank, in sequences, >= 1; default 1 */
-  int sequence_length; /**< tokens per sequence, >= 0; 0 (default): the model's maximum */
+  int batch_size;               /**< micro-batch per rank, in sequences, >= 1; default 1 */
+  int sequence_length;          /**< tokens per sequence, >= 0; 0 (default): the model's maximum */
   int activation_checkpointing; /**< 1: each layer keeps only its input; 0 (default) or 1 */
   /** The caller's activation bytes per layer, >= 0; 0 (default): the transformer estimate where
    *  the model has a shape (a config.json), else no activations */
@@ -1755,17 +1755,17 @@ typedef struct fsdp_plan_traffic {
 /** Since 0.12: the machine a job runs on, for fsdp_plan_time and fsdp_plan_sweep (per GPU; fill
  *  it with fsdp_plan_machine_preset or by hand). A struct that grows at its end: set `size`. */
 typedef struct fsdp_plan_machine {
-  size_t size;              /**< sizeof(fsdp_plan_machine_t) as the caller compiled it */
-  double peak_flops_16bit;  /**< dense bfloat16/float16 FLOP/s, > 0 */
-  double peak_flops_32bit;  /**< float32 FLOP/s, > 0 */
-  double peak_flops_64bit;  /**< float64 FLOP/s, > 0 */
-  size_t hbm_bytes;         /**< device memory, > 0 */
-  double intra_node_bandwidth; /**< bytes/s a GPU sends to another of its node, > 0 */
-  double intra_node_latency_s; /**< seconds per collective inside a node, >= 0 */
-  double inter_node_bandwidth; /**< bytes/s a GPU sends across nodes (its NIC share), > 0 */
-  double inter_node_latency_s; /**< seconds per collective across nodes, >= 0 */
+  size_t size;                  /**< sizeof(fsdp_plan_machine_t) as the caller compiled it */
+  double peak_flops_16bit;      /**< dense bfloat16/float16 FLOP/s, > 0 */
+  double peak_flops_32bit;      /**< float32 FLOP/s, > 0 */
+  double peak_flops_64bit;      /**< float64 FLOP/s, > 0 */
+  size_t hbm_bytes;             /**< device memory, > 0 */
+  double intra_node_bandwidth;  /**< bytes/s a GPU sends to another of its node, > 0 */
+  double intra_node_latency_s;  /**< seconds per collective inside a node, >= 0 */
+  double inter_node_bandwidth;  /**< bytes/s a GPU sends across nodes (its NIC share), > 0 */
+  double inter_node_latency_s;  /**< seconds per collective across nodes, >= 0 */
   double host_device_bandwidth; /**< bytes/s each way between host and device, > 0 */
-  double compute_efficiency;   /**< fraction of the peak reached, in (0, 1] */
+  double compute_efficiency;    /**< fraction of the peak reached, in (0, 1] */
 } fsdp_plan_machine_t;
 
 /** Initializer: `size` set, every figure 0 (not valid until filled). */
@@ -1775,15 +1775,15 @@ typedef struct fsdp_plan_machine {
 /** Since 0.12: one rank's training step on a machine, by the model of doc/planning-model.md
  *  ("Step time"). Seconds, FLOPs per rank per step. A struct that grows at its end: set `size`. */
 typedef struct fsdp_plan_time {
-  size_t size;             /**< sizeof(fsdp_plan_time_t) as the caller compiled it */
-  double compute_s;        /**< the computation, recomputation included */
-  double all_gather_s;     /**< the all-gathers' time, summed (hidden or not) */
-  double reduce_scatter_s; /**< the reduce-scatters' */
-  double all_reduce_s;     /**< the all-reduces' across replicas */
-  double offload_copy_s;   /**< CPU offload's copies between host and device */
-  double exposed_comm_s;   /**< step_s - compute_s: communication not hidden */
-  double step_s;           /**< the step */
-  double tokens_per_step;  /**< batch_size x sequence_length */
+  size_t size;                    /**< sizeof(fsdp_plan_time_t) as the caller compiled it */
+  double compute_s;               /**< the computation, recomputation included */
+  double all_gather_s;            /**< the all-gathers' time, summed (hidden or not) */
+  double reduce_scatter_s;        /**< the reduce-scatters' */
+  double all_reduce_s;            /**< the all-reduces' across replicas */
+  double offload_copy_s;          /**< CPU offload's copies between host and device */
+  double exposed_comm_s;          /**< step_s - compute_s: communication not hidden */
+  double step_s;                  /**< the step */
+  double tokens_per_step;         /**< batch_size x sequence_length */
   double model_flops_per_step;    /**< 6 P T plus attention, without recomputation */
   double hardware_flops_per_step; /**< with activation checkpointing's recomputation */
   double tflops_per_gpu;          /**< hardware_flops_per_step / step_s / 1e12 */
@@ -1896,6 +1896,22 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_machine_preset(const char* name, fsdp_plan_m
 FSDP_EXPORT fsdp_status_t fsdp_plan_time(fsdp_plan_t plan, const fsdp_plan_job_t* job,
                                          const fsdp_plan_machine_t* machine, int rank,
                                          fsdp_plan_time_t* time);
+
+/** Since 0.12: fsdp_plan_describe's JSON object with two more members: "time" (the fields of
+ *  fsdp_plan_time_t for `machine`) and "fits" (true when the job's total in the memory it computes
+ *  in, device_total_bytes in CUDA memory and host_total_bytes in host memory, is at most
+ *  machine->hbm_bytes; null where "memory" is null). Local.
+ *  @param[in] plan the plan, with at least one unit
+ *  @param[in] job NULL for FSDP_PLAN_JOB_INIT, or a job with `size` set
+ *  @param[in] machine the machine, `size` set
+ *  @param[in] rank in [0, job->world_size)
+ *  @param[out] json may be NULL; receives the description if it fits
+ *  @param[in] capacity bytes at json
+ *  @param[out] length may be NULL; the description's length without the NUL
+ *  @return as fsdp_plan_time; INVALID_ARGUMENT (capacity too small) */
+FSDP_EXPORT fsdp_status_t fsdp_plan_describe_on(fsdp_plan_t plan, const fsdp_plan_job_t* job,
+                                                const fsdp_plan_machine_t* machine, int rank,
+                                                char* json, size_t capacity, size_t* length);
 
 /** Since 0.12: the configurations of `job` whose memory fits `budget_bytes`, fastest first, as
  *  one NUL-terminated JSON object {"budget_bytes", "configurations": [{"strategy",

@@ -129,7 +129,7 @@ refused("machine field missing", lambda: libfsdp.plan(gpt2, "hf", 2, machine={"h
 zero = libfsdp.plan_machine("a100-40gb-efa")
 zero["intra_node_bandwidth"] = 0
 refused("zero bandwidth", lambda: libfsdp.plan(gpt2, "hf", 2, machine=zero), bad_arg,
-        ["fsdp_plan_time", "machine->intra_node_bandwidth"])
+        ["fsdp_plan_describe_on", "machine->intra_node_bandwidth"])
 refused("batch 0", lambda: libfsdp.plan(gpt2, "hf", 2, batch_size=0), bad_arg,
         ["job->batch_size"])
 refused("negative activation bytes",

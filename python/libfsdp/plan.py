@@ -8,9 +8,8 @@ from . import _capi
 from . import _check, _choice, _config, _lib, _refuse
 from .optimizer import _hyperparams, defaults
 
-_MACHINE_FIELDS = ("peak_flops_16bit", "peak_flops_32bit", "peak_flops_64bit", "hbm_bytes",
-                   "intra_node_bandwidth", "intra_node_latency_s", "inter_node_bandwidth",
-                   "inter_node_latency_s", "host_device_bandwidth", "compute_efficiency")
+# fsdp_plan_machine_t's fields, as the header declares them.
+_MACHINE_FIELDS = tuple(f for f, _ in _capi.PlanMachine._fields_ if f != "size")
 
 
 def machine(name):
@@ -103,9 +102,8 @@ def plan(model, format, world_size, ranks_per_node=0, rank=0, optimizer="adamw",
          machine=None, **config):
     """The plan of one rank as a dict (fsdp_plan_describe's JSON: the job, each unit, "memory"
     by fsdp_memory_stats' names plus activation_bytes, device_total_bytes and host_total_bytes,
-    "traffic" per training step); with `machine`, also "time" (fsdp_plan_time's fields) and
-    "fits" (the total in the job's memory within the machine's hbm_bytes, None where the memory
-    plan does not model the job). Local; needs no MPI.
+    "traffic" per training step); with `machine`, fsdp_plan_describe_on's: also "time"
+    (fsdp_plan_time's fields) and "fits". Local; needs no MPI.
 
     model: a file; format: "layout" (the layout JSON of doc/planning.md), "hf" (a Hugging Face
     config.json) or "checkpoint" (a libfsdp checkpoint). world_size, ranks_per_node (0: one
@@ -123,21 +121,12 @@ def plan(model, format, world_size, ranks_per_node=0, rank=0, optimizer="adamw",
     job = _job(call, world_size, ranks_per_node, optimizer, hyperparams, prefetch_forward,
                prefetch_backward, batch_size, sequence_length, activation_checkpointing,
                activation_bytes_per_layer, config, keep)
-    m = None if machine is None else _machine("fsdp_plan_time", machine)
+    m = None if machine is None else _machine("fsdp_plan_describe_on", machine)
 
     def use(handle):
-        d = _text(_lib.fsdp_plan_describe, handle, ctypes.byref(job), rank)
-        if m is not None:
-            t = _capi.PlanTime()
-            t.size = ctypes.sizeof(t)
-            _check(_lib.fsdp_plan_time(handle, ctypes.byref(job), ctypes.byref(m), rank,
-                                       ctypes.byref(t)))
-            d["time"] = {f: getattr(t, f) for f, _ in t._fields_ if f != "size"}
-            mem = d["memory"]
-            key = "device_total_bytes" if job.config.contents.memory_space else \
-                "host_total_bytes"
-            d["fits"] = None if mem is None else mem[key] <= m.hbm_bytes
-        return d
+        if m is None:
+            return _text(_lib.fsdp_plan_describe, handle, ctypes.byref(job), rank)
+        return _text(_lib.fsdp_plan_describe_on, handle, ctypes.byref(job), ctypes.byref(m), rank)
     return _with_model(model, format, use)
 
 

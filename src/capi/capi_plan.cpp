@@ -267,15 +267,25 @@ void copy_text(const std::string& text, char* json, size_t capacity, size_t* len
   if (length) *length = text.size();
 }
 
-std::string describe(const PlanModel& m, const PlanJob& job, int rank) {
+// With a machine, the description gains the step time and whether the job fits its memory.
+std::string describe(const PlanModel& m, const PlanJob& job, int rank,
+                     const fsdp::plan::Machine* machine) {
   const fsdp::plan::RankPlace place = fsdp::plan::place_rank(job, rank);
   const fsdp::plan::TrafficPlan t = fsdp::plan::plan_traffic(m, job, rank);
-  std::string memory = "null";  // where the memory plan does not model the placement
+  std::string memory = "null", fits = "null";  // where the memory plan does not model the placement
   try {
-    memory = to_json(fsdp::plan::plan_memory(m, job), kMemoryFields);
+    const MemoryPlan planned = fsdp::plan::plan_memory(m, job);
+    memory = to_json(planned, kMemoryFields);
+    if (machine)
+      fits = fsdp::plan::budgeted_bytes(job, planned) <= machine->hbm_bytes ? "true" : "false";
   } catch (const fsdp::Error& e) {
     if (e.code() != Errc::Unsupported) throw;
   }
+  const std::string on_machine =
+      machine
+          ? ", \"time\": " + to_json(fsdp::plan::plan_time(m, job, *machine, rank), kTimeFields) +
+                ", \"fits\": " + fits
+          : "";
   std::string units = "[";
   const std::vector<fsdp::plan::PlannedUnit> planned = fsdp::plan::planned_units(m, job);
   for (std::size_t i = 0; i < planned.size(); ++i) {
@@ -296,7 +306,8 @@ std::string describe(const PlanModel& m, const PlanJob& job, int rank) {
          ", \"rank\": " + std::to_string(rank) +
          ", \"sharding_factor\": " + std::to_string(place.sharding_factor) +
          ", \"replicas\": " + std::to_string(place.replicas) + ", \"units\": " + units +
-         ", \"memory\": " + memory + ", \"traffic\": " + to_json(t, kTrafficFields) + "}";
+         ", \"memory\": " + memory + ", \"traffic\": " + to_json(t, kTrafficFields) + on_machine +
+         "}";
 }
 
 }  // namespace
@@ -419,7 +430,17 @@ fsdp_status_t fsdp_plan_describe(fsdp_plan_t plan, const fsdp_plan_job_t* job, i
                                  size_t capacity, size_t* length) {
   return guard(__func__, [&] {
     const PlanModel& m = plan_from(plan, "plan");
-    copy_text(describe(m, read_job(job), rank), json, capacity, length);
+    copy_text(describe(m, read_job(job), rank, nullptr), json, capacity, length);
+  });
+}
+
+fsdp_status_t fsdp_plan_describe_on(fsdp_plan_t plan, const fsdp_plan_job_t* job,
+                                    const fsdp_plan_machine_t* machine, int rank, char* json,
+                                    size_t capacity, size_t* length) {
+  return guard(__func__, [&] {
+    const PlanModel& m = plan_from(plan, "plan");
+    const fsdp::plan::Machine mach = read_machine(machine);
+    copy_text(describe(m, read_job(job), rank, &mach), json, capacity, length);
   });
 }
 

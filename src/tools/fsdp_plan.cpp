@@ -389,11 +389,6 @@ void table(const Args& a, const fsdp::json::Value& d, const fsdp_plan_memory_t* 
               grouped(t.inter_node_bytes).c_str(), human(t.inter_node_bytes).c_str());
 }
 
-// The memory a budget bounds: the device's in CUDA memory, else the host's.
-size_t budgeted(const Args& a, const fsdp_plan_memory_t& m) {
-  return a.config.memory_space == FSDP_MEMORY_CUDA ? m.device_total_bytes : m.host_total_bytes;
-}
-
 std::string seconds(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf,
@@ -406,50 +401,29 @@ std::string seconds(double s) {
   return buf;
 }
 
-void time_table(const Args& a, const fsdp_plan_time_t& t, const fsdp_plan_memory_t* m) {
+// The description's "time" and "fits" (fsdp_plan_describe_on).
+void time_table(const Args& a, const fsdp::json::Value& d) {
+  const fsdp::json::Value& t = d["time"];
   std::printf("\nstep time on %s (doc/planning-model.md)\n", a.machine_name.c_str());
   const struct {
     const char* what;
-    double s;
-  } rows[] = {{"computation", t.compute_s},
-              {"all-gathers", t.all_gather_s},
-              {"reduce-scatters", t.reduce_scatter_s},
-              {"all-reduces", t.all_reduce_s},
-              {"CPU offload copies", t.offload_copy_s},
-              {"exposed communication", t.exposed_comm_s},
-              {"step", t.step_s}};
-  for (const auto& r : rows) std::printf("  %-34s %12s\n", r.what, seconds(r.s).c_str());
-  std::printf("  %-34s %12.1f\n", "TFLOPS per GPU", t.tflops_per_gpu);
-  std::printf("  %-34s %12.0f\n", "tokens per second per GPU", t.tokens_per_step / t.step_s);
-  if (m)
-    std::printf("  %-34s %12s  (%s of %s)\n", "fits",
-                budgeted(a, *m) <= a.machine.hbm_bytes ? "yes" : "no",
-                human(budgeted(a, *m)).c_str(), human(a.machine.hbm_bytes).c_str());
-}
-
-std::string json_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-std::string time_json(const fsdp_plan_time_t& t) {
-  const std::pair<const char*, double> fields[] = {
-      {"compute_s", t.compute_s},
-      {"all_gather_s", t.all_gather_s},
-      {"reduce_scatter_s", t.reduce_scatter_s},
-      {"all_reduce_s", t.all_reduce_s},
-      {"offload_copy_s", t.offload_copy_s},
-      {"exposed_comm_s", t.exposed_comm_s},
-      {"step_s", t.step_s},
-      {"tokens_per_step", t.tokens_per_step},
-      {"model_flops_per_step", t.model_flops_per_step},
-      {"hardware_flops_per_step", t.hardware_flops_per_step},
-      {"tflops_per_gpu", t.tflops_per_gpu}};
-  std::string out;
-  for (const auto& [k, v] : fields)
-    out += (out.empty() ? "{\"" : ", \"") + std::string(k) + "\": " + json_number(v);
-  return out + "}";
+    const char* key;
+  } rows[] = {{"computation", "compute_s"},
+              {"all-gathers", "all_gather_s"},
+              {"reduce-scatters", "reduce_scatter_s"},
+              {"all-reduces", "all_reduce_s"},
+              {"CPU offload copies", "offload_copy_s"},
+              {"exposed communication", "exposed_comm_s"},
+              {"step", "step_s"}};
+  for (const auto& r : rows)
+    std::printf("  %-34s %12s\n", r.what, seconds(t[r.key].number).c_str());
+  std::printf("  %-34s %12.1f\n", "TFLOPS per GPU", t["tflops_per_gpu"].number);
+  std::printf("  %-34s %12.0f\n", "tokens per second per GPU",
+              t["tokens_per_step"].number / t["step_s"].number);
+  const fsdp::json::Value& fits = d["fits"];
+  if (fits.kind == fsdp::json::Value::Kind::Bool)
+    std::printf("  %-34s %12s  (HBM %s)\n", "fits", fits.boolean ? "yes" : "no",
+                human(a.machine.hbm_bytes).c_str());
 }
 
 std::string sweep_text(fsdp_plan_t plan, const Args& a, const fsdp_plan_job_t& job) {
@@ -469,29 +443,34 @@ void sweep_table(const Args& a, const fsdp::json::Value& s) {
       a.model.c_str(), a.job.world_size, a.job.ranks_per_node,
       human(static_cast<unsigned long long>(s["budget_bytes"].number)).c_str(),
       a.machine_name.c_str(), configs.size());
-  std::printf("%-7s %6s %-9s %4s %7s %6s %12s %12s %10s %9s %8s\n", "strategy", "F", "dtype",
-              "ckpt", "offload", "batch", "memory", "step", "exposed", "TFLOPS", "tok/s");
+  std::printf("%-7s %6s %-9s %4s %7s %6s %12s %12s %12s %10s %9s %8s\n", "strategy", "F", "dtype",
+              "ckpt", "offload", "batch", "device", "host", "step", "exposed", "TFLOPS", "tok/s");
   for (const auto& c : configs) {
     const auto& m = c["memory"];
-    const double mem = a.config.memory_space == FSDP_MEMORY_CUDA ? m["device_total_bytes"].number
-                                                                 : m["host_total_bytes"].number;
-    std::printf("%-8s %5lld %-9s %4s %7s %6lld %12s %12s %10s %9.1f %8.0f\n",
+    std::printf("%-8s %5lld %-9s %4s %7s %6lld %12s %12s %12s %10s %9.1f %8.0f\n",
                 c["strategy"].text.c_str(), c["sharding_factor"].integer(),
                 c["param_dtype"].text.c_str(), c["activation_checkpointing"].boolean ? "on" : "off",
                 c["cpu_offload"].boolean ? "on" : "off", c["batch_size"].integer(),
-                human(static_cast<unsigned long long>(mem)).c_str(),
+                human(static_cast<unsigned long long>(m["device_total_bytes"].number)).c_str(),
+                human(static_cast<unsigned long long>(m["host_total_bytes"].number)).c_str(),
                 seconds(c["time"]["step_s"].number).c_str(),
                 seconds(c["time"]["exposed_comm_s"].number).c_str(),
                 c["time"]["tflops_per_gpu"].number, c["tokens_per_s"].number);
   }
 }
 
-// The plan's description of `rank`, as fsdp_plan_describe writes it.
-std::string describe(fsdp_plan_t plan, const fsdp_plan_job_t& job, int rank) {
+// The plan's description of `rank`, as fsdp_plan_describe (or with a machine,
+// fsdp_plan_describe_on) writes it.
+std::string describe(fsdp_plan_t plan, const fsdp_plan_job_t& job, const Args& a) {
+  const auto call = [&](char* json, size_t capacity, size_t* length) {
+    return a.has_machine
+               ? fsdp_plan_describe_on(plan, &job, &a.machine, a.rank, json, capacity, length)
+               : fsdp_plan_describe(plan, &job, a.rank, json, capacity, length);
+  };
   size_t length = 0;
-  check_call(fsdp_plan_describe(plan, &job, rank, nullptr, 0, &length));
+  check_call(call(nullptr, 0, &length));
   std::string text(length + 1, '\0');
-  check_call(fsdp_plan_describe(plan, &job, rank, &text[0], text.size(), &length));
+  check_call(call(&text[0], text.size(), &length));
   text.resize(length);
   return text;
 }
@@ -515,7 +494,7 @@ int run(int argc, char** argv) {
       sweep_table(a, fsdp::json::parse(text, "fsdp_plan_sweep"));
     return 0;
   }
-  std::string text = describe(plan, job, a.rank);
+  const std::string text = describe(plan, job, a);
   fsdp_plan_traffic_t traffic{};
   traffic.size = sizeof traffic;
   check_call(fsdp_plan_traffic(plan, &job, a.rank, &traffic));
@@ -528,22 +507,13 @@ int run(int argc, char** argv) {
   } else {
     check_call(st);
   }
-  fsdp_plan_time_t time{};
-  time.size = sizeof time;
-  if (a.has_machine) check_call(fsdp_plan_time(plan, &job, &a.machine, a.rank, &time));
-  const fsdp_plan_memory_t* planned = memory_refusal.empty() ? &memory : nullptr;
   if (a.json) {
-    if (a.has_machine)  // the description's object gains "time" and "fits"
-      text = text.substr(0, text.size() - 1) + ", \"time\": " + time_json(time) + ", \"fits\": " +
-             (!planned                                     ? "null"
-              : budgeted(a, memory) <= a.machine.hbm_bytes ? "true"
-                                                           : "false") +
-             "}";
     std::printf("%s\n", text.c_str());
     return 0;
   }
-  table(a, fsdp::json::parse(text, "fsdp_plan_describe"), planned, memory_refusal, traffic);
-  if (a.has_machine) time_table(a, time, planned);
+  const fsdp::json::Value d = fsdp::json::parse(text, "fsdp_plan_describe");
+  table(a, d, memory_refusal.empty() ? &memory : nullptr, memory_refusal, traffic);
+  if (a.has_machine) time_table(a, d);
   return 0;
 }
 
