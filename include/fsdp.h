@@ -1915,7 +1915,7 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_describe_on(fsdp_plan_t plan, const fsdp_pla
 
 /** Since 0.12: the configurations of `job` whose memory fits `budget_bytes`, fastest first, as
  *  one NUL-terminated JSON object {"budget_bytes", "configurations": [{"strategy",
- *  "sharding_factor", "param_dtype", "activation_checkpointing", "cpu_offload", "batch_size",
+ *  "sharding_factor", "hfsdp", "hpz", "param_dtype", "activation_checkpointing", "cpu_offload", "batch_size",
  *  "sequence_length", "tokens_per_s", "memory": {the fields of fsdp_plan_memory_t}, "time":
  *  {the fields of fsdp_plan_time_t}}]}. Varies the sharding, the param dtype, activation
  *  checkpointing, CPU offload (a job in CUDA memory) and the batch (powers of two); the rest is

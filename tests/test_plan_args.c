@@ -349,11 +349,42 @@ int main(int argc, char** argv) {
   CHECK_OK(fsdp_plan_time(plan, &j, &mach, 0, &tm));
   CHECK(tm.tokens_per_step == 128 && tm.step_s >= tm.compute_s && tm.compute_s > 0);
 
+  /* ---- fsdp_plan_describe_on ---- */
+  const char* DO = "fsdp_plan_describe_on";
+  char on[8192];
+  memset(on, 'x', sizeof on);
+  REFUSED(fsdp_plan_describe_on(plan, &j, NULL, 0, on, sizeof on, NULL), FSDP_ERR_INVALID_ARGUMENT,
+          DO, "machine");
+  m2 = mach;
+  m2.intra_node_bandwidth = -1;
+  REFUSED(fsdp_plan_describe_on(plan, &j, &m2, 0, on, sizeof on, NULL), FSDP_ERR_INVALID_ARGUMENT,
+          DO, "machine->intra_node_bandwidth");
+  REFUSED(fsdp_plan_describe_on(plan, &job, &mach, 0, on, sizeof on, NULL),
+          FSDP_ERR_INVALID_ARGUMENT, DO, "job->sequence_length");
+  REFUSED(fsdp_plan_describe_on(plan, &j, &mach, 0, on, 10, NULL), FSDP_ERR_INVALID_ARGUMENT, DO,
+          "capacity");
+  CHECK_MSG(on[0] == 'x', "a refused describe_on writes nothing");
+  CHECK_OK(fsdp_plan_describe_on(plan, &j, &mach, 0, on, sizeof on, NULL));
+  CHECK(strstr(on, "\"time\": {\"compute_s\": ") != NULL && strstr(on, "\"fits\": true}") != NULL);
+  m2 = mach;
+  m2.hbm_bytes = 1; /* host memory here: its total against the budget */
+  CHECK_OK(fsdp_plan_describe_on(plan, &j, &m2, 0, on, sizeof on, NULL));
+  CHECK(strstr(on, "\"fits\": false}") != NULL);
+  c = cfg;
+  c.transport = FSDP_TRANSPORT_SHM; /* no memory plan: no verdict, still a time */
+  fsdp_plan_job_t js = j;
+  js.config = &c;
+  CHECK_OK(fsdp_plan_describe_on(plan, &js, &mach, 0, on, sizeof on, NULL));
+  CHECK(strstr(on, "\"memory\": null") != NULL && strstr(on, "\"fits\": null}") != NULL &&
+        strstr(on, "\"step_s\": ") != NULL);
+
   /* ---- fsdp_plan_sweep ---- */
   const char* SW = "fsdp_plan_sweep";
   size_t slen = 0;
   REFUSED(fsdp_plan_sweep(plan, &job, &mach, 0, NULL, 0, &slen), FSDP_ERR_INVALID_ARGUMENT, SW,
           "job->sequence_length");
+  m2 = mach;
+  m2.size = 2;
   REFUSED(fsdp_plan_sweep(plan, &j, &m2, 0, NULL, 0, &slen), FSDP_ERR_INVALID_ARGUMENT, SW,
           "machine->size");
   CHECK(slen == 0);

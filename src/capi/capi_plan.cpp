@@ -245,7 +245,9 @@ std::string sweep_json(const PlanModel& m, const PlanJob& base, const fsdp::plan
     out +=
         std::string(first ? "" : ", ") + "{\"strategy\": \"" + strategy_name(j.options.strategy) +
         "\", \"sharding_factor\": " + std::to_string(fsdp::plan::place_rank(j, 0).sharding_factor) +
-        ", \"param_dtype\": \"" + fsdp::dtype_name(param) +
+        ", \"hfsdp\": " + (j.options.hfsdp ? "true" : "false") +
+        ", \"hpz\": " + (j.options.hpz ? "true" : "false") + ", \"param_dtype\": \"" +
+        fsdp::dtype_name(param) +
         "\", \"activation_checkpointing\": " + (j.activation_checkpointing ? "true" : "false") +
         ", \"cpu_offload\": " + (j.options.placement.cpu_offload ? "true" : "false") +
         ", \"batch_size\": " + std::to_string(j.batch) +

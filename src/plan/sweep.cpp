@@ -15,6 +15,8 @@ std::vector<Sharding> sweep_shardings(int world, int ranks_per_node) {
     if (world % f == 0 && (f % ranks_per_node == 0 || ranks_per_node % f == 0))
       out.push_back({Strategy::HybridShard, f});
   out.push_back({Strategy::NoShard, 0});
+  // HFSDP (hybrid factors) and hpZ (full and hybrid) join here, a push_back each, once the memory
+  // and traffic plans model them (place_rank refuses them until then).
   return out;
 }
 
