@@ -1843,9 +1843,11 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_read_model(fsdp_plan_t plan, const char* pat
  *  @param[out] memory memory->size set by the caller
  *  @return FSDP_SUCCESS; INVALID_ARGUMENT (a job field, or its config's, naming it: a sharding
  * factor that does not divide the world, ranks_per_node not dividing world_size, a dtype the
- * parameters cannot take); OUT_OF_RANGE (rank); STATE (no units); UNSUPPORTED (a memory space or
- * transport the plan does not model: doc/planning-model.md); INVALID_HANDLE or DESTROYED_HANDLE
- */
+ * parameters cannot take; since 0.12 job->batch_size, sequence_length (negative, or above the
+ * model's maximum), activation_checkpointing, activation_bytes_per_layer); OUT_OF_RANGE (rank);
+ * STATE (no units); UNSUPPORTED (a memory space or transport the plan does not model:
+ * doc/planning-model.md; cfg->hfsdp or cfg->hpz, not modeled yet); INVALID_HANDLE or
+ * DESTROYED_HANDLE */
 FSDP_EXPORT fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
                                            fsdp_plan_memory_t* memory);
 
@@ -1854,7 +1856,7 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job
  *  @param[in] job NULL for FSDP_PLAN_JOB_INIT, or a job with `size` set
  *  @param[in] rank in [0, job->world_size)
  *  @param[out] traffic traffic->size set by the caller
- *  @return as fsdp_plan_memory, without UNSUPPORTED */
+ *  @return as fsdp_plan_memory, with UNSUPPORTED only for cfg->hfsdp or cfg->hpz */
 FSDP_EXPORT fsdp_status_t fsdp_plan_traffic(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
                                             fsdp_plan_traffic_t* traffic);
 
@@ -1915,11 +1917,11 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_describe_on(fsdp_plan_t plan, const fsdp_pla
 
 /** Since 0.12: the configurations of `job` whose memory fits `budget_bytes`, fastest first, as
  *  one NUL-terminated JSON object {"budget_bytes", "configurations": [{"strategy",
- *  "sharding_factor", "hfsdp", "hpz", "param_dtype", "activation_checkpointing", "cpu_offload", "batch_size",
- *  "sequence_length", "tokens_per_s", "memory": {the fields of fsdp_plan_memory_t}, "time":
- *  {the fields of fsdp_plan_time_t}}]}. Varies the sharding, the param dtype, activation
- *  checkpointing, CPU offload (a job in CUDA memory) and the batch (powers of two); the rest is
- *  the job's (doc/planning.md, "Sweep"). Copies the text into `json` if `capacity` allows (json
+ *  "sharding_factor", "hfsdp", "hpz", "param_dtype", "activation_checkpointing",
+ *  "cpu_offload", "batch_size", "sequence_length", "tokens_per_s", "memory": {the fields of
+ *  fsdp_plan_memory_t}, "time": {the fields of fsdp_plan_time_t}}]}. Varies the sharding, the
+ *  param dtype, activation checkpointing, CPU offload (a job in CUDA memory) and the batch
+ *  (powers of two); the rest is the job's (doc/planning.md, "Sweep"). Copies the text into `json` if `capacity` allows (json
  *  may be NULL to ask the length) and sets *length (may be NULL). Local.
  *  @param[in] plan the plan, with at least one unit
  *  @param[in] job NULL for FSDP_PLAN_JOB_INIT, or a job with `size` set
