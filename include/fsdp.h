@@ -1921,8 +1921,9 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_describe_on(fsdp_plan_t plan, const fsdp_pla
  *  "cpu_offload", "batch_size", "sequence_length", "tokens_per_s", "memory": {the fields of
  *  fsdp_plan_memory_t}, "time": {the fields of fsdp_plan_time_t}}]}. Varies the sharding, the
  *  param dtype, activation checkpointing, CPU offload (a job in CUDA memory) and the batch
- *  (powers of two); the rest is the job's (doc/planning.md, "Sweep"). Copies the text into `json` if `capacity` allows (json
- *  may be NULL to ask the length) and sets *length (may be NULL). Local.
+ *  (powers of two); the rest is the job's (doc/planning.md, "Sweep"). Copies the text into
+ *  `json` if `capacity` allows (json may be NULL to ask the length) and sets *length (may be
+ *  NULL). Local.
  *  @param[in] plan the plan, with at least one unit
  *  @param[in] job NULL for FSDP_PLAN_JOB_INIT, or a job with `size` set
  *  @param[in] machine the machine, `size` set
