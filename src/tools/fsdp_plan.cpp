@@ -46,13 +46,15 @@ const char* kUsage =
     "                             transformer estimate)\n"
     "  --prefetch                 forward and backward prefetch (fsdp_set_prefetch(1, 1))\n"
     "  --machine NAME|FILE        a preset (a100-40gb-efa, a100-80gb-efa, a100-40gb-roce,\n"
-    "                             a100-80gb-roce, h100-80gb-efa) or a JSON file of the fields of\n"
-    "                             fsdp_plan_machine_t: adds the step time and whether it fits\n"
+    "                             a100-80gb-roce, h100-80gb-efa) or a JSON file (a path with a\n"
+    "                             '/' or ending in .json) of every field of fsdp_plan_machine_t:\n"
+    "                             adds the step time and whether it fits\n"
     "  --sweep                    the configurations that fit the budget, fastest first (needs\n"
     "                             --machine)\n"
     "  --budget BYTES             memory per rank for --sweep (default: the machine's HBM)\n"
     "  --rank r                   the rank to show (default 0)\n"
-    "  --json                     fsdp_plan_describe's JSON instead of the table\n"
+    "  --json                     fsdp_plan_describe's JSON (with --machine,\n"
+    "                             fsdp_plan_describe_on's; with --sweep, fsdp_plan_sweep's)\n"
     "  -h, --help                 this text\n";
 
 struct Failure : std::runtime_error {
@@ -144,8 +146,8 @@ fsdp_plan_model_format_t format(const std::string& v) {
   throw Failure("--format " + v + ": expected layout, hf or checkpoint");
 }
 
-// A preset by name, else a JSON file of fsdp_plan_machine_t's fields (each required), checked by
-// the library when it is used.
+// A preset by name, or a JSON file (a path with a '/' or ending in .json) of fsdp_plan_machine_t's
+// fields (each required), checked by the library when it is used.
 fsdp_plan_machine_t machine(const std::string& v) {
   fsdp_plan_machine_t m = FSDP_PLAN_MACHINE_INIT;
   if (v.find('/') == std::string::npos && v.find(".json") == std::string::npos) {
