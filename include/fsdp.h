@@ -1721,11 +1721,18 @@ typedef struct fsdp_plan_job {
    *  second prefetches by), and cfg->max_unsharded bounds what prefetch holds */
   int prefetch_forward;
   int prefetch_backward; /**< see prefetch_forward */
+  /* Since 0.12: what forward keeps for backward (doc/planning-model.md, "Activations") */
+  int batch_size;               /**< micro-batch per rank, in sequences, >= 1; default 1 */
+  int sequence_length;          /**< tokens per sequence, >= 0; 0 (default): the model's maximum */
+  int activation_checkpointing; /**< 1: each layer keeps only its input; 0 (default) or 1 */
+  /** The caller's activation bytes per layer, >= 0; 0 (default): the transformer estimate where
+   *  the model has a shape (a config.json), else no activations */
+  int64_t activation_bytes_per_layer;
 } fsdp_plan_job_t;
 
 /** Initializer for a job of one rank with every default. */
 #define FSDP_PLAN_JOB_INIT \
-  { sizeof(fsdp_plan_job_t), NULL, NULL, 1, 0, FSDP_OPTIMIZER_ADAMW, 0, 0, 0 }
+  { sizeof(fsdp_plan_job_t), NULL, NULL, 1, 0, FSDP_OPTIMIZER_ADAMW, 0, 0, 0, 1, 0, 0, 0 }
 
 /** What one rank holds over a training step, in bytes, by fsdp_memory_stats_t's names: each
  *  field equals what fsdp_memory_stats reports after the step. A struct that grows at its end:
@@ -1744,6 +1751,15 @@ typedef struct fsdp_plan_memory {
   size_t peak_bytes;            /**< high-water mark of the total */
   size_t secondary_bytes;       /**< since 0.12, hpZ: secondary partitions after the step */
   size_t peak_secondary_bytes;  /**< since 0.12, hpZ: their high-water mark */
+  /* Since 0.12, beyond what fsdp_memory_stats sees */
+  size_t activation_bytes; /**< what forward keeps for backward (estimated: see the job) */
+  /** CUDA memory: the device's high-water mark (the library's buffers there, plus the
+   *  activations; NCCL's own buffers and the CUDA caching allocator's not counted); 0 in host
+   *  memory */
+  size_t device_total_bytes;
+  /** Host memory: peak_bytes plus the activations; CPU offload: the shards, gradient shards and
+   *  optimizer state; 0 in CUDA memory without offload */
+  size_t host_total_bytes;
 } fsdp_plan_memory_t;
 
 /** What one rank communicates over a training step. Calls and bytes count per unit operation, as
@@ -1775,6 +1791,43 @@ typedef struct fsdp_plan_traffic {
   size_t node_all_gather_bytes;
   size_t node_all_gather_calls; /**< see node_all_gather_bytes */
 } fsdp_plan_traffic_t;
+
+/** Since 0.12: the machine a job runs on, for fsdp_plan_time and fsdp_plan_sweep (per GPU; fill
+ *  it with fsdp_plan_machine_preset or by hand). A struct that grows at its end: set `size`. */
+typedef struct fsdp_plan_machine {
+  size_t size;                  /**< sizeof(fsdp_plan_machine_t) as the caller compiled it */
+  double peak_flops_16bit;      /**< dense bfloat16/float16 FLOP/s, > 0 */
+  double peak_flops_32bit;      /**< float32 FLOP/s, > 0 */
+  double peak_flops_64bit;      /**< float64 FLOP/s, > 0 */
+  size_t hbm_bytes;             /**< device memory, > 0 */
+  double intra_node_bandwidth;  /**< bytes/s a GPU sends to another of its node, > 0 */
+  double intra_node_latency_s;  /**< seconds per collective inside a node, >= 0 */
+  double inter_node_bandwidth;  /**< bytes/s a GPU sends across nodes (its NIC share), > 0 */
+  double inter_node_latency_s;  /**< seconds per collective across nodes, >= 0 */
+  double host_device_bandwidth; /**< bytes/s each way between host and device, > 0 */
+  double compute_efficiency;    /**< fraction of the peak reached, in (0, 1] */
+} fsdp_plan_machine_t;
+
+/** Initializer: `size` set, every figure 0 (not valid until filled). */
+#define FSDP_PLAN_MACHINE_INIT \
+  { sizeof(fsdp_plan_machine_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/** Since 0.12: one rank's training step on a machine, by the model of doc/planning-model.md
+ *  ("Step time"). Seconds, FLOPs per rank per step. A struct that grows at its end: set `size`. */
+typedef struct fsdp_plan_time {
+  size_t size;                    /**< sizeof(fsdp_plan_time_t) as the caller compiled it */
+  double compute_s;               /**< the computation, recomputation included */
+  double all_gather_s;            /**< the all-gathers' time, summed (hidden or not) */
+  double reduce_scatter_s;        /**< the reduce-scatters' */
+  double all_reduce_s;            /**< the all-reduces' across replicas */
+  double offload_copy_s;          /**< CPU offload's copies between host and device */
+  double exposed_comm_s;          /**< step_s - compute_s: communication not hidden */
+  double step_s;                  /**< the step */
+  double tokens_per_step;         /**< batch_size x sequence_length */
+  double model_flops_per_step;    /**< 6 P T plus attention, without recomputation */
+  double hardware_flops_per_step; /**< with activation checkpointing's recomputation */
+  double tflops_per_gpu;          /**< hardware_flops_per_step / step_s / 1e12 */
+} fsdp_plan_time_t;
 
 /** Since 0.11: an empty plan. Local.
  *  @param[out] plan receives the plan
@@ -1830,9 +1883,11 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_read_model(fsdp_plan_t plan, const char* pat
  *  @param[out] memory memory->size set by the caller
  *  @return FSDP_SUCCESS; INVALID_ARGUMENT (a job field, or its config's, naming it: a sharding
  * factor that does not divide the world, ranks_per_node not dividing world_size, a dtype the
- * parameters cannot take); OUT_OF_RANGE (rank); STATE (no units); UNSUPPORTED (a memory space or
- * transport the plan does not model: doc/planning-model.md); INVALID_HANDLE or DESTROYED_HANDLE
- */
+ * parameters cannot take; since 0.12 job->batch_size, sequence_length (negative, or above the
+ * model's maximum), activation_checkpointing, activation_bytes_per_layer); OUT_OF_RANGE (rank);
+ * STATE (no units); UNSUPPORTED (a memory space or transport the plan does not model:
+ * doc/planning-model.md; cfg->hfsdp or cfg->hpz, not modeled yet); INVALID_HANDLE or
+ * DESTROYED_HANDLE */
 FSDP_EXPORT fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
                                            fsdp_plan_memory_t* memory);
 
@@ -1841,7 +1896,7 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job
  *  @param[in] job NULL for FSDP_PLAN_JOB_INIT, or a job with `size` set
  *  @param[in] rank in [0, job->world_size)
  *  @param[out] traffic traffic->size set by the caller
- *  @return as fsdp_plan_memory, without UNSUPPORTED */
+ *  @return as fsdp_plan_memory, with UNSUPPORTED only for cfg->hfsdp or cfg->hpz */
 FSDP_EXPORT fsdp_status_t fsdp_plan_traffic(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
                                             fsdp_plan_traffic_t* traffic);
 
@@ -1860,6 +1915,67 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_traffic(fsdp_plan_t plan, const fsdp_plan_jo
  *  @return as fsdp_plan_traffic; INVALID_ARGUMENT (capacity too small) */
 FSDP_EXPORT fsdp_status_t fsdp_plan_describe(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
                                              char* json, size_t capacity, size_t* length);
+
+/** Since 0.12: fills `machine` with a preset (doc/planning-model.md lists them and their
+ *  sources): "a100-40gb-efa", "a100-80gb-efa", "a100-40gb-roce", "a100-80gb-roce",
+ *  "h100-80gb-efa". Local; thread-safe.
+ *  @param[in] name the preset's name
+ *  @param[out] machine machine->size set by the caller
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (name NULL or unknown, naming it; machine NULL or its
+ * size unknown) */
+FSDP_EXPORT fsdp_status_t fsdp_plan_machine_preset(const char* name, fsdp_plan_machine_t* machine);
+
+/** Since 0.12: how long rank `rank`'s training step of `job` takes on `machine` (the model of
+ *  doc/planning-model.md: computation at the machine's peak times its efficiency, each
+ *  collective a ring over its group's slowest link, overlap by the job's prefetch). Local.
+ *  @param[in] plan the plan, with at least one unit
+ *  @param[in] job NULL for FSDP_PLAN_JOB_INIT, or a job with `size` set
+ *  @param[in] machine the machine, `size` set
+ *  @param[in] rank in [0, job->world_size)
+ *  @param[out] time time->size set by the caller
+ *  @return as fsdp_plan_traffic; INVALID_ARGUMENT (machine NULL or a field of it, naming it;
+ * job->sequence_length 0 for a model without a maximum sequence length) */
+FSDP_EXPORT fsdp_status_t fsdp_plan_time(fsdp_plan_t plan, const fsdp_plan_job_t* job,
+                                         const fsdp_plan_machine_t* machine, int rank,
+                                         fsdp_plan_time_t* time);
+
+/** Since 0.12: fsdp_plan_describe's JSON object with two more members: "time" (the fields of
+ *  fsdp_plan_time_t for `machine`) and "fits" (true when the job's total in the memory it computes
+ *  in, device_total_bytes in CUDA memory and host_total_bytes in host memory, is at most
+ *  machine->hbm_bytes; null where "memory" is null). Local.
+ *  @param[in] plan the plan, with at least one unit
+ *  @param[in] job NULL for FSDP_PLAN_JOB_INIT, or a job with `size` set
+ *  @param[in] machine the machine, `size` set
+ *  @param[in] rank in [0, job->world_size)
+ *  @param[out] json may be NULL; receives the description if it fits
+ *  @param[in] capacity bytes at json
+ *  @param[out] length may be NULL; the description's length without the NUL
+ *  @return as fsdp_plan_time; INVALID_ARGUMENT (capacity too small) */
+FSDP_EXPORT fsdp_status_t fsdp_plan_describe_on(fsdp_plan_t plan, const fsdp_plan_job_t* job,
+                                                const fsdp_plan_machine_t* machine, int rank,
+                                                char* json, size_t capacity, size_t* length);
+
+/** Since 0.12: the configurations of `job` whose memory fits `budget_bytes`, fastest first, as
+ *  one NUL-terminated JSON object {"budget_bytes", "configurations": [{"strategy",
+ *  "sharding_factor", "hfsdp", "hpz", "param_dtype", "activation_checkpointing",
+ *  "cpu_offload", "batch_size", "sequence_length", "tokens_per_s", "memory": {the fields of
+ *  fsdp_plan_memory_t}, "time": {the fields of fsdp_plan_time_t}}]}. Varies the sharding, the
+ *  param dtype, activation checkpointing, CPU offload (a job in CUDA memory) and the batch
+ *  (powers of two); the rest is the job's (doc/planning.md, "Sweep"). Copies the text into
+ *  `json` if `capacity` allows (json may be NULL to ask the length) and sets *length (may be
+ *  NULL). Local.
+ *  @param[in] plan the plan, with at least one unit
+ *  @param[in] job NULL for FSDP_PLAN_JOB_INIT, or a job with `size` set
+ *  @param[in] machine the machine, `size` set
+ *  @param[in] budget_bytes memory per rank (device memory for a job in CUDA memory); 0: the
+ *  machine's hbm_bytes
+ *  @param[out] json may be NULL; receives the text if it fits
+ *  @param[in] capacity bytes at json
+ *  @param[out] length may be NULL; the text's length without the NUL
+ *  @return as fsdp_plan_time; INVALID_ARGUMENT (capacity too small) */
+FSDP_EXPORT fsdp_status_t fsdp_plan_sweep(fsdp_plan_t plan, const fsdp_plan_job_t* job,
+                                          const fsdp_plan_machine_t* machine, size_t budget_bytes,
+                                          char* json, size_t capacity, size_t* length);
 
 #ifdef __cplusplus
 }

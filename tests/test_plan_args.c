@@ -1,6 +1,7 @@
 /* Bad input to every fsdp_plan_* call: a specific status, a message naming the call and the
  * argument (or field), and nothing changed (the plan's units and the caller's outputs stay as they
  * were). Local calls: one rank. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -160,13 +161,64 @@ int main(int argc, char** argv) {
   c.transport = FSDP_TRANSPORT_SHM;
   REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_UNSUPPORTED, M, "cfg->transport");
   c = cfg;
+  c.memory_space = FSDP_MEMORY_CUDA; /* with MPI: the staged transport's pinned buffers */
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_UNSUPPORTED, M, "cfg->transport");
+  /* HFSDP and hpZ where the library refuses them: HFSDP without hybrid sharding, hpZ without
+   * sharding, hpZ over NCCL (4 ranks on 2 nodes: the shard group spans them). */
+  c = cfg;
+  c.hfsdp = 1;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "cfg->hfsdp");
+  c = cfg;
+  c.strategy = FSDP_NO_SHARD;
+  c.hpz = 1;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "cfg->hpz");
+  c = cfg;
   c.memory_space = FSDP_MEMORY_CUDA;
-  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_UNSUPPORTED, M, "cfg->memory_space");
+  c.transport = FSDP_TRANSPORT_NCCL;
+  c.hpz = 1;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_UNSUPPORTED, M, "cfg->hpz");
+  /* The activation fields (since 0.12). */
+  j = job;
+  j.batch_size = 0;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "job->batch_size");
+  j = job;
+  j.sequence_length = -2;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M,
+          "job->sequence_length");
+  j = job;
+  j.activation_checkpointing = 2;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M,
+          "job->activation_checkpointing");
+  j = job;
+  j.activation_bytes_per_layer = -1;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M,
+          "job->activation_bytes_per_layer");
+  /* A layout has no hidden size: checkpointing's kept inputs cannot be sized from it. */
+  j = job;
+  j.activation_bytes_per_layer = 1000;
+  j.activation_checkpointing = 1;
+  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M,
+          "job->activation_checkpointing");
   fsdp_plan_memory_t small = {1};
   REFUSED(fsdp_plan_memory(plan, &job, 0, &small), FSDP_ERR_INVALID_ARGUMENT, M, "memory->size");
   CHECK_MSG(memcmp(&mem, &untouched, sizeof mem) == 0, "a refused call leaves memory as it was");
   CHECK_OK(fsdp_plan_memory(plan, &job, 3, &mem));
   CHECK(mem.shard_bytes > 0 && mem.peak_bytes >= mem.shard_bytes);
+  /* Host memory: no device; without a shape or the caller's bytes, no activations. */
+  CHECK(mem.activation_bytes == 0 && mem.device_total_bytes == 0 &&
+        mem.host_total_bytes == mem.peak_bytes);
+  /* The caller's bytes per layer: one layer per unit of a layout (2 here). */
+  j = job;
+  j.activation_bytes_per_layer = 1000;
+  fsdp_plan_memory_t with = {sizeof with};
+  CHECK_OK(fsdp_plan_memory(plan, &j, 0, &with));
+  CHECK(with.activation_bytes == 2000 && with.host_total_bytes == with.peak_bytes + 2000);
+  /* A caller compiled against 0.11's struct gets the fields it knows. */
+  fsdp_plan_memory_t old;
+  memset(&old, 0xee, sizeof old);
+  old.size = offsetof(fsdp_plan_memory_t, activation_bytes);
+  CHECK_OK(fsdp_plan_memory(plan, &j, 0, &old));
+  CHECK(old.peak_bytes == with.peak_bytes && old.activation_bytes == (size_t)-1 / 0xff * 0xee);
 
   const char* F = "fsdp_plan_traffic";
   fsdp_plan_traffic_t tr;
@@ -259,6 +311,116 @@ int main(int argc, char** argv) {
   j.config = &c; /* shared memory: no memory plan, still a description */
   CHECK_OK(fsdp_plan_describe(plan, &j, 1, json, sizeof json, NULL));
   CHECK(strstr(json, "\"memory\": null") != NULL);
+
+  /* ---- fsdp_plan_machine_preset ---- */
+  const char* P = "fsdp_plan_machine_preset";
+  fsdp_plan_machine_t mach = FSDP_PLAN_MACHINE_INIT;
+  const fsdp_plan_machine_t blank = mach;
+  REFUSED(fsdp_plan_machine_preset(NULL, &mach), FSDP_ERR_INVALID_ARGUMENT, P, "name");
+  REFUSED(fsdp_plan_machine_preset("a100-80gb-efa", NULL), FSDP_ERR_INVALID_ARGUMENT, P, "machine");
+  REFUSED(fsdp_plan_machine_preset("tpu-v9", &mach), FSDP_ERR_INVALID_ARGUMENT, P, "'tpu-v9'");
+  CHECK_MSG(strstr(fsdp_last_error(), "h100-80gb-efa") != NULL, "the known presets listed");
+  CHECK_MSG(memcmp(&mach, &blank, sizeof mach) == 0, "a refused preset leaves machine as it was");
+  const char* presets[] = {"a100-40gb-efa", "a100-80gb-efa", "a100-40gb-roce", "a100-80gb-roce",
+                           "h100-80gb-efa"};
+  for (int k = 0; k < 5; ++k) {
+    CHECK_OK(fsdp_plan_machine_preset(presets[k], &mach));
+    CHECK(mach.size == sizeof mach && mach.peak_flops_16bit > mach.peak_flops_32bit &&
+          mach.hbm_bytes >= ((size_t)40 << 30) && mach.intra_node_bandwidth > 0 &&
+          mach.inter_node_bandwidth < mach.intra_node_bandwidth && mach.compute_efficiency > 0);
+  }
+  CHECK_OK(fsdp_plan_machine_preset("a100-80gb-roce", &mach));
+  CHECK(mach.peak_flops_16bit == 312e12 && mach.hbm_bytes == ((size_t)80 << 30));
+
+  /* ---- fsdp_plan_time ---- */
+  const char* TM = "fsdp_plan_time";
+  fsdp_plan_time_t tm;
+  memset(&tm, 0xcd, sizeof tm);
+  tm.size = sizeof tm;
+  const fsdp_plan_time_t tm_before = tm;
+  j = job;
+  j.sequence_length = 128;
+  REFUSED(fsdp_plan_time(plan, &j, NULL, 0, &tm), FSDP_ERR_INVALID_ARGUMENT, TM, "machine");
+  REFUSED(fsdp_plan_time(plan, &j, &mach, 0, NULL), FSDP_ERR_INVALID_ARGUMENT, TM, "time");
+  REFUSED(fsdp_plan_time(plan, &job, &mach, 0, &tm), FSDP_ERR_INVALID_ARGUMENT, TM,
+          "job->sequence_length"); /* a layout has no maximum sequence to default to */
+  fsdp_plan_machine_t m2 = mach;
+  m2.inter_node_bandwidth = 0;
+  REFUSED(fsdp_plan_time(plan, &j, &m2, 0, &tm), FSDP_ERR_INVALID_ARGUMENT, TM,
+          "machine->inter_node_bandwidth");
+  m2 = mach;
+  m2.intra_node_latency_s = -1e-6;
+  REFUSED(fsdp_plan_time(plan, &j, &m2, 0, &tm), FSDP_ERR_INVALID_ARGUMENT, TM,
+          "machine->intra_node_latency_s");
+  m2 = mach;
+  m2.compute_efficiency = 1.5;
+  REFUSED(fsdp_plan_time(plan, &j, &m2, 0, &tm), FSDP_ERR_INVALID_ARGUMENT, TM,
+          "machine->compute_efficiency");
+  m2 = mach;
+  m2.peak_flops_32bit = 0.0 / 0.0;
+  REFUSED(fsdp_plan_time(plan, &j, &m2, 0, &tm), FSDP_ERR_INVALID_ARGUMENT, TM,
+          "machine->peak_flops_32bit");
+  m2 = mach;
+  m2.hbm_bytes = 0;
+  REFUSED(fsdp_plan_time(plan, &j, &m2, 0, &tm), FSDP_ERR_INVALID_ARGUMENT, TM,
+          "machine->hbm_bytes");
+  m2 = mach;
+  m2.size = 2;
+  REFUSED(fsdp_plan_time(plan, &j, &m2, 0, &tm), FSDP_ERR_INVALID_ARGUMENT, TM, "machine->size");
+  REFUSED(fsdp_plan_time(plan, &j, &mach, 4, &tm), FSDP_ERR_OUT_OF_RANGE, TM, "rank");
+  CHECK_MSG(memcmp(&tm, &tm_before, sizeof tm) == 0, "a refused call leaves time as it was");
+  CHECK_OK(fsdp_plan_time(plan, &j, &mach, 0, &tm));
+  CHECK(tm.tokens_per_step == 128 && tm.step_s >= tm.compute_s && tm.compute_s > 0);
+
+  /* ---- fsdp_plan_describe_on ---- */
+  const char* DO = "fsdp_plan_describe_on";
+  char on[8192];
+  memset(on, 'x', sizeof on);
+  REFUSED(fsdp_plan_describe_on(plan, &j, NULL, 0, on, sizeof on, NULL), FSDP_ERR_INVALID_ARGUMENT,
+          DO, "machine");
+  m2 = mach;
+  m2.intra_node_bandwidth = -1;
+  REFUSED(fsdp_plan_describe_on(plan, &j, &m2, 0, on, sizeof on, NULL), FSDP_ERR_INVALID_ARGUMENT,
+          DO, "machine->intra_node_bandwidth");
+  REFUSED(fsdp_plan_describe_on(plan, &job, &mach, 0, on, sizeof on, NULL),
+          FSDP_ERR_INVALID_ARGUMENT, DO, "job->sequence_length");
+  REFUSED(fsdp_plan_describe_on(plan, &j, &mach, 0, on, 10, NULL), FSDP_ERR_INVALID_ARGUMENT, DO,
+          "capacity");
+  CHECK_MSG(on[0] == 'x', "a refused describe_on writes nothing");
+  CHECK_OK(fsdp_plan_describe_on(plan, &j, &mach, 0, on, sizeof on, NULL));
+  CHECK(strstr(on, "\"time\": {\"compute_s\": ") != NULL && strstr(on, "\"fits\": true}") != NULL);
+  m2 = mach;
+  m2.hbm_bytes = 1; /* host memory here: its total against the budget */
+  CHECK_OK(fsdp_plan_describe_on(plan, &j, &m2, 0, on, sizeof on, NULL));
+  CHECK(strstr(on, "\"fits\": false}") != NULL);
+  c = cfg;
+  c.transport = FSDP_TRANSPORT_SHM; /* no memory plan: no verdict, still a time */
+  fsdp_plan_job_t js = j;
+  js.config = &c;
+  CHECK_OK(fsdp_plan_describe_on(plan, &js, &mach, 0, on, sizeof on, NULL));
+  CHECK(strstr(on, "\"memory\": null") != NULL && strstr(on, "\"fits\": null}") != NULL &&
+        strstr(on, "\"step_s\": ") != NULL);
+
+  /* ---- fsdp_plan_sweep ---- */
+  const char* SW = "fsdp_plan_sweep";
+  size_t slen = 0;
+  REFUSED(fsdp_plan_sweep(plan, &job, &mach, 0, NULL, 0, &slen), FSDP_ERR_INVALID_ARGUMENT, SW,
+          "job->sequence_length");
+  m2 = mach;
+  m2.size = 2;
+  REFUSED(fsdp_plan_sweep(plan, &j, &m2, 0, NULL, 0, &slen), FSDP_ERR_INVALID_ARGUMENT, SW,
+          "machine->size");
+  CHECK(slen == 0);
+  CHECK_OK(fsdp_plan_sweep(plan, &j, &mach, 0, NULL, 0, &slen));
+  char small_text[8];
+  memset(small_text, 'x', sizeof small_text);
+  REFUSED(fsdp_plan_sweep(plan, &j, &mach, 0, small_text, sizeof small_text, NULL),
+          FSDP_ERR_INVALID_ARGUMENT, SW, "capacity");
+  CHECK_MSG(small_text[0] == 'x', "a refused sweep writes nothing");
+  /* A budget of one byte: nothing fits. */
+  char text[256];
+  CHECK_OK(fsdp_plan_sweep(plan, &j, &mach, 1, text, sizeof text, NULL));
+  CHECK(strcmp(text, "{\"budget_bytes\": 1, \"configurations\": []}") == 0);
 
   /* ---- fsdp_plan_destroy ---- */
   const char* X = "fsdp_plan_destroy";

@@ -56,6 +56,41 @@ got = libfsdp.plan(gpt2, "hf", 1, transport="mpi")
 check(got["memory"]["unsharded_model_bytes"] == 4 * 124439808,
       f"gpt2 unsharded bytes {got['memory']['unsharded_model_bytes']} != 4 * 124439808")
 
+# Activations, step time and sweep against fsdp-plan for the same job (both over fsdp_plan_*),
+# and the activations of GPT-2 small in bfloat16 from Korthikanti et al.'s closed form.
+got = libfsdp.plan(gpt2, "hf", 16, 8, param_dtype="bfloat16", batch_size=2, sequence_length=512,
+                   machine="a100-80gb-roce", memory_space="cuda", transport="nccl")
+cli = subprocess.run([tool, gpt2, "--world", "16", "--ranks-per-node", "8", "--param-dtype",
+                      "bfloat16", "--batch", "2", "--seq", "512", "--machine", "a100-80gb-roce",
+                      "--json"], capture_output=True, text=True)
+check(cli.returncode == 0, f"fsdp-plan --machine: {cli.stderr.strip()}")
+if cli.returncode == 0:
+    want = json.loads(cli.stdout)
+    for key in ("memory", "traffic", "time", "fits"):
+        check(got.get(key) == want.get(key), f"machine: {key}: {got.get(key)} != {want.get(key)}")
+s, b, h, a = 512, 2, 768, 12
+check(got["memory"]["activation_bytes"] == 12 * s * b * h * (34 + 5 * a * s // h),
+      f"activation bytes {got['memory']['activation_bytes']}")
+check(got["fits"] is True and got["time"]["step_s"] > got["time"]["compute_s"] > 0,
+      f"time {got['time']}")
+m = libfsdp.plan_machine("h100-80gb-efa")
+check(m["peak_flops_16bit"] == 989e12 and m["hbm_bytes"] == 80 << 30, f"h100 preset {m}")
+m["hbm_bytes"] = 1 << 30
+got = libfsdp.plan(gpt2, "hf", 16, 8, batch_size=8, machine=m, memory_space="cuda",
+                   transport="nccl")
+check(got["fits"] is False, "GPT-2 at batch 8 in float32 does not fit 1 GiB")
+configs = libfsdp.plan_sweep(gpt2, "hf", 16, "a100-40gb-efa", 8, sequence_length=1024,
+                             memory_space="cuda", transport="nccl")
+cli = subprocess.run([tool, gpt2, "--world", "16", "--ranks-per-node", "8", "--seq", "1024",
+                      "--machine", "a100-40gb-efa", "--sweep", "--json"],
+                     capture_output=True, text=True)
+check(cli.returncode == 0 and json.loads(cli.stdout)["configurations"] == configs,
+      "plan_sweep == fsdp-plan --sweep --json")
+check(configs and all(c["memory"]["device_total_bytes"] <= 40 << 30 for c in configs),
+      "the sweep's configurations fit")
+check(libfsdp.plan_sweep(gpt2, "hf", 16, "a100-40gb-efa", 8, budget_bytes=1000,
+                         memory_space="cuda", transport="nccl") == [], "nothing fits 1000 bytes")
+
 
 def refused(what, fn, status, words):
     try:
@@ -86,6 +121,24 @@ refused("bad architecture", lambda: libfsdp.plan(os.path.join(data, "bad-arch.js
         "FSDP_ERR_UNSUPPORTED", ["bad-arch.json"])
 refused("missing file", lambda: libfsdp.plan(os.path.join(data, "nothing.json"), "hf", 2),
         "FSDP_ERR_IO", ["nothing.json"])
+
+refused("unknown preset", lambda: libfsdp.plan(gpt2, "hf", 2, machine="tpu"), bad_arg,
+        ["fsdp_plan_machine_preset", "'tpu'"])
+refused("machine field missing", lambda: libfsdp.plan(gpt2, "hf", 2, machine={"hbm_bytes": 1}),
+        bad_arg, ["machine", "missing"])
+zero = libfsdp.plan_machine("a100-40gb-efa")
+zero["intra_node_bandwidth"] = 0
+refused("zero bandwidth", lambda: libfsdp.plan(gpt2, "hf", 2, machine=zero), bad_arg,
+        ["fsdp_plan_describe_on", "machine->intra_node_bandwidth"])
+refused("batch 0", lambda: libfsdp.plan(gpt2, "hf", 2, batch_size=0), bad_arg,
+        ["job->batch_size"])
+refused("negative activation bytes",
+        lambda: libfsdp.plan(gpt2, "hf", 2, activation_bytes_per_layer=-1), bad_arg,
+        ["job->activation_bytes_per_layer"])
+refused("sequence type", lambda: libfsdp.plan(gpt2, "hf", 2, sequence_length=1.5), bad_arg,
+        ["sequence_length"])
+refused("budget", lambda: libfsdp.plan_sweep(gpt2, "hf", 2, "a100-40gb-efa", budget_bytes=-1),
+        bad_arg, ["budget_bytes"])
 
 print("PASS: libfsdp.plan" if failures == 0 else f"{failures} failure(s)")
 sys.exit(1 if failures else 0)

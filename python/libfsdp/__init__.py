@@ -218,12 +218,12 @@ def safetensors_import(source, checkpoint, dtype=None, comm=None):
 
 # The classes need _lib, _check... above.
 from .context import Context  # noqa: E402
-from .plan import plan  # noqa: E402
+from .plan import plan, machine as plan_machine, sweep as plan_sweep  # noqa: E402
 from .grad_scaler import GradScaler  # noqa: E402
 from .optimizer import Optimizer  # noqa: E402
 from .request import Request  # noqa: E402
 from .unit import Unit  # noqa: E402
 
 __all__ = ["Error", "Context", "Unit", "Optimizer", "Request", "GradScaler", "init", "plan",
-           "finalize_mpi",
+           "plan_machine", "plan_sweep", "finalize_mpi",
            "checkpoint_metadata", "describe_checkpoint", "to_float32"]

@@ -60,6 +60,7 @@ MemoryStats, Hyperparams = _abi.MemoryStats, _abi.Hyperparams
 CheckpointOptions, CheckpointReport = _abi.CheckpointOptions, _abi.CheckpointReport
 SafetensorsOptions, CheckpointCheckOptions = _abi.SafetensorsOptions, _abi.CheckpointCheckOptions
 PlanJob, PlanMemory, PlanTraffic = _abi.PlanJob, _abi.PlanMemory, _abi.PlanTraffic
+PlanMachine, PlanTime = _abi.PlanMachine, _abi.PlanTime
 
 
 def _enum(typedef):

@@ -2,6 +2,7 @@
 // file, and a job read as fsdp_init reads its config, handed to plan/ (memory_plan.hpp,
 // traffic_plan.hpp). Every call is local and changes nothing when it fails.
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/dtype.hpp"
 #include "capi/config.hpp"
 #include "capi/descriptors.hpp"
 #include "capi/guard.hpp"
@@ -20,8 +22,12 @@
 #include "checkpoint/h5util.hpp"
 #include "checkpoint/json_text.hpp"
 #include "core/unit.hpp"
+#include "plan/activations.hpp"
+#include "plan/machine.hpp"
 #include "plan/memory_plan.hpp"
 #include "plan/model_sources.hpp"
+#include "plan/step_time.hpp"
+#include "plan/sweep.hpp"
 #include "plan/traffic_plan.hpp"
 
 using fsdp::Errc;
@@ -63,6 +69,24 @@ PlanJob read_job(const fsdp_plan_job_t* in) {
       fail(Errc::InvalidArgument,
            std::string("job->") + field + " = " + std::to_string(value) + ": must be 0 or 1");
   job.prefetch_forward = j.prefetch_forward == 1;
+  if (j.batch_size < 1)
+    fail(Errc::InvalidArgument,
+         "job->batch_size = " + std::to_string(j.batch_size) + ": must be >= 1");
+  if (j.sequence_length < 0)
+    fail(Errc::InvalidArgument, "job->sequence_length = " + std::to_string(j.sequence_length) +
+                                    ": must be >= 0 (0: the model's maximum)");
+  if (j.activation_checkpointing != 0 && j.activation_checkpointing != 1)
+    fail(Errc::InvalidArgument,
+         "job->activation_checkpointing = " + std::to_string(j.activation_checkpointing) +
+             ": must be 0 or 1");
+  if (j.activation_bytes_per_layer < 0)
+    fail(Errc::InvalidArgument,
+         "job->activation_bytes_per_layer = " + std::to_string(j.activation_bytes_per_layer) +
+             ": must be >= 0 (0: the estimate)");
+  job.batch = j.batch_size;
+  job.sequence = j.sequence_length;
+  job.activation_checkpointing = j.activation_checkpointing == 1;
+  job.activation_bytes_per_layer = static_cast<std::size_t>(j.activation_bytes_per_layer);
   job.prefetch_backward = j.prefetch_backward == 1;
   const int kind = enum_int(j.optimizer);
   if (kind < 0 || kind >= FSDP_OPTIMIZER_KIND_COUNT)
@@ -75,6 +99,25 @@ PlanJob read_job(const fsdp_plan_job_t* in) {
     job.optimizer = o;
   }
   return job;
+}
+
+fsdp::plan::Machine read_machine(const fsdp_plan_machine_t* in) {
+  if (!in) fail(Errc::InvalidArgument, "machine: NULL (fsdp_plan_machine_preset fills one)");
+  const fsdp_plan_machine_t c =
+      fsdp::capi::read_sized(*in, FSDP_PLAN_MACHINE_INIT, "machine", "FSDP_PLAN_MACHINE_INIT");
+  fsdp::plan::Machine m;
+  m.peak_flops_16bit = c.peak_flops_16bit;
+  m.peak_flops_32bit = c.peak_flops_32bit;
+  m.peak_flops_64bit = c.peak_flops_64bit;
+  m.hbm_bytes = c.hbm_bytes;
+  m.intra_node_bandwidth = c.intra_node_bandwidth;
+  m.intra_node_latency_s = c.intra_node_latency_s;
+  m.inter_node_bandwidth = c.inter_node_bandwidth;
+  m.inter_node_latency_s = c.inter_node_latency_s;
+  m.host_device_bandwidth = c.host_device_bandwidth;
+  m.compute_efficiency = c.compute_efficiency;
+  fsdp::plan::check_machine(m);
+  return m;
 }
 
 int unit_index(const PlanModel& m, int i, const char* arg) {
@@ -100,18 +143,19 @@ std::string read_text(const std::string& path) {
 
 // Each output field once: its name (in the C struct, the description and the docs) and where it
 // is in the plan and in the C struct, for fsdp_plan_memory/traffic and fsdp_plan_describe alike.
-template <class Plan, class Out>
+template <class Plan, class Out, class V>
 struct Field {
   const char* name;
-  std::size_t Plan::*plan;
-  size_t Out::*out;
+  V Plan::*plan;
+  V Out::*out;
 };
 // clang-format off
-#define FSDP_PLAN_FIELD(P, O, f) Field<P, O>{#f, &P::f, &O::f}
+#define FSDP_PLAN_FIELD(P, O, f) Field<P, O, decltype(P::f)>{#f, &P::f, &O::f}
 // clang-format on
 using fsdp::plan::MemoryPlan;
+using fsdp::plan::StepTime;
 using fsdp::plan::TrafficPlan;
-const Field<MemoryPlan, fsdp_plan_memory_t> kMemoryFields[] = {
+const Field<MemoryPlan, fsdp_plan_memory_t, std::size_t> kMemoryFields[] = {
     FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, shard_bytes),
     FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, grad_shard_bytes),
     FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, optimizer_state_bytes),
@@ -124,8 +168,11 @@ const Field<MemoryPlan, fsdp_plan_memory_t> kMemoryFields[] = {
     FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, peak_bytes),
     FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, secondary_bytes),
     FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, peak_secondary_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, activation_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, device_total_bytes),
+    FSDP_PLAN_FIELD(MemoryPlan, fsdp_plan_memory_t, host_total_bytes),
 };
-const Field<TrafficPlan, fsdp_plan_traffic_t> kTrafficFields[] = {
+const Field<TrafficPlan, fsdp_plan_traffic_t, std::size_t> kTrafficFields[] = {
     FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, all_gather_bytes),
     FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, all_gather_calls),
     FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, reduce_scatter_bytes),
@@ -141,39 +188,114 @@ const Field<TrafficPlan, fsdp_plan_traffic_t> kTrafficFields[] = {
     FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, node_all_gather_bytes),
     FSDP_PLAN_FIELD(TrafficPlan, fsdp_plan_traffic_t, node_all_gather_calls),
 };
+const Field<StepTime, fsdp_plan_time_t, double> kTimeFields[] = {
+    FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, compute_s),
+    FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, all_gather_s),
+    FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, reduce_scatter_s),
+    FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, all_reduce_s),
+    FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, offload_copy_s),
+    FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, exposed_comm_s),
+    FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, step_s),
+    FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, tokens_per_step),
+    FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, model_flops_per_step),
+    FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, hardware_flops_per_step),
+    FSDP_PLAN_FIELD(StepTime, fsdp_plan_time_t, tflops_per_gpu),
+};
 #undef FSDP_PLAN_FIELD
 
-template <class Plan, class Out, std::size_t N>
-Out to_c(const Plan& p, const Field<Plan, Out> (&fields)[N]) {
+template <class Plan, class Out, class V, std::size_t N>
+Out to_c(const Plan& p, const Field<Plan, Out, V> (&fields)[N]) {
   Out out{};
-  for (const Field<Plan, Out>& f : fields) out.*f.out = p.*f.plan;
+  for (const Field<Plan, Out, V>& f : fields) out.*f.out = p.*f.plan;
   return out;
+}
+
+std::string json_number(std::size_t v) {
+  return std::to_string(v);
+}
+std::string json_number(double v) {  // finite: the plans divide by checked, positive figures
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
 }
 
 template <class Fields>
 std::string json_object(const Fields& fields) {
   std::string out = "{";
   for (const auto& [name, value] : fields)
-    out += (out.size() > 1 ? ", \"" : "\"") + std::string(name) + "\": " + std::to_string(value);
+    out += (out.size() > 1 ? ", \"" : "\"") + std::string(name) + "\": " + json_number(value);
   return out + "}";
 }
 
-template <class Plan, class Out, std::size_t N>
-std::string to_json(const Plan& p, const Field<Plan, Out> (&fields)[N]) {
-  std::vector<std::pair<const char*, std::size_t>> values;
-  for (const Field<Plan, Out>& f : fields) values.emplace_back(f.name, p.*f.plan);
+template <class Plan, class Out, class V, std::size_t N>
+std::string to_json(const Plan& p, const Field<Plan, Out, V> (&fields)[N]) {
+  std::vector<std::pair<const char*, V>> values;
+  for (const Field<Plan, Out, V>& f : fields) values.emplace_back(f.name, p.*f.plan);
   return json_object(values);
 }
 
-std::string describe(const PlanModel& m, const PlanJob& job, int rank) {
+const char* strategy_name(fsdp::Strategy s) {
+  switch (s) {
+    case fsdp::Strategy::FullShard: return "full";
+    case fsdp::Strategy::HybridShard: return "hybrid";
+    case fsdp::Strategy::NoShard: return "none";
+  }
+  return "?";
+}
+
+std::string sweep_json(const PlanModel& m, const PlanJob& base, const fsdp::plan::Machine& machine,
+                       std::size_t budget) {
+  std::string out = "{\"budget_bytes\": " + std::to_string(budget) + ", \"configurations\": [";
+  bool first = true;
+  for (const fsdp::plan::SweepEntry& e : fsdp::plan::sweep(m, base, machine, budget)) {
+    const PlanJob& j = e.job;
+    const fsdp::DType param = fsdp::plan::planned_units(m, j)[0].precision.param;
+    out +=
+        std::string(first ? "" : ", ") + "{\"strategy\": \"" + strategy_name(j.options.strategy) +
+        "\", \"sharding_factor\": " + std::to_string(fsdp::plan::place_rank(j, 0).sharding_factor) +
+        ", \"hfsdp\": " + (j.options.hfsdp ? "true" : "false") +
+        ", \"hpz\": " + (j.options.hpz ? "true" : "false") + ", \"param_dtype\": \"" +
+        fsdp::dtype_name(param) +
+        "\", \"activation_checkpointing\": " + (j.activation_checkpointing ? "true" : "false") +
+        ", \"cpu_offload\": " + (j.options.placement.cpu_offload ? "true" : "false") +
+        ", \"batch_size\": " + std::to_string(j.batch) +
+        ", \"sequence_length\": " + std::to_string(fsdp::plan::job_sequence(m, j)) +
+        ", \"tokens_per_s\": " + json_number(e.time.tokens_per_step / e.time.step_s) +
+        ", \"memory\": " + to_json(e.memory, kMemoryFields) +
+        ", \"time\": " + to_json(e.time, kTimeFields) + "}";
+    first = false;
+  }
+  return out + "]}";
+}
+
+// Copies `text` out as fsdp_plan_describe and fsdp_plan_sweep do.
+void copy_text(const std::string& text, char* json, size_t capacity, size_t* length) {
+  if (json && capacity < text.size() + 1)
+    fail(Errc::InvalidArgument, "capacity = " + std::to_string(capacity) + ": the text needs " +
+                                    std::to_string(text.size() + 1) + " bytes");
+  if (json) std::memcpy(json, text.c_str(), text.size() + 1);
+  if (length) *length = text.size();
+}
+
+// With a machine, the description gains the step time and whether the job fits its memory.
+std::string describe(const PlanModel& m, const PlanJob& job, int rank,
+                     const fsdp::plan::Machine* machine) {
   const fsdp::plan::RankPlace place = fsdp::plan::place_rank(job, rank);
   const fsdp::plan::TrafficPlan t = fsdp::plan::plan_traffic(m, job, rank);
-  std::string memory = "null";  // where the memory plan does not model the placement
+  std::string memory = "null", fits = "null";  // where the memory plan does not model the placement
   try {
-    memory = to_json(fsdp::plan::plan_memory(m, job), kMemoryFields);
+    const MemoryPlan planned = fsdp::plan::plan_memory(m, job);
+    memory = to_json(planned, kMemoryFields);
+    if (machine)
+      fits = fsdp::plan::budgeted_bytes(job, planned) <= machine->hbm_bytes ? "true" : "false";
   } catch (const fsdp::Error& e) {
     if (e.code() != Errc::Unsupported) throw;
   }
+  const std::string on_machine =
+      machine
+          ? ", \"time\": " + to_json(fsdp::plan::plan_time(m, job, *machine, rank), kTimeFields) +
+                ", \"fits\": " + fits
+          : "";
   std::string units = "[";
   const std::vector<fsdp::plan::PlannedUnit> planned = fsdp::plan::planned_units(m, job);
   for (std::size_t i = 0; i < planned.size(); ++i) {
@@ -194,7 +316,8 @@ std::string describe(const PlanModel& m, const PlanJob& job, int rank) {
          ", \"rank\": " + std::to_string(rank) +
          ", \"sharding_factor\": " + std::to_string(place.sharding_factor) +
          ", \"replicas\": " + std::to_string(place.replicas) + ", \"units\": " + units +
-         ", \"memory\": " + memory + ", \"traffic\": " + to_json(t, kTrafficFields) + "}";
+         ", \"memory\": " + memory + ", \"traffic\": " + to_json(t, kTrafficFields) + on_machine +
+         "}";
 }
 
 }  // namespace
@@ -317,13 +440,60 @@ fsdp_status_t fsdp_plan_describe(fsdp_plan_t plan, const fsdp_plan_job_t* job, i
                                  size_t capacity, size_t* length) {
   return guard(__func__, [&] {
     const PlanModel& m = plan_from(plan, "plan");
-    const std::string text = describe(m, read_job(job), rank);
-    if (json && capacity < text.size() + 1)
-      fail(Errc::InvalidArgument, "capacity = " + std::to_string(capacity) +
-                                      ": the description needs " + std::to_string(text.size() + 1) +
-                                      " bytes");
-    if (json) std::memcpy(json, text.c_str(), text.size() + 1);
-    if (length) *length = text.size();
+    copy_text(describe(m, read_job(job), rank, nullptr), json, capacity, length);
+  });
+}
+
+fsdp_status_t fsdp_plan_describe_on(fsdp_plan_t plan, const fsdp_plan_job_t* job,
+                                    const fsdp_plan_machine_t* machine, int rank, char* json,
+                                    size_t capacity, size_t* length) {
+  return guard(__func__, [&] {
+    const PlanModel& m = plan_from(plan, "plan");
+    const fsdp::plan::Machine mach = read_machine(machine);
+    copy_text(describe(m, read_job(job), rank, &mach), json, capacity, length);
+  });
+}
+
+fsdp_status_t fsdp_plan_machine_preset(const char* name, fsdp_plan_machine_t* machine) {
+  return guard(__func__, [&] {
+    if (!name) fail(Errc::InvalidArgument, "name: NULL");
+    require_output(machine, "machine");
+    const fsdp::plan::Machine m = fsdp::plan::machine_preset(name);
+    fsdp_plan_machine_t c = FSDP_PLAN_MACHINE_INIT;
+    c.peak_flops_16bit = m.peak_flops_16bit;
+    c.peak_flops_32bit = m.peak_flops_32bit;
+    c.peak_flops_64bit = m.peak_flops_64bit;
+    c.hbm_bytes = m.hbm_bytes;
+    c.intra_node_bandwidth = m.intra_node_bandwidth;
+    c.intra_node_latency_s = m.intra_node_latency_s;
+    c.inter_node_bandwidth = m.inter_node_bandwidth;
+    c.inter_node_latency_s = m.inter_node_latency_s;
+    c.host_device_bandwidth = m.host_device_bandwidth;
+    c.compute_efficiency = m.compute_efficiency;
+    fsdp::capi::write_sized(machine, c, "machine");
+  });
+}
+
+fsdp_status_t fsdp_plan_time(fsdp_plan_t plan, const fsdp_plan_job_t* job,
+                             const fsdp_plan_machine_t* machine, int rank, fsdp_plan_time_t* time) {
+  return guard(__func__, [&] {
+    const PlanModel& m = plan_from(plan, "plan");
+    require_output(time, "time");
+    const fsdp::plan::Machine mach = read_machine(machine);
+    const StepTime t = fsdp::plan::plan_time(m, read_job(job), mach, rank);
+    fsdp::capi::write_sized(time, to_c(t, kTimeFields), "time");
+  });
+}
+
+fsdp_status_t fsdp_plan_sweep(fsdp_plan_t plan, const fsdp_plan_job_t* job,
+                              const fsdp_plan_machine_t* machine, size_t budget_bytes, char* json,
+                              size_t capacity, size_t* length) {
+  return guard(__func__, [&] {
+    const PlanModel& m = plan_from(plan, "plan");
+    const fsdp::plan::Machine mach = read_machine(machine);
+    const PlanJob j = read_job(job);
+    const std::size_t budget = budget_bytes ? budget_bytes : mach.hbm_bytes;
+    copy_text(sweep_json(m, j, mach, budget), json, capacity, length);
   });
 }
 

@@ -27,11 +27,15 @@ struct UnitBytes {
   std::size_t reduce_input() const {
     return layout.grad_padded_numel() * dtype_size(precision.reduce);
   }
-  // Hybrid sharding: the shard group's partial sum, in reduce_dtype, all-reduced over replicas;
-  // with HFSDP reduce-scattered across them into one more piece after it.
+  // Hybrid sharding: the shard group's partial sum, in reduce_dtype, all-reduced over replicas
+  // (reduce-scattered across them with HFSDP).
+  std::size_t replica_sum() const {
+    return layout.trainable_shard_numel() * dtype_size(precision.reduce);
+  }
+  // The scratch that holds it; with HFSDP one more piece after it, the reduce-scatter's output.
   std::size_t partial_sum() const {
     const std::size_t piece = layout.update_pieces() > 1 ? layout.grad_shard_numel() : 0;
-    return (layout.trainable_shard_numel() + piece) * dtype_size(precision.reduce);
+    return replica_sum() + piece * dtype_size(precision.reduce);
   }
   // HFSDP: the trainable block of the shard, in the storage dtype, that the all-gather across
   // replicas after a step brings up to date.

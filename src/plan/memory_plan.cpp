@@ -7,6 +7,7 @@
 #include "base/error.hpp"
 #include "base/memory_accounting.hpp"
 #include "core/scheduler.hpp"
+#include "plan/activations.hpp"
 #include "plan/ledger_space.hpp"
 #include "plan/training_step.hpp"
 #include "runtime/buffer_pool.hpp"
@@ -18,21 +19,30 @@ namespace {
 
 void require_modeled(const PlanJob& job) {
   const PlacementRequest& p = job.options.placement;
-  if (p.memory != MemoryPlace::Host)
+  if (p.memory == MemoryPlace::Host && p.transport != TransportKind::Mpi)
     fail(Errc::Unsupported,
-         "cfg->memory_space: the memory plan models host memory (FSDP_MEMORY_HOST) only");
-  if (p.transport != TransportKind::Mpi)
+         "cfg->transport: in host memory the memory plan models FSDP_TRANSPORT_MPI only "
+         "(FSDP_TRANSPORT_AUTO may pick the shared-memory transport, which holds unsharded "
+         "parameters elsewhere)");
+  if (p.memory == MemoryPlace::Cuda && p.transport != TransportKind::Nccl &&
+      p.transport != TransportKind::Auto)
     fail(Errc::Unsupported,
-         "cfg->transport: the memory plan models FSDP_TRANSPORT_MPI only (FSDP_TRANSPORT_AUTO "
-         "may pick the shared-memory transport, which holds unsharded parameters elsewhere)");
+         "cfg->transport: in CUDA memory the memory plan models FSDP_TRANSPORT_NCCL (or AUTO) "
+         "only (MPI goes through pinned staging buffers it does not model)");
+  if (p.memory == MemoryPlace::Cuda && node_ranks(job) > 0)
+    fail(Errc::Unsupported,
+         "cfg->hpz = 1: the library refuses hpZ over NCCL (no node communicator), the one CUDA "
+         "transport the memory plan models");
 }
 
 // One rank's buffers and accounting through the step, each change in the order the unit and the
 // optimizer make it (core/unit.cpp, optim/optimizer.cpp).
 class Replay {
  public:
+  // `shards_here`: whether the shards, gradient shards and optimizer state count (false: the
+  // device's share under CPU offload, where they are in host memory). `node_ranks`: hpZ's R.
   Replay(const std::vector<PlannedUnit>& units, const PlanJob& job, const RankPlace& place,
-         int node_ranks)
+         int node_ranks, bool shards_here)
       : units_(units),
         node_ranks_(static_cast<std::size_t>(node_ranks)),
         job_(job),
@@ -46,8 +56,9 @@ class Replay {
         grad_shard_(units.size(), false),
         has_grad_(units.size(), false),
         prefetched_(units.size(), false),
-        has_state_(units.size(), false) {
-    for (const PlannedUnit& u : units_) accounting_.add(MemoryKind::Shard, u.bytes().shard());
+        has_state_(units.size(), false),
+        shards_here_(shards_here) {
+    for (const PlannedUnit& u : units_) add_shard_kind(MemoryKind::Shard, u.bytes().shard());
   }
   ~Replay() {
     for (Lease& l : unsharded_) l.reset();
@@ -148,7 +159,7 @@ class Replay {
     const UnitBytes b = unit.bytes();
     if (!grad_shard_[u]) {
       grad_shard_[u] = true;
-      accounting_.add(MemoryKind::GradShard, b.grad_shard());
+      add_shard_kind(MemoryKind::GradShard, b.grad_shard());
     }
     Lease copy;
     if (unit.precision.reduce != unit.precision.param) {
@@ -158,10 +169,13 @@ class Replay {
     if (place_.replicas > 1) partial_sums_.get(b.partial_sum());
     const DType r = unit.precision.reduce;
     const MpiTransportOptions& o = job_.options.transport;
-    if (const std::size_t s = reduce_scatter_scratch_bytes(o, unit.layout.trainable_shard_numel(),
-                                                           r, place_.sharding_factor))
+    const bool mpi = job_.options.placement.transport == TransportKind::Mpi;  // NCCL's are its own
+    if (const std::size_t s =
+            mpi ? reduce_scatter_scratch_bytes(o, unit.layout.trainable_shard_numel(), r,
+                                               place_.sharding_factor)
+                : 0)
       transport_scratch_.get(s);
-    if (unit.layout.update_pieces() > 1)  // HFSDP: the reduce-scatter across replicas
+    if (mpi && unit.layout.update_pieces() > 1)  // HFSDP: the reduce-scatter across replicas
       if (const std::size_t s =
               reduce_scatter_scratch_bytes(o, unit.layout.grad_shard_numel(), r, place_.replicas))
         transport_scratch_.get(s);
@@ -179,8 +193,12 @@ class Replay {
       if (!has_grad_[u] || has_state_[u]) continue;
       has_state_[u] = true;
       for (int k = 0; k < buffers; ++k)
-        accounting_.add(MemoryKind::OptimizerState, units_[u].bytes().grad_shard());
+        add_shard_kind(MemoryKind::OptimizerState, units_[u].bytes().grad_shard());
     }
+  }
+
+  void add_shard_kind(MemoryKind k, std::size_t n) {
+    if (shards_here_) accounting_.add(k, n);
   }
 
   const std::vector<PlannedUnit>& units_;
@@ -194,6 +212,7 @@ class Replay {
   std::vector<Lease> unsharded_, secondary_, full_grad_;
   std::vector<bool> grad_shard_, has_grad_;
   std::vector<bool> prefetched_, has_state_;
+  const bool shards_here_;
   int phase_ = 0;                                    // 0 forward, 1 backward
   std::vector<uint64_t> recorded_[2], previous_[2];  // unit indices (ids) in caller unshard order
 };
@@ -204,11 +223,27 @@ MemoryPlan plan_memory(const PlanModel& model, const PlanJob& job) {
   const std::vector<PlannedUnit> units = planned_units(model, job);
   const RankPlace place = place_rank(job, 0);
   require_modeled(job);
-  Replay replay(units, job, place, node_ranks(job));
+  const ActivationPlan activations = plan_activations(model, job, units[0].precision.param);
   std::vector<StepEvent> step = training_step(model);
   mark_secondaries(step, units.size());
-  for (int k = 0; k < job.steps(); ++k) replay.run(step);
-  return replay.result();
+  const int r = node_ranks(job);
+  const auto replayed = [&](bool shards_here) {
+    Replay replay(units, job, place, r, shards_here);
+    for (int k = 0; k < job.steps(); ++k) replay.run(step);
+    return replay.result();
+  };
+  MemoryPlan m = replayed(true);
+  m.activation_bytes = activations.bytes;
+  const PlacementRequest& p = job.options.placement;
+  if (p.memory == MemoryPlace::Host) {
+    m.host_total_bytes = m.peak_bytes + m.activation_bytes;
+  } else if (!p.cpu_offload) {
+    m.device_total_bytes = m.peak_bytes + m.activation_bytes;
+  } else {  // the shards' kinds only grow over a step: their final bytes are their peak
+    m.device_total_bytes = replayed(false).peak_bytes + m.activation_bytes;
+    m.host_total_bytes = m.shard_bytes + m.grad_shard_bytes + m.optimizer_state_bytes;
+  }
+  return m;
 }
 
 }  // namespace fsdp::plan

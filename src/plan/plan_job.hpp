@@ -4,6 +4,7 @@
 // by the rules the library applies when it creates them.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <vector>
 
@@ -28,6 +29,11 @@ struct PlanJob {
   int ranks_per_node = 1;  // divides world_size; ranks are numbered node by node
   std::optional<PlanOptimizer> optimizer;
   bool prefetch_forward = false, prefetch_backward = false;  // fsdp_set_prefetch
+  // What a rank's forward keeps for backward (plan/activations.hpp).
+  int batch = 1;                          // micro-batch per rank, in sequences
+  int sequence = 0;                       // tokens per sequence; 0: the model's max_sequence
+  bool activation_checkpointing = false;  // only each layer's input kept; recomputed in backward
+  std::size_t activation_bytes_per_layer = 0;  // the caller's figure; 0: the estimate
   // Steps planned: with prefetch, the first records the unshard order the second prefetches by.
   int steps() const { return prefetch_forward || prefetch_backward ? 2 : 1; }
 };
@@ -45,7 +51,8 @@ struct RankPlace {
 // The job's topology as discover_topology would report it.
 Topology job_topology(const PlanJob& job);
 // Throws InvalidArgument naming the field: world_size < 1, ranks_per_node not dividing it, a
-// sharding factor the strategy refuses (resolve_sharding_factor), `rank` outside the world.
+// sharding factor the strategy refuses (resolve_sharding_factor), `rank` outside the world;
+// Unsupported naming cfg->hfsdp or cfg->hpz, which the plans do not model yet.
 RankPlace place_rank(const PlanJob& job, int rank);
 
 // hpZ's R for the job (core/secondary_partition.hpp's hpz_node_ranks): the ranks of a shard group

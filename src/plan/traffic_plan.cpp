@@ -69,8 +69,7 @@ TrafficPlan plan_traffic(const PlanModel& model, const PlanJob& job, int rank) {
       t.reduce_scatter_bytes += b.reduce_input();
       sender.send(t, sender.shard(), b.reduce_input(), 1);
       if (place.replicas == 1) continue;
-      const std::size_t partial =
-          units[e.unit].layout.trainable_shard_numel() * dtype_size(units[e.unit].precision.reduce);
+      const std::size_t partial = b.replica_sum();
       if (hfsdp) {
         ++t.replica_reduce_scatter_calls;
         t.replica_reduce_scatter_bytes += partial;

@@ -29,16 +29,35 @@ const char* kUsage =
     "  --ranks-per-node R         ranks per node (divides N)\n"
     "  --strategy full|hybrid|none     sharding strategy (default full)\n"
     "  --factor F                 sharding factor (default: the strategy's)\n"
+    "  --hfsdp                    hybrid: gradient shards and optimizer state over the replicas\n"
+    "                             too (doc/hfsdp.md)\n"
+    "  --hpz                      a node-local secondary partition after forward (doc/hpz.md)\n"
     "  --param-dtype D            compute dtype: float32, float64, bfloat16, float16\n"
     "  --reduce-dtype D           gradient communication dtype (default: param dtype)\n"
     "  --optimizer sgd|adamw|none (default adamw)\n"
     "  --momentum M               SGD momentum (state exists when M > 0)\n"
     "  --amsgrad                  AdamW with AMSGrad (one more state buffer)\n"
     "  --max-unsharded K          at most K units unsharded at once (default 2)\n"
+    "  --memory-space host|cuda   where the job computes (default: host; cuda with --machine);\n"
+    "                             host plans the MPI transport, cuda NCCL\n"
     "  --cpu-offload              GPU job with shards, gradient shards and optimizer state in\n"
     "                             host memory\n"
+    "  --batch B                  micro-batch per rank, in sequences (default 1)\n"
+    "  --seq S                    tokens per sequence (default: the model's maximum)\n"
+    "  --activation-checkpointing keep only each layer's input; recompute in backward\n"
+    "  --activation-bytes-per-layer X   the caller's activation bytes per layer (replaces the\n"
+    "                             transformer estimate)\n"
+    "  --prefetch                 forward and backward prefetch (fsdp_set_prefetch(1, 1))\n"
+    "  --machine NAME|FILE        a preset (a100-40gb-efa, a100-80gb-efa, a100-40gb-roce,\n"
+    "                             a100-80gb-roce, h100-80gb-efa) or a JSON file (a path with a\n"
+    "                             '/' or ending in .json) of every field of fsdp_plan_machine_t:\n"
+    "                             adds the step time and whether it fits\n"
+    "  --sweep                    the configurations that fit the budget, fastest first (needs\n"
+    "                             --machine)\n"
+    "  --budget BYTES             memory per rank for --sweep (default: the machine's HBM)\n"
     "  --rank r                   the rank to show (default 0)\n"
-    "  --json                     fsdp_plan_describe's JSON instead of the table\n"
+    "  --json                     fsdp_plan_describe's JSON (with --machine,\n"
+    "                             fsdp_plan_describe_on's; with --sweep, fsdp_plan_sweep's)\n"
     "  -h, --help                 this text\n";
 
 struct Failure : std::runtime_error {
@@ -130,6 +149,42 @@ fsdp_plan_model_format_t format(const std::string& v) {
   throw Failure("--format " + v + ": expected layout, hf or checkpoint");
 }
 
+// A preset by name, or a JSON file (a path with a '/' or ending in .json) of fsdp_plan_machine_t's
+// fields (each required), checked by the library when it is used.
+fsdp_plan_machine_t machine(const std::string& v) {
+  fsdp_plan_machine_t m = FSDP_PLAN_MACHINE_INIT;
+  if (v.find('/') == std::string::npos && v.find(".json") == std::string::npos) {
+    if (fsdp_plan_machine_preset(v.c_str(), &m) != FSDP_SUCCESS)
+      throw Failure("--machine " + v + ": " + fsdp_last_error());
+    return m;
+  }
+  const fsdp::json::Value j = fsdp::json::parse(read_file(v), v);
+  const struct {
+    const char* key;
+    double* to;
+  } reals[] = {{"peak_flops_16bit", &m.peak_flops_16bit},
+               {"peak_flops_32bit", &m.peak_flops_32bit},
+               {"peak_flops_64bit", &m.peak_flops_64bit},
+               {"intra_node_bandwidth", &m.intra_node_bandwidth},
+               {"intra_node_latency_s", &m.intra_node_latency_s},
+               {"inter_node_bandwidth", &m.inter_node_bandwidth},
+               {"inter_node_latency_s", &m.inter_node_latency_s},
+               {"host_device_bandwidth", &m.host_device_bandwidth},
+               {"compute_efficiency", &m.compute_efficiency}};
+  const auto number = [&](const char* key) {
+    const fsdp::json::Value* x = j.find(key);
+    if (!x || x->kind != fsdp::json::Value::Kind::Number)
+      throw Failure("--machine " + v + ": \"" + key + "\": a number is required");
+    return x->number;
+  };
+  for (const auto& r : reals) *r.to = number(r.key);
+  const double hbm = number("hbm_bytes");
+  if (hbm < 0 || hbm > 1e18 || hbm != static_cast<double>(static_cast<unsigned long long>(hbm)))
+    throw Failure("--machine " + v + ": \"hbm_bytes\": a whole number of bytes is required");
+  m.hbm_bytes = static_cast<size_t>(hbm);
+  return m;
+}
+
 struct Args {
   std::string model;
   bool format_given = false;
@@ -140,6 +195,11 @@ struct Args {
   fsdp_plan_job_t job = FSDP_PLAN_JOB_INIT;  // its config and hyperparams: see job_of
   int rank = 0;
   bool json = false;
+  bool has_machine = false;
+  std::string machine_name;
+  fsdp_plan_machine_t machine = FSDP_PLAN_MACHINE_INIT;
+  bool sweep = false;
+  unsigned long long budget = 0;  // 0: the machine's HBM
 };
 
 // The job, pointing at the options' config and hyperparameters.
@@ -155,6 +215,7 @@ Args parse(int argc, char** argv) {
   // The transport the memory plan models (doc/planning-model.md); AUTO could pick another.
   a.config.transport = FSDP_TRANSPORT_MPI;
   bool world = false, per_node = false, momentum_given = false, amsgrad = false;
+  std::string space;  // --memory-space
   double momentum = 0;
   std::string optimizer_name = "adamw";
   for (int i = 1; i < argc; ++i) {
@@ -188,8 +249,35 @@ Args parse(int argc, char** argv) {
       amsgrad = true;
     } else if (o == "--max-unsharded") {
       a.config.max_unsharded = static_cast<int>(whole(o, value(), 1, 1 << 30));
+    } else if (o == "--memory-space") {
+      const std::string v = value();
+      if (v != "host" && v != "cuda")
+        throw Failure("--memory-space " + v + ": expected host or cuda");
+      space = v;
     } else if (o == "--cpu-offload") {
-      a.config.memory_space = FSDP_MEMORY_CUDA, a.config.cpu_offload = 1;
+      a.config.cpu_offload = 1;
+    } else if (o == "--hfsdp") {
+      a.config.hfsdp = 1;
+    } else if (o == "--hpz") {
+      a.config.hpz = 1;
+    } else if (o == "--batch") {
+      a.job.batch_size = static_cast<int>(whole(o, value(), 1, (1 << 30)));
+    } else if (o == "--seq") {
+      a.job.sequence_length = static_cast<int>(whole(o, value(), 1, (1 << 30)));
+    } else if (o == "--activation-checkpointing") {
+      a.job.activation_checkpointing = 1;
+    } else if (o == "--activation-bytes-per-layer") {
+      a.job.activation_bytes_per_layer = whole(o, value(), 1, 1LL << 62);
+    } else if (o == "--prefetch") {
+      a.job.prefetch_forward = a.job.prefetch_backward = 1;
+    } else if (o == "--machine") {
+      a.machine_name = value();
+      a.machine = machine(a.machine_name);
+      a.has_machine = true;
+    } else if (o == "--sweep") {
+      a.sweep = true;
+    } else if (o == "--budget") {
+      a.budget = static_cast<unsigned long long>(whole(o, value(), 1, 1LL << 62));
     } else if (o == "--rank") {
       a.rank = static_cast<int>(whole(o, value(), 0, (1 << 30) - 1));
     } else if (o == "--json") {
@@ -206,6 +294,13 @@ Args parse(int argc, char** argv) {
   if (!world) throw Failure("--world: required (the job's number of ranks)");
   if (!per_node) throw Failure("--ranks-per-node: required (ranks on each node)");
   if (!a.format_given) a.format = guess_format(a.model);
+  if (a.sweep && !a.has_machine) throw Failure("--sweep: needs --machine (the step time ranks it)");
+  if (a.budget && !a.sweep) throw Failure("--budget: only with --sweep");
+  if (space.empty()) space = a.has_machine || a.config.cpu_offload ? "cuda" : "host";
+  if (space == "host" && a.config.cpu_offload)
+    throw Failure("--cpu-offload: offloads from a GPU (--memory-space cuda)");
+  if (space == "cuda")
+    a.config.memory_space = FSDP_MEMORY_CUDA, a.config.transport = FSDP_TRANSPORT_NCCL;
   fsdp_optimizer_kind_t kind = FSDP_OPTIMIZER_ADAMW;
   a.stepped = optimizer(optimizer_name, &kind);
   if ((momentum_given || amsgrad) && !a.stepped)
@@ -263,9 +358,12 @@ void table(const Args& a, const fsdp::json::Value& d, const fsdp_plan_memory_t* 
               d["units"].items.size(), grouped(params).c_str());
   const int world = a.job.world_size, per_node = a.job.ranks_per_node;
   std::printf(
-      "job:    %d ranks, %d per node (%d nodes), MPI transport; sharding factor %lld, "
-      "%lld replica(s)\n",
-      world, per_node, world / per_node, d["sharding_factor"].integer(), d["replicas"].integer());
+      "job:    %d ranks, %d per node (%d nodes), %s; sharding factor %lld, %lld replica(s)\n",
+      world, per_node, world / per_node,
+      a.config.memory_space == FSDP_MEMORY_HOST ? "host memory, MPI transport"
+      : a.config.cpu_offload                    ? "CUDA memory with CPU offload, NCCL"
+                                                : "CUDA memory, NCCL",
+      d["sharding_factor"].integer(), d["replicas"].integer());
   std::printf("rank:   %d\n\n", a.rank);
   std::printf("%-51s%22s\n", "memory per rank over a training step", "bytes");
   if (m) {
@@ -279,6 +377,11 @@ void table(const Args& a, const fsdp::json::Value& d, const fsdp_plan_memory_t* 
     row("communication scratch", m->scratch_bytes);
     row("peak total", m->peak_bytes);
     row("(the model unsharded)", m->unsharded_model_bytes);
+    if (a.config.hpz) row("hpZ secondary partitions, peak", m->peak_secondary_bytes);
+    row("activations (not in memory stats)", m->activation_bytes);
+    if (a.config.memory_space == FSDP_MEMORY_CUDA) row("device total", m->device_total_bytes);
+    if (a.config.memory_space == FSDP_MEMORY_HOST || a.config.cpu_offload)
+      row("host total", m->host_total_bytes);
   } else {
     std::printf("  not planned: %s\n", memory_refusal.c_str());
   }
@@ -290,18 +393,103 @@ void table(const Args& a, const fsdp::json::Value& d, const fsdp_plan_memory_t* 
   line("all-gather", t.all_gather_calls, t.all_gather_bytes);
   line("reduce-scatter", t.reduce_scatter_calls, t.reduce_scatter_bytes);
   line("all-reduce", t.all_reduce_calls, t.all_reduce_bytes);
+  if (a.config.hfsdp) {
+    line("reduce-scatter across replicas", t.replica_reduce_scatter_calls,
+         t.replica_reduce_scatter_bytes);
+    line("all-gather across replicas", t.replica_all_gather_calls, t.replica_all_gather_bytes);
+  }
+  if (a.config.hpz)
+    line("all-gather inside the node (hpZ)", t.node_all_gather_calls, t.node_all_gather_bytes);
   std::printf("  %-34s %12s  %22s  (%s)\n", "sent inside the node", "",
               grouped(t.intra_node_bytes).c_str(), human(t.intra_node_bytes).c_str());
   std::printf("  %-34s %12s  %22s  (%s)\n", "sent to other nodes", "",
               grouped(t.inter_node_bytes).c_str(), human(t.inter_node_bytes).c_str());
 }
 
-// The plan's description of `rank`, as fsdp_plan_describe writes it.
-std::string describe(fsdp_plan_t plan, const fsdp_plan_job_t& job, int rank) {
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf,
+                s < 1e-3 ? "%.1f us"
+                : s < 1  ? "%.2f ms"
+                         : "%.3f s",
+                s < 1e-3 ? s * 1e6
+                : s < 1  ? s * 1e3
+                         : s);
+  return buf;
+}
+
+// The description's "time" and "fits" (fsdp_plan_describe_on).
+void time_table(const Args& a, const fsdp::json::Value& d) {
+  const fsdp::json::Value& t = d["time"];
+  std::printf("\nstep time on %s (doc/planning-model.md)\n", a.machine_name.c_str());
+  const struct {
+    const char* what;
+    const char* key;
+  } rows[] = {{"computation", "compute_s"},
+              {"all-gathers", "all_gather_s"},
+              {"reduce-scatters", "reduce_scatter_s"},
+              {"all-reduces", "all_reduce_s"},
+              {"CPU offload copies", "offload_copy_s"},
+              {"exposed communication", "exposed_comm_s"},
+              {"step", "step_s"}};
+  for (const auto& r : rows)
+    std::printf("  %-34s %12s\n", r.what, seconds(t[r.key].number).c_str());
+  std::printf("  %-34s %12.1f\n", "TFLOPS per GPU", t["tflops_per_gpu"].number);
+  std::printf("  %-34s %12.0f\n", "tokens per second per GPU",
+              t["tokens_per_step"].number / t["step_s"].number);
+  const fsdp::json::Value& fits = d["fits"];
+  if (fits.kind == fsdp::json::Value::Kind::Bool)
+    std::printf("  %-34s %12s  (HBM %s)\n", "fits", fits.boolean ? "yes" : "no",
+                human(a.machine.hbm_bytes).c_str());
+}
+
+std::string sweep_text(fsdp_plan_t plan, const Args& a, const fsdp_plan_job_t& job) {
   size_t length = 0;
-  check_call(fsdp_plan_describe(plan, &job, rank, nullptr, 0, &length));
+  check_call(fsdp_plan_sweep(plan, &job, &a.machine, a.budget, nullptr, 0, &length));
   std::string text(length + 1, '\0');
-  check_call(fsdp_plan_describe(plan, &job, rank, &text[0], text.size(), &length));
+  check_call(fsdp_plan_sweep(plan, &job, &a.machine, a.budget, &text[0], text.size(), &length));
+  text.resize(length);
+  return text;
+}
+
+void sweep_table(const Args& a, const fsdp::json::Value& s) {
+  const auto& configs = s["configurations"].items;
+  std::printf(
+      "configurations of %s on %d ranks (%d per node) that fit %s per rank on %s, "
+      "fastest first: %zu\n",
+      a.model.c_str(), a.job.world_size, a.job.ranks_per_node,
+      human(static_cast<unsigned long long>(s["budget_bytes"].number)).c_str(),
+      a.machine_name.c_str(), configs.size());
+  std::printf("%-13s %5s %-9s %4s %7s %6s %12s %12s %12s %10s %9s %8s\n", "strategy", "F", "dtype",
+              "ckpt", "offload", "batch", "device", "host", "step", "exposed", "TFLOPS", "tok/s");
+  for (const auto& c : configs) {
+    const auto& m = c["memory"];
+    const std::string strategy = c["strategy"].text + (c["hfsdp"].boolean ? "+HFSDP" : "") +
+                                 (c["hpz"].boolean ? "+hpZ" : "");
+    std::printf("%-13s %5lld %-9s %4s %7s %6lld %12s %12s %12s %10s %9.1f %8.0f\n",
+                strategy.c_str(), c["sharding_factor"].integer(), c["param_dtype"].text.c_str(),
+                c["activation_checkpointing"].boolean ? "on" : "off",
+                c["cpu_offload"].boolean ? "on" : "off", c["batch_size"].integer(),
+                human(static_cast<unsigned long long>(m["device_total_bytes"].number)).c_str(),
+                human(static_cast<unsigned long long>(m["host_total_bytes"].number)).c_str(),
+                seconds(c["time"]["step_s"].number).c_str(),
+                seconds(c["time"]["exposed_comm_s"].number).c_str(),
+                c["time"]["tflops_per_gpu"].number, c["tokens_per_s"].number);
+  }
+}
+
+// The plan's description of `rank`, as fsdp_plan_describe (or with a machine,
+// fsdp_plan_describe_on) writes it.
+std::string describe(fsdp_plan_t plan, const fsdp_plan_job_t& job, const Args& a) {
+  const auto call = [&](char* json, size_t capacity, size_t* length) {
+    return a.has_machine
+               ? fsdp_plan_describe_on(plan, &job, &a.machine, a.rank, json, capacity, length)
+               : fsdp_plan_describe(plan, &job, a.rank, json, capacity, length);
+  };
+  size_t length = 0;
+  check_call(call(nullptr, 0, &length));
+  std::string text(length + 1, '\0');
+  check_call(call(&text[0], text.size(), &length));
   text.resize(length);
   return text;
 }
@@ -317,7 +505,15 @@ int run(int argc, char** argv) {
   check_call(fsdp_plan_read_model(plan, a.model.c_str(), a.format));
   // Every figure is computed before anything is printed: a refusal prints no partial plan.
   const fsdp_plan_job_t job = job_of(a);
-  const std::string text = describe(plan, job, a.rank);
+  if (a.sweep) {
+    const std::string text = sweep_text(plan, a, job);
+    if (a.json)
+      std::printf("%s\n", text.c_str());
+    else
+      sweep_table(a, fsdp::json::parse(text, "fsdp_plan_sweep"));
+    return 0;
+  }
+  const std::string text = describe(plan, job, a);
   fsdp_plan_traffic_t traffic{};
   traffic.size = sizeof traffic;
   check_call(fsdp_plan_traffic(plan, &job, a.rank, &traffic));
@@ -334,8 +530,9 @@ int run(int argc, char** argv) {
     std::printf("%s\n", text.c_str());
     return 0;
   }
-  table(a, fsdp::json::parse(text, "fsdp_plan_describe"),
-        memory_refusal.empty() ? &memory : nullptr, memory_refusal, traffic);
+  const fsdp::json::Value d = fsdp::json::parse(text, "fsdp_plan_describe");
+  table(a, d, memory_refusal.empty() ? &memory : nullptr, memory_refusal, traffic);
+  if (a.has_machine) time_table(a, d);
   return 0;
 }
 
