@@ -94,7 +94,7 @@ typedef struct {
 /* The ring model (doc/planning-model.md): a collective over a group of n sends (n-1)/n of the
  * buffer (twice for an all-reduce) to the next member, across nodes when that member is on
  * another node. Groups by kind: shard group (F consecutive positions), replicate group (the
- * positions p % F + k F), the node-local part of the shard group (hpZ). */
+ * positions p % F + k F), the shard group's ranks on this node (hpZ's node-local gathers). */
 static Sent traced(const char* path, int F, int rpn, int hfsdp) {
   Sent t = {0, 0};
   int W = 1, p = 0;
@@ -120,6 +120,8 @@ static Sent traced(const char* path, int F, int rpn, int hfsdp) {
     } else if (strstr(line, "{\"name\": \"reduce_scatter\"")) {
       *shard_to += floor(bytes * (F - 1) / F);
       if (R > 1) *repl_to += floor(bytes / F * (hfsdp ? 1 : 2) * (R - 1) / R);
+    } else if (strstr(line, "{\"name\": \"all_gather_node\"")) {
+      t.intra += floor(bytes * (rpn - 1) / rpn); /* hpZ: over the node's part of the group */
     } else if (strstr(line, "{\"name\": \"replica_all_gather\"")) {
       *repl_to += floor(bytes * (R - 1) / R);
     }

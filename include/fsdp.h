@@ -1717,8 +1717,9 @@ typedef struct fsdp_plan_job {
   fsdp_optimizer_kind_t optimizer; /**< steps every unit; default FSDP_OPTIMIZER_ADAMW */
   int no_optimizer;                /**< 1: the job steps no library optimizer; default 0 */
   /** fsdp_set_prefetch(ctx, prefetch_forward, prefetch_backward), 0 or 1 each; default 0. With
-   *  either on, the plan is of the second of two identical steps (the first records the order the
-   *  second prefetches by), and cfg->max_unsharded bounds what prefetch holds */
+   *  either on (or cfg->hpz), the plan is of the second of two identical steps (the first records
+   *  the order the second prefetches by, and leaves hpZ's secondaries in the pool), and
+   *  cfg->max_unsharded bounds what prefetch holds */
   int prefetch_forward;
   int prefetch_backward; /**< see prefetch_forward */
   /* Since 0.12: what forward keeps for backward (doc/planning-model.md, "Activations") */

@@ -313,7 +313,7 @@ static void run(const Config* c, const char* trace_dir, int rpn) {
   job.no_optimizer = c->no_optimizer;
   job.prefetch_forward = c->prefetch_forward;
   job.prefetch_backward = c->prefetch_backward;
-  const int steps = c->prefetch_forward || c->prefetch_backward ? 2 : 1;
+  const int steps = c->prefetch_forward || c->prefetch_backward || c->hpz ? 2 : 1;
   fsdp_plan_memory_t planned = {sizeof planned};
   fsdp_plan_traffic_t moves = {sizeof moves};
   CHECK_OK(fsdp_plan_memory(plan, &job, rank, &planned));
@@ -369,7 +369,7 @@ static void run(const Config* c, const char* trace_dir, int rpn) {
   /* Not vacuous: the step held something. */
   CHECK(m.peak_unsharded_bytes > 0 && m.peak_full_grad_bytes > 0 && m.grad_shard_bytes > 0);
   /* Prefetch happened where max_unsharded allowed it, and was skipped where it did not. */
-  if (steps == 2) {
+  if (c->prefetch_forward || c->prefetch_backward) {
     snprintf(what, sizeof what, "%s: prefetches started %zu, skipped %zu", c->label,
              m.prefetches_started, m.prefetches_skipped_limit);
     CHECK_MSG(c->max_unsharded == 1 ? m.prefetches_started == 0 && m.prefetches_skipped_limit > 0

@@ -34,8 +34,9 @@ struct PlanJob {
   int sequence = 0;                       // tokens per sequence; 0: the model's max_sequence
   bool activation_checkpointing = false;  // only each layer's input kept; recomputed in backward
   std::size_t activation_bytes_per_layer = 0;  // the caller's figure; 0: the estimate
-  // Steps planned: with prefetch, the first records the unshard order the second prefetches by.
-  int steps() const { return prefetch_forward || prefetch_backward ? 2 : 1; }
+  // Steps planned: with prefetch, the first records the unshard order the second prefetches by;
+  // with hpZ, the second reuses the secondaries the first left in the pool (the steady state).
+  int steps() const { return prefetch_forward || prefetch_backward || options.hpz ? 2 : 1; }
 };
 
 // Where a rank sits: its position (ranks in node-major order, as discover_topology numbers them;
