@@ -197,6 +197,10 @@ def main():
     kernels(d, lines)
     collectives(d, lines, plots)
     training(d, lines)
+    if os.path.exists(os.path.join(d, "strategies.md")):
+        lines += ["### Strategies past one machine against fsdp-plan (2 emulated nodes of 2)", ""]
+        lines += open(os.path.join(d, "strategies.md")).read().splitlines()
+        lines.append("")
     if os.path.exists(os.path.join(d, "checkpoint.md")):
         lines += ["### Checkpoints against raw POSIX I/O", ""]
         lines += open(os.path.join(d, "checkpoint.md")).read().splitlines()
