@@ -193,6 +193,17 @@ static void one_unit(void) {
   const double copy = bytes / 2 / 5e8;
   CHECK(close_to(t.offload_copy_s, 3 * copy));
   CHECK(close_to(t.step_s, t.compute_s + 3 * ring + 3 * copy));
+  /* NCCL over 2 nodes of 2 ranks: each node's 2 NICs carry the ring's crossings (one channel
+   * each), 3/4 of the buffer at 2 x 1e8 B/s; the host's MPI ring crosses at one rank's. */
+  cfg.cpu_offload = 0;
+  job.world_size = 4;
+  job.ranks_per_node = 2;
+  CHECK_OK(fsdp_plan_time(plan, &job, &mach, 0, &t));
+  CHECK(close_to(t.all_gather_s, 2 * (1e-5 + bytes * 3 / 4 / 2e8)));
+  cfg.memory_space = FSDP_MEMORY_HOST;
+  cfg.transport = FSDP_TRANSPORT_MPI;
+  CHECK_OK(fsdp_plan_time(plan, &job, &mach, 0, &t));
+  CHECK(close_to(t.all_gather_s, 2 * (1e-5 + bytes * 3 / 4 / 1e8)));
   CHECK_OK(fsdp_plan_destroy(&plan));
 }
 

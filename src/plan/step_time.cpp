@@ -52,11 +52,17 @@ struct Link {
   }
 };
 
-Link group_link(const Machine& m, int ranks, int first, int last, int ranks_per_node) {
+// `per_node`: the group's ranks on each node whose NICs carry its crossings. NCCL runs a
+// collective as one ring per channel, a channel per NIC, each crossing between nodes at another
+// GPU: a group with k ranks on a node crosses at k GPUs' inter-node bandwidth, up to the
+// intra-node link the ring also takes. The library's MPI ring (host memory) crosses at one rank.
+Link group_link(const Machine& m, int ranks, int first, int last, int ranks_per_node,
+                int per_node) {
   Link l;
   l.ranks = ranks;
   const bool spans = first / ranks_per_node != last / ranks_per_node;
-  l.bandwidth = spans ? m.inter_node_bandwidth : m.intra_node_bandwidth;
+  l.bandwidth = spans ? std::min(m.intra_node_bandwidth, m.inter_node_bandwidth * per_node)
+                      : m.intra_node_bandwidth;
   l.latency = spans ? m.inter_node_latency_s : m.intra_node_latency_s;
   return l;
 }
@@ -69,11 +75,14 @@ StepTime plan_time(const PlanModel& model, const PlanJob& job, const Machine& ma
   const std::vector<PlannedUnit> units = planned_units(model, job);
   const int f = p.sharding_factor, rpn = job.ranks_per_node;
   const int shard_first = p.position / f * f, column = p.position % f;
-  const Link shard = group_link(machine, f, shard_first, shard_first + f - 1, rpn);
-  const Link replicate =
-      group_link(machine, p.replicas, column, column + (p.replicas - 1) * f, rpn);
+  const bool channels = job.options.placement.memory == MemoryPlace::Cuda;  // NCCL's rings
+  const int shard_per_node = channels ? std::min(f, rpn) : 1;
+  const int replicate_per_node = channels && f < rpn ? rpn / f : 1;
+  const Link shard = group_link(machine, f, shard_first, shard_first + f - 1, rpn, shard_per_node);
+  const Link replicate = group_link(machine, p.replicas, column, column + (p.replicas - 1) * f, rpn,
+                                    replicate_per_node);
   const int r = node_ranks(job);  // hpZ: the shard group's ranks on this node
-  const Link node = group_link(machine, r > 0 ? r : 1, shard_first, shard_first, rpn);
+  const Link node = group_link(machine, r > 0 ? r : 1, shard_first, shard_first, rpn, 1);
   const bool hfsdp = job.options.hfsdp && p.replicas > 1;
 
   StepTime t;
