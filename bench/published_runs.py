@@ -153,128 +153,136 @@ class Report:
     def memory_story(self, point, p):
         hbm = self.hbm(point)
         m = lambda k: p["memory." + k]  # noqa: E731
-        return (f"the plan holds {gib(m('device_total_bytes'))} of the {gib(hbm)} HBM "
+        return (f"{gib(m('device_total_bytes'))} of the {gib(hbm)} HBM "
                 f"({m('device_total_bytes') / hbm:.0%}): activations {gib(m('activation_bytes'))}, "
                 f"peak parameters (shards + unsharded) {gib(m('peak_parameter_bytes'))}, "
                 f"peak full gradients {gib(m('peak_full_grad_bytes'))}, gradient shards "
-                f"{gib(m('grad_shard_bytes'))}, optimizer state {gib(m('optimizer_state_bytes'))}, "
+                f"{gib(m('grad_shard_bytes'))}, optimizer state {gib(m('optimizer_state_bytes'))}; "
                 f"host {gib(m('host_total_bytes'))}")
 
     def time_story(self, p):
         t = lambda k: p["time." + k]  # noqa: E731
-        return (f"planned step {t('step_s'):.3g} s = compute {t('compute_s'):.3g} s + exposed "
+        return (f"step {t('step_s'):.3g} s = compute {t('compute_s'):.3g} s + exposed "
                 f"communication {t('exposed_comm_s'):.3g} s ({t('exposed_comm_s') / t('step_s'):.0%}"
                 f"; all-gather {t('all_gather_s'):.3g} s, reduce-scatter "
                 f"{t('reduce_scatter_s'):.3g} s)")
 
     def references(self, point, topics):
-        """The job's own reasons from the references (runs.json jobs[].costs_not_planned)."""
+        """The job's costs the references name and the plan does not have (runs.json
+        jobs[].costs_not_planned), on the given topics."""
         job, _ = self.job(point)
         out = []
         for c in job.get("costs_not_planned", []):
             if c["topic"] in topics:
-                e = c["evidence"][0]
-                out.append(f"{c['what']} ({e['source']}:{e['line']}: \"{e['quote']}\")")
+                quoted = "; ".join(f"{e['source']}:{e['line']}: \"{e['quote']}\""
+                                   for e in c["evidence"])
+                out.append(f"{c['what']} ({quoted})")
         return out
 
-    def why_tflops(self, point, planned, published, p):
+    def why_tflops(self, point, published, p):
         job, _ = self.job(point)
         f = published_flops(self.configs[job["model"]], job["seq"], point["batch"])
         step = p["time.step_s"]
-        parts = [self.time_story(p)]
-        if f and published:
-            t_pub = f / (published * 1e12)
-            parts.append(f"the published {fmt(published)} TFLOPS is {t_pub:.3g} s per step for "
-                         f"the same FLOPs")
         frac = p["memory.device_total_bytes"] / self.hbm(point)
-        topics = set()
-        if planned > published:
-            if frac >= 0.85:
-                topics.add("allocator")
-                parts.append(f"the plan fills {frac:.0%} of the HBM, where the references' "
-                             f"allocator stalls begin")
-            if p["time.exposed_comm_s"] / step < 0.1:
-                topics.add("network")
-            topics.update({"offload", "efficiency"})
-        else:
-            parts.append("the plan is slower than the run: its exposed communication or its "
-                         "compute rate is pessimistic for this machine")
-        return "; ".join(parts + self.references(point, topics))
+        t_pub = f / (published * 1e12) if f else None
+        short = f"planned step {step:.3g} s" + (f", published {t_pub:.3g} s" if t_pub else "") \
+            + f"; plan's exposed communication {p['time.exposed_comm_s'] / step:.0%} of its step" \
+            + f"; device memory {frac:.0%} of HBM"
+        detail = [f"plan: {self.time_story(p)}; memory {self.memory_story(point, p)}"]
+        if t_pub and t_pub > step:
+            topics = {"offload", "efficiency", "network"} | ({"allocator"} if frac >= 0.85 else set())
+            detail.append(f"the run took {t_pub - step:.3g} s per step more than the plan; the "
+                          "references name where time went that the plan does not model")
+            detail += self.references(point, topics)
+        elif t_pub:
+            detail.append("the plan is slower than the run: its compute rate or its exposed "
+                          "communication is pessimistic for this machine")
+        return short, detail
 
     def why_scaling(self, point, small, large):
-        ts = [self.time_story(p) for p in (small, large)]
-        return (f"at {point['gpus'][0]} GPUs {ts[0]}; at {point['gpus'][1]} GPUs {ts[1]}; "
-                + "; ".join(self.references(point, {"network", "allocator"})))
+        e = [p["time.exposed_comm_s"] / p["time.step_s"] for p in (small, large)]
+        short = (f"plan's exposed communication {e[0]:.0%} of the step at {point['gpus'][0]} GPUs, "
+                 f"{e[1]:.0%} at {point['gpus'][1]}")
+        detail = [f"plan at {g} GPUs: {self.time_story(p)}"
+                  for g, p in zip(point["gpus"], (small, large))]
+        return short, detail + self.references(point, {"network"})
 
     def why_batch(self, point, planned):
         published = point["published"]
         p = self.at(point, point["gpus"], published)
-        parts = [f"at the published batch {published}, " + self.memory_story(point, p)]
+        short = (f"at batch {published} the plan holds {gib(p['memory.device_total_bytes'])} of "
+                 f"{gib(self.hbm(point))}, activations {gib(p['memory.activation_bytes'])}")
+        detail = [f"plan at the published batch {published}: {self.memory_story(point, p)}"]
         if planned:
             q = self.at(point, point["gpus"], planned)
-            parts.append(f"at the planned largest batch {planned}, " + self.memory_story(point, q))
+            detail.append(f"plan at its largest batch {planned}: {self.memory_story(point, q)}")
         job, _ = self.job(point)
-        for k in ("wrapping", "param_dtype", "activation_offload"):
-            if k in job["assumed"]:
-                parts.append(f"{k}: {job['assumed'][k]}")
-        return "; ".join(parts)
+        detail += [f"{k}: {job['assumed'][k]}" for k in ("wrapping", "param_dtype",
+                                                          "activation_offload")
+                   if k in job["assumed"]]
+        return short, detail + self.references(point, {"allocator"})
 
     # ---- the rows -------------------------------------------------------------------------------
 
     def row(self, point):
+        """planned, ratio (None where there is none), the short reason and the detailed one."""
         metric = point["metric"]
         published = point["published"]
-        why = ""
+        short, detail = "", []
+        outside = lambda r: not BAND[0] <= r <= BAND[1]  # noqa: E731
         if metric == "tflops_per_gpu":
             planned, p = self.tflops(point, point["gpus"], point["batch"])
             ratio = planned / published
-            if not BAND[0] <= ratio <= BAND[1]:
-                why = self.why_tflops(point, planned, published, p)
+            if outside(ratio):
+                short, detail = self.why_tflops(point, published, p)
         elif metric == "scaling":
             a, b = point["gpus"]
             ta, pa = self.tflops(point, a, point["batch"])
             tb, pb = self.tflops(point, b, point["batch"])
             planned = tb / ta
             ratio = planned / published if published else None
+            if ratio is None or outside(ratio):
+                short, detail = self.why_scaling(point, pa, pb)
             if ratio is None:
-                why = ("the text gives no figure, only that it is below 1; the plan's is "
-                       + ("below 1: consistent. " if planned < 1 else "not below 1. ")
-                       + self.why_scaling(point, pa, pb))
-            elif not BAND[0] <= ratio <= BAND[1]:
-                why = self.why_scaling(point, pa, pb)
+                short = ("the text gives no figure, only that it is below 1: the plan's is "
+                         + ("below 1 too; " if planned < 1 else "NOT below 1; ") + short)
         elif metric == "largest_batch":
             planned = self.largest_batch(point)
             ratio = planned / published
-            if not BAND[0] <= ratio <= BAND[1]:
-                why = self.why_batch(point, planned)
+            if outside(ratio):
+                short, detail = self.why_batch(point, planned)
         elif metric == "memory_fraction":
             p = self.at(point, point["gpus"], point["batch"])
             planned = p["memory.device_total_bytes"] / self.hbm(point)
             ratio = planned / published
             if point["relation"] == "below":
-                why = ("consistent (below capacity): " if planned < 1 else "NOT below capacity: ") \
-                    + self.memory_story(point, p)
-            elif not BAND[0] <= ratio <= BAND[1]:
-                why = (self.memory_story(point, p) + "; the published figure is what the caching "
-                       "allocator reserved, the plan's what the job holds")
+                short = "below capacity, as published" if planned < 1 else "NOT below capacity"
+                detail = [f"plan: {self.memory_story(point, p)}"]
+            elif outside(ratio):
+                short = (f"the plan holds {planned:.0%} of the HBM; the published figure is what "
+                         "the caching allocator reserved")
+                detail = [f"plan: {self.memory_story(point, p)}"] + \
+                    self.references(point, {"allocator"})
         elif metric == "prefetch_gain":
             p = self.at(point, point["gpus"], point["batch"])
-            # Without backward prefetch each backward all-gather (half the step's, the other
-            # half being forward's) waits on the critical path; with it the plan's step.
+            # Without backward prefetch each of backward's all-gathers (half the step's, the
+            # other half being forward's) waits on the critical path: added to the plan's step.
             planned = p["time.all_gather_s"] / 2 / p["time.step_s"]
             ratio = planned / published
-            if not BAND[0] <= ratio <= BAND[1]:
-                why = ("estimate: backward's all-gathers (half of all_gather_s) exposed without "
-                       "prefetch; " + self.time_story(p))
+            if outside(ratio):
+                short = (f"backward's all-gathers {p['time.all_gather_s'] / 2:.3g} s over a "
+                         f"{p['time.step_s']:.3g} s planned step")
+                detail = ["estimate: without prefetch, backward's all-gathers (half of "
+                          "all_gather_s) are exposed; " + self.time_story(p)]
         elif metric == "fits":
             p = self.at(point, point["gpus"], point["batch"])
             planned = bool(p["fits"])
             ratio = None
-            why = ("agrees: " if planned == published else "DIFFERS: ") \
-                + self.memory_story(point, p)
+            short = "agrees" if planned == published else "DIFFERS"
+            detail = [f"plan: {self.memory_story(point, p)}"]
         else:
             raise PlanError(f"runs.json: points[{point['id']}].metric = {metric}: unknown")
-        return planned, ratio, why
+        return planned, ratio, short, detail
 
     def write(self, out, plan_label):
         lines = ["# Planned against published: the FSDP paper and the AWS note", "",
@@ -290,13 +298,17 @@ class Report:
                  f"Outside [{BAND[0]}, {BAND[1]}] the last column says why.", "",
                  "| point | GPUs | batch | figure | published | planned | ratio | source | why |",
                  "|---|---|---|---|---:|---:|---:|---|---|"]
+        notes = []
         for point in self.runs["points"]:
-            planned, ratio, why = self.row(point)
+            planned, ratio, why, detail = self.row(point)
+            if detail:
+                notes.append((point["id"], detail))
+                why += f" (note {len(notes)})"
             e = point["evidence"][0]
             gpus = point["gpus"]
             gpus = "→".join(map(str, gpus)) if isinstance(gpus, list) else str(gpus)
             pub = fmt(point["published"])
-            if point["relation"] != "about" and point["published"] is not None:
+            if point["relation"] not in ("about", "equal") and point["published"] is not None:
                 pub = f"{point['relation']} {pub}"
             elif point["published"] is None:
                 pub = point["relation"]
@@ -304,6 +316,9 @@ class Report:
                          f"{point['metric']} | {pub} | {fmt(planned)} | "
                          f"{fmt(ratio) if ratio is not None else ''} | "
                          f"{e['source']}:{e['line']} | {why} |")
+        lines += ["", "## Notes", ""]
+        for i, (pid, detail) in enumerate(notes, 1):
+            lines.append(f"{i}. {pid}: " + "; ".join(detail) + ".")
         lines += ["", "## The jobs", "",
                   "| job | model | GPU | network | machine preset | per node | dtypes | "
                   "optimizer | seq | checkpointing | CPU offload | activation offload |",
