@@ -30,7 +30,7 @@ class Planner:
         self.data = data
         self.cache = {}
 
-    def command(self, job, model, gpus, batch):
+    def command(self, job, model, gpus, batch, prefetch=None, checkpointing=None):
         per_node = job["ranks_per_node"]
         cmd = [self.binary, os.path.join(self.data, model["file"]), "--format", model["format"],
                "--world", str(gpus), "--ranks-per-node", str(per_node),
@@ -40,14 +40,16 @@ class Planner:
                # The last rank of the first node: its ring neighbour is on the next node, so it
                # sends the most between nodes (doc/planning-model.md, Traffic).
                "--rank", str(min(per_node, gpus) - 1), "--json"]
-        if job["activation_checkpointing"]:
+        if job["activation_checkpointing"] if checkpointing is None else checkpointing:
             cmd.append("--activation-checkpointing")
         if job["cpu_offload"]:
             cmd.append("--cpu-offload")
+        if job["backward_prefetch"] if prefetch is None else prefetch:
+            cmd.append("--prefetch")
         return cmd
 
-    def plan(self, job, model, gpus, batch):
-        cmd = self.command(job, model, gpus, batch)
+    def plan(self, job, model, gpus, batch, prefetch=None, checkpointing=None):
+        cmd = self.command(job, model, gpus, batch, prefetch, checkpointing)
         key = tuple(cmd)
         if key not in self.cache:
             r = subprocess.run(cmd, capture_output=True, text=True)
@@ -115,9 +117,9 @@ class Report:
         job = self.runs["jobs"][point["job"]]
         return job, self.runs["models"][job["model"]]
 
-    def at(self, point, gpus, batch):
+    def at(self, point, gpus, batch, prefetch=None, checkpointing=None):
         job, model = self.job(point)
-        return self.planner.plan(job, model, gpus, batch)
+        return self.planner.plan(job, model, gpus, batch, prefetch, checkpointing)
 
     def tflops(self, point, gpus, batch):
         """Planned TFLOPS per GPU in the published count of FLOPs (the published count over the
@@ -128,25 +130,72 @@ class Report:
         step = p["time.step_s"]
         return (f / step / 1e12 if f else p["time.tflops_per_gpu"]), p
 
+    def published_tflops(self, point):
+        """The TFLOPS per GPU the references give for the point's job, GPU count and batch."""
+        for q in self.runs["points"]:
+            if (q["metric"] == "tflops_per_gpu" and q["job"] == point["job"]
+                    and q["gpus"] == point["gpus"] and q["batch"] == point["batch"]):
+                return q["published"]
+        for q in self.runs["points"]:  # "more than 173" holds from 128 to 512 GPUs
+            if q["metric"] == "tflops_per_gpu" and q["job"] == point["job"] \
+                    and q["batch"] == point["batch"]:
+                return q["published"]
+        return None
+
     def hbm(self, point):
         return self.job(point)[0]["hbm_gib"] * GIB
 
-    def largest_batch(self, point, limit=4096):
-        """The largest batch whose plan fits (fits is monotone in the batch): doubling, then
-        bisection."""
-        gpus = point["gpus"]
-        if not self.at(point, gpus, 1)["fits"]:
+    def largest_batch(self, point, fits, limit=4096):
+        """The largest batch for which fits(batch) (monotone in the batch): doubling, then
+        bisection; 0 when not even 1 fits."""
+        if not fits(1):
             return 0
         lo, hi = 1, 2
-        while hi <= limit and self.at(point, gpus, hi)["fits"]:
+        while hi <= limit and fits(hi):
             lo, hi = hi, hi * 2
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if self.at(point, gpus, mid)["fits"]:
+            if fits(mid):
                 lo = mid
             else:
                 hi = mid
         return lo
+
+    def plan_fits(self, point):
+        return lambda batch: bool(self.at(point, point["gpus"], batch)["fits"])
+
+    def as_run_fits(self, point):
+        return lambda batch: self.as_run(point, batch)[0] <= self.hbm(point)
+
+    def as_run(self, point, batch):
+        """The plan's device bytes with the job as the reference ran it where the planner cannot
+        express it (runs.json jobs[].as_run), computed from the plan's own figures: the bytes and
+        what each change removed."""
+        job, _ = self.job(point)
+        p = self.at(point, point["gpus"], batch)
+        m = lambda k: p["memory." + k]  # noqa: E731
+        device = m("device_total_bytes")
+        removed = []
+        for change in job["as_run"]:
+            kind = change["kind"]
+            if kind == "storage_fraction":
+                if job["cpu_offload"]:  # the shards and their state are in host memory
+                    continue
+                cut = (m("shard_bytes") + m("grad_shard_bytes") + m("optimizer_state_bytes")) \
+                    * (1 - change["factor"])
+            elif kind == "unit_fraction":
+                cut = (m("peak_unsharded_bytes") + m("peak_full_grad_bytes")) * (1 - change["factor"])
+            elif kind == "activation_offload":
+                # What stays is one block's activations, recomputed: the plan without
+                # checkpointing holds every block's, so one block's is that over the blocks.
+                whole = self.at(point, point["gpus"], batch, checkpointing=False)
+                one_block = whole["memory.activation_bytes"] / self.configs[job["model"]]["n_layer"]
+                cut = m("activation_bytes") - one_block
+            else:
+                raise PlanError(f"runs.json: jobs[{point['job']}].as_run kind {kind}: unknown")
+            device -= cut
+            removed.append(f"{kind} -{gib(cut)}")
+        return device, removed
 
     # ---- the reasons, from the plan's figures -----------------------------------------------
 
@@ -165,7 +214,9 @@ class Report:
         return (f"step {t('step_s'):.3g} s = compute {t('compute_s'):.3g} s + exposed "
                 f"communication {t('exposed_comm_s'):.3g} s ({t('exposed_comm_s') / t('step_s'):.0%}"
                 f"; all-gather {t('all_gather_s'):.3g} s, reduce-scatter "
-                f"{t('reduce_scatter_s'):.3g} s)")
+                f"{t('reduce_scatter_s'):.3g} s"
+                + (f", CPU offload copies {p.doc['time']['offload_copy_s']:.3g} s"
+                   if p.doc["time"].get("offload_copy_s") else "") + ")")
 
     def references(self, point, topics):
         """The job's costs the references name and the plan does not have (runs.json
@@ -174,10 +225,12 @@ class Report:
         out = []
         for c in job.get("costs_not_planned", []):
             if c["topic"] in topics:
-                quoted = "; ".join(f"{e['source']}:{e['line']}: \"{e['quote']}\""
-                                   for e in c["evidence"])
-                out.append(f"{c['what']} ({quoted})")
+                out.append(f"{c['what']} ({self.quoted(c)})")
         return out
+
+    @staticmethod
+    def quoted(item):
+        return "; ".join(f"{e['source']}:{e['line']}: \"{e['quote']}\"" for e in item["evidence"])
 
     def why_tflops(self, point, published, p):
         job, _ = self.job(point)
@@ -195,9 +248,33 @@ class Report:
                           "references name where time went that the plan does not model")
             detail += self.references(point, topics)
         elif t_pub:
-            detail.append("the plan is slower than the run: its compute rate or its exposed "
-                          "communication is pessimistic for this machine")
+            detail += self.slower_than_run(point, p, t_pub)
         return short, detail
+
+    def slower_than_run(self, point, p, t_pub):
+        """Why the plan's step is longer than the run's: which of its terms alone already exceeds
+        what the run took."""
+        out = []
+        comm = p["time.all_gather_s"] + p["time.reduce_scatter_s"] + p["time.all_reduce_s"]
+        inter = p["traffic.inter_node_bytes"]
+        if inter and comm > 0:
+            planned_bw, needed_bw = inter / comm, inter / t_pub
+            if needed_bw > planned_bw:
+                out.append(
+                    f"this rank sends {inter / 1e12:.3g} TB to the next node per step; the run "
+                    f"did it within its {t_pub:.3g} s step, at {needed_bw / 1e9:.3g} GB/s or more, "
+                    f"where the plan's collectives move it at {planned_bw / 1e9:.3g} GB/s "
+                    f"({comm:.3g} s): the run's collectives crossed between nodes "
+                    f"{needed_bw / planned_bw:.3g}x faster than the plan's one-GPU share of the "
+                    "node's network allows")
+        if p["time.compute_s"] > t_pub:
+            out.append(f"the plan's computation alone ({p['time.compute_s']:.3g} s, at its machine's "
+                       f"assumed efficiency) is longer than the run's whole step: the run computed "
+                       f"{p['time.compute_s'] / t_pub:.3g}x faster or more")
+            out += self.references(point, {"efficiency"})
+        if not out:
+            out.append("the plan's exposed communication makes its step longer than the run's")
+        return out
 
     def why_scaling(self, point, small, large):
         e = [p["time.exposed_comm_s"] / p["time.step_s"] for p in (small, large)]
@@ -217,9 +294,15 @@ class Report:
             q = self.at(point, point["gpus"], planned)
             detail.append(f"plan at its largest batch {planned}: {self.memory_story(point, q)}")
         job, _ = self.job(point)
-        detail += [f"{k}: {job['assumed'][k]}" for k in ("wrapping", "param_dtype",
-                                                          "activation_offload")
-                   if k in job["assumed"]]
+        if job.get("as_run"):
+            as_run = self.largest_batch(point, self.as_run_fits(point))
+            device, removed = self.as_run(point, published)
+            short += (f"; as the job ran ({', '.join(c['kind'] for c in job['as_run'])}, from the "
+                      f"plan's figures) it holds {gib(device)} at batch {published}, largest "
+                      f"batch {as_run}")
+            detail.append(f"as the job ran, at batch {published}: {gib(device)} "
+                          f"({', '.join(removed)})")
+            detail += [f"{c['kind']}: {c['what']} ({self.quoted(c)})" for c in job["as_run"]]
         return short, detail + self.references(point, {"allocator"})
 
     # ---- the rows -------------------------------------------------------------------------------
@@ -247,7 +330,7 @@ class Report:
                 short = ("the text gives no figure, only that it is below 1: the plan's is "
                          + ("below 1 too; " if planned < 1 else "NOT below 1; ") + short)
         elif metric == "largest_batch":
-            planned = self.largest_batch(point)
+            planned = self.largest_batch(point, self.plan_fits(point))
             ratio = planned / published
             if outside(ratio):
                 short, detail = self.why_batch(point, planned)
@@ -264,25 +347,60 @@ class Report:
                 detail = [f"plan: {self.memory_story(point, p)}"] + \
                     self.references(point, {"allocator"})
         elif metric == "prefetch_gain":
-            p = self.at(point, point["gpus"], point["batch"])
-            # Without backward prefetch each of backward's all-gathers (half the step's, the
-            # other half being forward's) waits on the critical path: added to the plan's step.
-            planned = p["time.all_gather_s"] / 2 / p["time.step_s"]
+            # The same job planned with and without prefetch: the gain is the step time saved.
+            on = self.at(point, point["gpus"], point["batch"], prefetch=True)
+            off = self.at(point, point["gpus"], point["batch"], prefetch=False)
+            planned = off["time.step_s"] / on["time.step_s"] - 1
             ratio = planned / published
             if outside(ratio):
-                short = (f"backward's all-gathers {p['time.all_gather_s'] / 2:.3g} s over a "
-                         f"{p['time.step_s']:.3g} s planned step")
-                detail = ["estimate: without prefetch, backward's all-gathers (half of "
-                          "all_gather_s) are exposed; " + self.time_story(p)]
+                # fsdp-plan's --prefetch is forward and backward; the references toggled backward
+                # only, with forward's all-gathers overlapped either way (runs.json baseline).
+                # Forward's all-gathers are half the step's (the same units, the same bytes).
+                backward = (off["time.step_s"] - on["time.step_s"]) / 2 / on["time.step_s"]
+                short = (f"plan's exposed communication {off['time.exposed_comm_s']:.3g} s "
+                         f"without prefetch, {on['time.exposed_comm_s']:.3g} s with it; the plan "
+                         f"turns off forward's prefetch too: backward's half is about "
+                         f"{backward:.2f}")
+                detail = [f"plan without prefetch: {self.time_story(off)}",
+                          f"with prefetch: {self.time_story(on)}",
+                          f"{point['baseline']['what']} ({self.quoted(point['baseline'])})"]
+                job, _ = self.job(point)
+                f = published_flops(self.configs[job["model"]], job["seq"], point["batch"])
+                tflops = self.published_tflops(point)
+                t_pub = f / (1e12 * tflops) if f and tflops else None
+                if t_pub and t_pub < on["time.step_s"]:
+                    detail.append(f"and the run's step ({t_pub:.3g} s) is shorter than the plan's "
+                                  f"with prefetch ({on['time.step_s']:.3g} s): the run had less "
+                                  "exposed communication to hide")
         elif metric == "fits":
             p = self.at(point, point["gpus"], point["batch"])
             planned = bool(p["fits"])
             ratio = None
             short = "agrees" if planned == published else "DIFFERS"
             detail = [f"plan: {self.memory_story(point, p)}"]
+            job, _ = self.job(point)
+            if job.get("as_run"):
+                device, removed = self.as_run(point, point["batch"])
+                fits = device <= self.hbm(point)
+                short += (f"; as the job ran (from the plan's figures) {gib(device)}: "
+                          + ("fits, agrees" if fits == published else "does not fit"))
+                detail.append(f"as the job ran: {gib(device)} ({', '.join(removed)})")
         else:
             raise PlanError(f"runs.json: points[{point['id']}].metric = {metric}: unknown")
         return planned, ratio, short, detail
+
+    def as_run_row(self, point):
+        """For a job the planner cannot express as it ran (runs.json jobs[].as_run): the figure
+        from the plan's own numbers with the run's setup applied; None elsewhere."""
+        job, _ = self.job(point)
+        if not job.get("as_run") or point["metric"] not in ("largest_batch", "fits"):
+            return None
+        how = "the plan's figures with " + ", ".join(c["kind"] for c in job["as_run"])
+        if point["metric"] == "largest_batch":
+            value = self.largest_batch(point, self.as_run_fits(point))
+            return value, value / point["published"], how
+        value = self.as_run(point, point["batch"])[0] <= self.hbm(point)
+        return value, None, how + (": agrees" if value == point["published"] else ": DIFFERS")
 
     def write(self, out, plan_label):
         lines = ["# Planned against published: the FSDP paper and the AWS note", "",
@@ -304,6 +422,7 @@ class Report:
             if detail:
                 notes.append((point["id"], detail))
                 why += f" (note {len(notes)})"
+            extra = self.as_run_row(point)
             e = point["evidence"][0]
             gpus = point["gpus"]
             gpus = "→".join(map(str, gpus)) if isinstance(gpus, list) else str(gpus)
@@ -316,6 +435,12 @@ class Report:
                          f"{point['metric']} | {pub} | {fmt(planned)} | "
                          f"{fmt(ratio) if ratio is not None else ''} | "
                          f"{e['source']}:{e['line']} | {why} |")
+            if extra:
+                value, ratio, why = extra
+                lines.append(f"| {point['id']}, as run | {gpus} | {point.get('batch', '')} | "
+                             f"{point['metric']} | {pub} | {fmt(value)} | "
+                             f"{fmt(ratio) if ratio is not None else ''} | "
+                             f"{e['source']}:{e['line']} | {why} (note {len(notes)}) |")
         lines += ["", "## Notes", ""]
         for i, (pid, detail) in enumerate(notes, 1):
             lines.append(f"{i}. {pid}: " + "; ".join(detail) + ".")
@@ -348,7 +473,7 @@ def plan_label(binary):
     where = os.path.dirname(os.path.abspath(binary))
     r = subprocess.run(["git", "-C", where, "describe", "--always", "--dirty"],
                        capture_output=True, text=True)
-    return f"`{binary}`" + (f" built from commit {r.stdout.strip()}" if r.returncode == 0 else "")
+    return f"`{binary}`" + (f", its checkout at commit {r.stdout.strip()}" if r.returncode == 0 else "")
 
 
 def main():
