@@ -98,7 +98,7 @@ fi
 # published side by side with their ratio (bench/data/published/runs.json), seconds.
 # Without the planner's machine model there is nothing to compare: said, and the rest goes on.
 if want published; then
-  if "$build/src/fsdp-plan" --help | grep -q -- --machine; then
+  if "$build/src/fsdp-plan" --help | grep -c -- --machine > /dev/null; then  # -c reads it all: no SIGPIPE under pipefail
     "$python" "$here/published_runs.py" --plan "$build/src/fsdp-plan" --out "$out/published-runs.md"
   else
     echo "published: not compared, $build/src/fsdp-plan has no --machine (step-time model)" |
