@@ -70,8 +70,8 @@ class Plan:
         v = self.doc
         for part in path.split("."):
             if not isinstance(v, dict) or part not in v:
-                raise PlanError(f"fsdp-plan's JSON has no '{path}' (the planner's activation and "
-                                f"step-time model, doc/planning.md): `{shlex.join(self.cmd)}`")
+                raise PlanError(f"fsdp-plan's JSON has no '{path}', which the report needs "
+                                f"(doc/planning.md: --machine, --batch): `{shlex.join(self.cmd)}`")
             v = v[part]
         return v
 

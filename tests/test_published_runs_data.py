@@ -1,6 +1,7 @@
 """The published runs' data (bench/data/published/runs.json) against the references they quote:
 every quote is in its reference at the cited line, every job field is either quoted or listed as
-assumed, and each model file reads, through fsdp-plan, as the parameter count the references state.
+assumed, and each model file reads, through fsdp-plan, as the parameter count the references state
+and, for the GPT models, with a decoder block of the AWS note's "roughly 12H²".
     test_published_runs_data.py FSDP_PLAN DATA_DIR REFERENCE_DIR
 Exit 77 (skipped) when the references (the seeds' text, beside the repository) are absent."""
 import json
@@ -11,6 +12,8 @@ import sys
 SKIP = 77
 # "175B", "1T", "11B" are rounded: the models read within this of them.
 PARAM_TOLERANCE = 0.03
+# 12H² leaves out the biases and norms (13H): far below this.
+BLOCK_TOLERANCE = 0.001
 JOB_FIELDS = ("gpu", "hbm_gib", "network", "machine", "ranks_per_node", "param_dtype",
               "reduce_dtype", "optimizer", "strategy", "seq", "activation_checkpointing",
               "cpu_offload", "activation_offload", "backward_prefetch")
@@ -81,6 +84,13 @@ def main():
         print(f"{name}: {params:,} parameters, stated {stated:.3g} ({params / stated - 1:+.2%})")
         if params != numel:
             failures.append(f"models.{name}: unsharded bytes / 4 = {params} but units sum {numel}")
+        # The AWS note's decoder block is "roughly 12H²" for its H: the model file's block unit.
+        if "block" in model:
+            block, h = plan_json["units"][1]["numel"], model["block"]["hidden"]
+            print(f"{name}: block unit {block:,} parameters, 12H² = {12 * h * h:,}")
+            if abs(block / (12 * h * h) - 1) > BLOCK_TOLERANCE:
+                failures.append(f"models.{name}: a block is {block:,} parameters, not about "
+                                f"12H² = {12 * h * h:,}")
         if abs(params / stated - 1) > PARAM_TOLERANCE:
             failures.append(f"models.{name}: {params:,} parameters, the references state "
                             f"{stated:.3g} (more than {PARAM_TOLERANCE:.0%} apart)")
