@@ -3,12 +3,13 @@
 # <build>/bench/, and the summary (with the machine it ran on) to <build>/bench/summary.md.
 # Timings on a shared machine are noisy: every comparison is a ratio measured in the same run.
 # Usage: run.sh [build dir] [mpiexec] [parts...]
-#   parts: kernels collectives training checkpoint e2e (default: all), gpt (make bench-gpt)
+#   parts: kernels collectives training checkpoint e2e published (default: all), gpt (make
+#   bench-gpt)
 set -euo pipefail
 build=${1:-build}
 mpiexec=${2:-$(command -v mpiexec.mpich || command -v mpiexec)}
 parts=${*:3}
-parts=${parts:-kernels collectives training checkpoint e2e}
+parts=${parts:-kernels collectives training checkpoint e2e published}
 want() { [[ " $parts " == *" $1 "* ]]; }
 here=$(cd "$(dirname "$0")" && pwd)
 out="$build/bench"
@@ -98,6 +99,17 @@ fi
 if want e2e; then
   "$python" "$here/e2e_gpt.py" --build "$build" --mpiexec "$mpiexec" --python "$python" \
     --nproc 2 --reps 5 --out "$out/e2e-np2.json" | tee "$out/e2e.log"
+fi
+# The planner against the seeds' published runs (the FSDP paper, the AWS note): planned and
+# published side by side with their ratio (bench/data/published/runs.json), seconds.
+# Without the planner's machine model there is nothing to compare: said, and the rest goes on.
+if want published; then
+  if "$build/src/fsdp-plan" --help | grep -c -- --machine > /dev/null; then  # -c reads it all: no SIGPIPE under pipefail
+    "$python" "$here/published_runs.py" --plan "$build/src/fsdp-plan" --out "$out/published-runs.md"
+  else
+    echo "published: not compared, $build/src/fsdp-plan has no --machine (step-time model)" |
+      tee "$out/published-runs.md"
+  fi
 fi
 # The seed's Table 3.1 (make bench-gpt only: about 30 minutes).
 if want gpt; then

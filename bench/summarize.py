@@ -210,6 +210,11 @@ def main():
         lines += open(os.path.join(d, "checkpoint-dcp.md")).read().splitlines()
         lines.append("")
     e2e(d, lines, plots)
+    published = os.path.join(d, "published-runs.md")
+    if os.path.exists(published):  # the planner against the seeds' published runs
+        lines += ["##" + ln if ln.startswith("#") else ln
+                  for ln in open(published).read().splitlines()]
+        lines.append("")
     table = os.path.join(d, "gpt", "gpt_table.md")
     if os.path.exists(table):  # make bench-gpt: the seed's Table 3.1
         lines += open(table).read().replace("# The seed's", "### The seed's").splitlines()
