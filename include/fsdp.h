@@ -233,12 +233,13 @@ typedef struct fsdp_config {
    *  acts as on_timeout says); 0: the default, 1800; negative: no watchdog. Also FSDP_TIMEOUT. */
   double timeout_s;
   /** Since 0.12: nonzero turns on HFSDP (Megatron-FSDP's name) with FSDP_HYBRID_SHARD: the
-   *  fp32-or-storage-dtype update runs on 1/(F*N) of each unit (F ranks per shard group, N
-   *  replicas). A reduction reduce-scatters over the shard group, then reduce-scatters across
-   *  replicas (instead of an all-reduce), so the gradient shard and the optimizer state are
-   *  1/(F*N) of the unit; after the library's optimizer updates its piece, an all-gather across
-   *  replicas brings the 1/F parameter shard up to date. Needs FSDP_HYBRID_SHARD (elsewhere
-   *  FSDP_ERR_INVALID_ARGUMENT naming cfg->hfsdp). Default 0. See doc/planning.md. */
+   *  update runs on 1/(F*N) of each unit (F ranks per shard group, N replicas). A reduction
+   *  reduce-scatters over the shard group, then reduce-scatters across replicas (instead of an
+   *  all-reduce), so the gradient shard and the optimizer state are 1/(F*N) of the unit; after
+   *  the library's optimizer updates its piece, an all-gather across replicas brings the 1/F
+   *  parameter shard (the master copy, storage dtype) up to date. Results equal hybrid's bit for
+   *  bit over 2 replicas. Needs FSDP_HYBRID_SHARD (elsewhere FSDP_ERR_INVALID_ARGUMENT naming
+   *  cfg->hfsdp). Default 0. See doc/hfsdp.md. */
   int hfsdp;
   /** Since 0.12: 1 turns on hpZ (DeepSpeed ZeRO++'s hierarchical partitioning) where a shard
    *  group spans nodes: a unit resharded after a forward use (a hold in which no gradient was
@@ -1887,8 +1888,8 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_read_model(fsdp_plan_t plan, const char* pat
  * parameters cannot take; since 0.12 job->batch_size, sequence_length (negative, or above the
  * model's maximum), activation_checkpointing, activation_bytes_per_layer); OUT_OF_RANGE (rank);
  * STATE (no units); UNSUPPORTED (a memory space or transport the plan does not model:
- * doc/planning-model.md; cfg->hfsdp or cfg->hpz, not modeled yet); INVALID_HANDLE or
- * DESTROYED_HANDLE */
+ * doc/planning-model.md; cfg->hpz in CUDA memory, which the library refuses over NCCL);
+ * INVALID_HANDLE or DESTROYED_HANDLE */
 FSDP_EXPORT fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
                                            fsdp_plan_memory_t* memory);
 
@@ -1897,7 +1898,7 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job
  *  @param[in] job NULL for FSDP_PLAN_JOB_INIT, or a job with `size` set
  *  @param[in] rank in [0, job->world_size)
  *  @param[out] traffic traffic->size set by the caller
- *  @return as fsdp_plan_memory, with UNSUPPORTED only for cfg->hfsdp or cfg->hpz */
+ *  @return as fsdp_plan_memory, without UNSUPPORTED (traffic is planned for every placement) */
 FSDP_EXPORT fsdp_status_t fsdp_plan_traffic(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
                                             fsdp_plan_traffic_t* traffic);
 

@@ -37,6 +37,11 @@ jobs = [
     (layout, "layout", 4, 2, 1, dict(hyperparams={"amsgrad": 1}), ["--amsgrad"]),
     (layout, "layout", 2, 0, 0, dict(optimizer=None, strategy="none"),
      ["--optimizer", "none", "--strategy", "none"]),
+    # HFSDP and hpZ reach the planner through init's keywords as through fsdp-plan's options.
+    (gpt2, "hf", 8, 2, 3, dict(strategy="hybrid", sharding_factor=2, hfsdp=True),
+     ["--strategy", "hybrid", "--factor", "2", "--hfsdp"]),
+    (gpt2, "hf", 8, 2, 1, dict(hpz=True, param_dtype="bfloat16"),
+     ["--hpz", "--param-dtype", "bfloat16"]),
 ]
 for model, fmt, world, per_node, rank, kwargs, options in jobs:
     what = f"{os.path.basename(model)} world {world} {options}"
@@ -50,6 +55,14 @@ for model, fmt, world, per_node, rank, kwargs, options in jobs:
         for key in ("memory", "traffic", "units", "sharding_factor", "replicas"):
             check(got.get(key) == want.get(key),
                   f"{what}: {key}: plan {got.get(key)} != fsdp-plan {want.get(key)}")
+
+hf = libfsdp.plan(gpt2, "hf", 8, 2, strategy="hybrid", sharding_factor=2, hfsdp=True,
+                  transport="mpi")
+check(hf["traffic"]["replica_all_gather_calls"] > 0 and hf["traffic"]["all_reduce_calls"] == 0,
+      f"HFSDP's traffic {hf['traffic']}")
+hz = libfsdp.plan(gpt2, "hf", 8, 2, hpz=True, transport="mpi")
+check(hz["traffic"]["node_all_gather_calls"] > 0 and hz["memory"]["peak_secondary_bytes"] > 0,
+      f"hpZ's traffic {hz['traffic']}")
 
 # GPT-2 small: 124,439,808 parameters (the tied head counted once), in bytes of float32 unsharded.
 got = libfsdp.plan(gpt2, "hf", 1, transport="mpi")
