@@ -239,7 +239,7 @@ typedef struct fsdp_config {
    *  the library's optimizer updates its piece, an all-gather across replicas brings the 1/F
    *  parameter shard (the master copy, storage dtype) up to date. Results equal hybrid's bit for
    *  bit over 2 replicas. Needs FSDP_HYBRID_SHARD (elsewhere FSDP_ERR_INVALID_ARGUMENT naming
-   *  cfg->hfsdp). Default 0. See doc/hfsdp.md. */
+   *  cfg->hfsdp); with cpu_offload FSDP_ERR_UNSUPPORTED. Default 0. See doc/hfsdp.md. */
   int hfsdp;
   /** Since 0.12: 1 turns on hpZ (DeepSpeed ZeRO++'s hierarchical partitioning) where a shard
    *  group spans nodes: a unit resharded after a forward use (a hold in which no gradient was

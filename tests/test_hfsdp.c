@@ -308,6 +308,10 @@ static void bad_input(void) {
   CHECK_FAILS(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx), FSDP_ERR_INVALID_ARGUMENT, "cfg->hfsdp");
   cfg.strategy = FSDP_NO_SHARD;
   CHECK_FAILS(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx), FSDP_ERR_INVALID_ARGUMENT, "cfg->hfsdp");
+  cfg.strategy = FSDP_HYBRID_SHARD; /* refused before any device is looked for */
+  cfg.memory_space = FSDP_MEMORY_CUDA;
+  cfg.cpu_offload = 1;
+  CHECK_FAILS(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx), FSDP_ERR_UNSUPPORTED, "cfg->hfsdp");
   CHECK(ctx == NULL);
   Run r;
   setenv("FSDP_DEBUG_COLLECTIVES", "1", 1); /* the step, collective under HFSDP, is compared */

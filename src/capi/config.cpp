@@ -115,18 +115,11 @@ ContextOptions options_from_config(const fsdp_config_t* cfg) {
   o.timeout_abort = c.on_timeout == FSDP_ON_TIMEOUT_ABORT;
   if (c.hfsdp != 0 && c.hfsdp != 1)
     fail(Errc::InvalidArgument, "cfg->hfsdp = " + std::to_string(c.hfsdp) + ": must be 0 or 1");
-  if (c.hfsdp && c.strategy != FSDP_HYBRID_SHARD)
-    fail(Errc::InvalidArgument,
-         "cfg->hfsdp = 1 needs cfg->strategy = FSDP_HYBRID_SHARD (it shards the optimizer state "
-         "across the replicas of a hybrid job; other strategies have no such replicas)");
   if (c.hpz != 0 && c.hpz != 1)
     fail(Errc::InvalidArgument, "cfg->hpz = " + std::to_string(c.hpz) + ": must be 0 or 1");
-  if (c.hpz && c.strategy == FSDP_NO_SHARD)
-    fail(Errc::InvalidArgument,
-         "cfg->hpz = 1 needs a strategy that shards (FSDP_FULL_SHARD or FSDP_HYBRID_SHARD): "
-         "FSDP_NO_SHARD gathers nothing");
   o.hfsdp = c.hfsdp != 0;
   o.hpz = c.hpz != 0;
+  check_option_combinations(o);
   return o;
 }
 

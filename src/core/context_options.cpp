@@ -36,6 +36,21 @@ uint64_t ContextOptions::fingerprint() const {
   return f.value();
 }
 
+void check_option_combinations(const ContextOptions& o) {
+  if (o.hfsdp && o.strategy != Strategy::HybridShard)
+    fail(Errc::InvalidArgument,
+         "cfg->hfsdp = 1 needs cfg->strategy = FSDP_HYBRID_SHARD (it shards the optimizer state "
+         "across the replicas of a hybrid job; other strategies have no such replicas)");
+  if (o.hfsdp && o.placement.cpu_offload)
+    fail(Errc::Unsupported,
+         "cfg->hfsdp = 1 with cfg->cpu_offload = 1: the all-gather across replicas after the step "
+         "would run on the offloaded shards in host memory, which NCCL does not take");
+  if (o.hpz && o.strategy == Strategy::NoShard)
+    fail(Errc::InvalidArgument,
+         "cfg->hpz = 1 needs a strategy that shards (FSDP_FULL_SHARD or FSDP_HYBRID_SHARD): "
+         "FSDP_NO_SHARD gathers nothing");
+}
+
 namespace {
 
 void read_byte_count(Env var, std::size_t& out) {

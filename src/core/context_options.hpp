@@ -36,6 +36,11 @@ struct ContextOptions {
   uint64_t fingerprint() const;
 };
 
+// What HFSDP and hpZ refuse whatever the ranks (fsdp_init, and the planner for every job it
+// tries): HFSDP without hybrid sharding (InvalidArgument) or with CPU offload (Unsupported), hpZ
+// without sharding (InvalidArgument); each names cfg->hfsdp or cfg->hpz.
+void check_option_combinations(const ContextOptions& options);
+
 // Reads FSDP_REDUCE_SCATTER_ALGORITHM (auto|ring|mpi), FSDP_RING_MIN_BLOCK_BYTES,
 // FSDP_RING_PIECE_BYTES, FSDP_TRANSPORT (auto|mpi|shm|nccl), FSDP_DEBUG_COLLECTIVES (0|1),
 // FSDP_TIMEOUT (seconds) and FSDP_ON_TIMEOUT (error|abort). Throws InvalidArgument naming the

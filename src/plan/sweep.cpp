@@ -32,6 +32,7 @@ namespace {
 // The plans of one configuration, or nothing where the library refuses it.
 bool planned(const PlanModel& model, const PlanJob& job, const Machine& machine, SweepEntry& out) {
   try {
+    check_option_combinations(job.options);  // as fsdp_init refuses them
     out = {job, plan_memory(model, job), plan_time(model, job, machine, 0)};
     return true;
   } catch (const Error& e) {
