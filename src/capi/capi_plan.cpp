@@ -101,11 +101,10 @@ PlanJob read_job(const fsdp_plan_job_t* in) {
   return job;
 }
 
-fsdp::plan::Machine read_machine(const fsdp_plan_machine_t* in) {
-  if (!in) fail(Errc::InvalidArgument, "machine: NULL (fsdp_plan_machine_preset fills one)");
-  const fsdp_plan_machine_t c =
-      fsdp::capi::read_sized(*in, FSDP_PLAN_MACHINE_INIT, "machine", "FSDP_PLAN_MACHINE_INIT");
-  fsdp::plan::Machine m;
+// The machine's figures between fsdp_plan_machine_t and fsdp::plan::Machine (same names), either
+// way.
+template <class To, class From>
+void copy_machine(To& m, const From& c) {
   m.peak_flops_16bit = c.peak_flops_16bit;
   m.peak_flops_32bit = c.peak_flops_32bit;
   m.peak_flops_64bit = c.peak_flops_64bit;
@@ -116,6 +115,14 @@ fsdp::plan::Machine read_machine(const fsdp_plan_machine_t* in) {
   m.inter_node_latency_s = c.inter_node_latency_s;
   m.host_device_bandwidth = c.host_device_bandwidth;
   m.compute_efficiency = c.compute_efficiency;
+}
+
+fsdp::plan::Machine read_machine(const fsdp_plan_machine_t* in) {
+  if (!in) fail(Errc::InvalidArgument, "machine: NULL (fsdp_plan_machine_preset fills one)");
+  const fsdp_plan_machine_t c =
+      fsdp::capi::read_sized(*in, FSDP_PLAN_MACHINE_INIT, "machine", "FSDP_PLAN_MACHINE_INIT");
+  fsdp::plan::Machine m;
+  copy_machine(m, c);
   fsdp::plan::check_machine(m);
   return m;
 }
@@ -460,16 +467,7 @@ fsdp_status_t fsdp_plan_machine_preset(const char* name, fsdp_plan_machine_t* ma
     require_output(machine, "machine");
     const fsdp::plan::Machine m = fsdp::plan::machine_preset(name);
     fsdp_plan_machine_t c = FSDP_PLAN_MACHINE_INIT;
-    c.peak_flops_16bit = m.peak_flops_16bit;
-    c.peak_flops_32bit = m.peak_flops_32bit;
-    c.peak_flops_64bit = m.peak_flops_64bit;
-    c.hbm_bytes = m.hbm_bytes;
-    c.intra_node_bandwidth = m.intra_node_bandwidth;
-    c.intra_node_latency_s = m.intra_node_latency_s;
-    c.inter_node_bandwidth = m.inter_node_bandwidth;
-    c.inter_node_latency_s = m.inter_node_latency_s;
-    c.host_device_bandwidth = m.host_device_bandwidth;
-    c.compute_efficiency = m.compute_efficiency;
+    copy_machine(c, m);
     fsdp::capi::write_sized(machine, c, "machine");
   });
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "base/agreement.hpp"
@@ -536,15 +537,15 @@ std::vector<PartialCrc> checksum(const PosixFile& file, const std::vector<FileRa
   return crc;
 }
 
-// The targets `comm` holds exactly once (`state`: optimizer state, else parameters): its members'
-// partial checksums combine to each dataset's.
+// The targets `comm` holds exactly once (`state`: only optimizer state, or only parameters; none:
+// every target): its members' partial checksums combine to each dataset's.
 void verify_checksums(MPI_Comm comm, const std::vector<Target>& targets,
-                      const std::vector<PartialCrc>& local, bool state) {
+                      const std::vector<PartialCrc>& local, std::optional<bool> state) {
   std::vector<std::size_t> picked(targets.size(), SIZE_MAX);
   std::vector<std::size_t> of;  // the picked targets' indices
   std::vector<DatasetExtent> extents;
   for (std::size_t t = 0; t < targets.size(); ++t)
-    if ((targets[t].optimizer >= 0) == state) {
+    if (!state || (targets[t].optimizer >= 0) == *state) {
       picked[t] = of.size();
       of.push_back(t);
       extents.push_back(
@@ -586,8 +587,9 @@ std::unique_ptr<PosixFile> open_verified(MPI_Comm all, MPI_Comm shard, bool stat
   });
   agree_on(all, [&] {
     const std::vector<PartialCrc> crc = checksum(*file, ranges, targets);
+    if (!state_over_all) return verify_checksums(shard, targets, crc, std::nullopt);
     verify_checksums(shard, targets, crc, /*state=*/false);
-    verify_checksums(state_over_all ? all : shard, targets, crc, /*state=*/true);
+    verify_checksums(all, targets, crc, /*state=*/true);
   });
   return file;
 }

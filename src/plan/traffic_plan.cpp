@@ -50,6 +50,7 @@ TrafficPlan plan_traffic(const PlanModel& model, const PlanJob& job, int rank) {
   const bool hfsdp = job.options.hfsdp && place.replicas > 1;
   TrafficPlan t;
   const int r = node_ranks(job);
+  const Ring node{r, false};  // hpZ: the shard group's ranks on this node
   std::vector<StepEvent> step = training_step(model);
   mark_secondaries(step, units.size());
   for (const StepEvent& e : step) {
@@ -57,7 +58,7 @@ TrafficPlan plan_traffic(const PlanModel& model, const PlanJob& job, int rank) {
       const std::size_t b = units[e.unit].bytes().unsharded();
       ++t.node_all_gather_calls;
       t.node_all_gather_bytes += b;
-      t.intra_node_bytes += b * static_cast<std::size_t>(r - 1) / static_cast<std::size_t>(r);
+      sender.send(t, node, b, 1);
     } else if (e.kind == StepEvent::Kind::Unshard) {
       const std::size_t b = units[e.unit].bytes().unsharded();
       ++t.all_gather_calls;
