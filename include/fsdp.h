@@ -46,7 +46,7 @@ extern "C" {
 /** Major version: changes only with incompatible ABI changes. */
 #define FSDP_VERSION_MAJOR 0
 /** Minor version: additions (a program runs with any library of its major and a minor >= its). */
-#define FSDP_VERSION_MINOR 12
+#define FSDP_VERSION_MINOR 13
 /** Patch version: fixes. */
 #define FSDP_VERSION_PATCH 0
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */
@@ -237,7 +237,10 @@ typedef struct fsdp_config {
    *  reduce-scatters over the shard group, then reduce-scatters across replicas (instead of an
    *  all-reduce), so the gradient shard and the optimizer state are 1/(F*N) of the unit; after
    *  the library's optimizer updates its piece, an all-gather across replicas brings the 1/F
-   *  parameter shard (the master copy, storage dtype) up to date. Results equal hybrid's bit for
+   *  parameter shard up to date. Since 0.13, with a param_dtype other than a unit's dtype, the
+   *  float32 masters are split too: a rank keeps its 1/F block of the trainable parameters in
+   *  param_dtype and the masters of its 1/(F*N) piece only (fsdp_shard_data is then refused;
+   *  fsdp_gather_params and checkpoints give the masters). Results equal hybrid's bit for
    *  bit over 2 replicas. Needs FSDP_HYBRID_SHARD (elsewhere FSDP_ERR_INVALID_ARGUMENT naming
    *  cfg->hfsdp); with cpu_offload FSDP_ERR_UNSUPPORTED. Default 0. See doc/hfsdp.md. */
   int hfsdp;
@@ -315,8 +318,10 @@ typedef struct fsdp_unit_options {
 
 /** Memory the library holds for a context, in bytes. A struct that grows at its end: set `size`. */
 typedef struct fsdp_memory_stats {
-  size_t size;                  /**< sizeof(fsdp_memory_stats_t) as the caller compiled it */
-  size_t shard_bytes;           /**< parameter shards of all units (the master copy) */
+  size_t size; /**< sizeof(fsdp_memory_stats_t) as the caller compiled it */
+  /** parameter shards of all units (the master copy; with HFSDP's split masters, since 0.13, the
+   *  masters' pieces and the param_dtype blocks of the trainable parameters) */
+  size_t shard_bytes;
   size_t grad_shard_bytes;      /**< gradient shards of all units */
   size_t unsharded_bytes;       /**< unsharded parameter buffers in use now (0.1: and full grads) */
   size_t pool_cached_bytes;     /**< released buffers the pool keeps for reuse */
@@ -809,6 +814,8 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_none(fsdp_unit_t unit, int* none, int count)
  *  @param[out] data may be NULL; the shard's address
  *  @param[out] numel may be NULL; receives the element count
  *  @return FSDP_SUCCESS; INVALID_ARGUMENT (shard_grad of a unit with every parameter frozen);
+ * UNSUPPORTED (since 0.13: shard_data with cfg->hfsdp and a param_dtype other than the unit's
+ * dtype, where no rank holds a shard in the unit's dtype: the masters are split across replicas);
  * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel);
 
@@ -917,7 +924,9 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_zero_copy(fsdp_unit_t unit, int* zero_copy);
  *  float64 master the optimizer updates, not the param_dtype copy fsdp_unshard gives), row-major,
  *  into values[i]; values[i] may be NULL to skip parameter i (tied aliases are not included:
  *  gather their owner). One all-gather of the shards; the unit may be sharded or unsharded.
- *  Collective over the shard group (every rank of it passes the same unit).
+ *  Collective over the shard group (every rank of it passes the same unit); since 0.13 over
+ *  every rank of the context where HFSDP splits the unit's masters (cfg->hfsdp with a
+ *  param_dtype other than the unit's dtype: the pieces are gathered across replicas first).
  *  @param[in] unit the unit
  *  @param[in] values its parameter count of pointers, each NULL or room for that parameter's
  * numel elements of the unit's dtype (host memory; device memory too in a CUDA context)

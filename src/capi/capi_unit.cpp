@@ -230,6 +230,7 @@ fsdp_status_t fsdp_grad_none(fsdp_unit_t unit, int* none, int count) {
 fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel) {
   return guard(__func__, [&] {
     Unit& u = unit_from(unit, "unit");
+    u.refuse_split_shard(__func__);
     if (data) {
       *data = u.shard_data();
       u.drop_secondary();                       // hpZ: the caller may write the shard from here on

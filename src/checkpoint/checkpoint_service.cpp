@@ -147,28 +147,30 @@ DatasetSpec param_dataset(const std::string& path, const ParamSpec& p) {
   return d;
 }
 
-// Adds one dataset per parameter of `u` from the buffer `base` (shard layout), with this rank's
-// pieces when it writes; `optimizer` non-null: optimizer state (trainable parameters only, from
-// the update range), each dataset with its parameter's update count; `spares` non-null: the
-// pieces point into a copy of the buffer (a background save).
+// Adds one dataset per parameter of `u` from the buffer `base` (the master copy:
+// Unit::master_slice), with this rank's pieces when it writes (a master piece always: no other rank
+// holds it); `optimizer` non-null: optimizer state (trainable parameters only, from the update
+// range), each dataset with its parameter's update count; `spares` non-null: the pieces point into
+// a copy of the buffer (a background save).
 void add_unit_datasets(SaveJob& job, Unit& u, const std::string& group, const void* base,
                        const Optimizer* optimizer, bool writer,
                        std::vector<std::vector<char>>* spares) {
   const bool trainable_only = optimizer != nullptr;
+  const bool master_pieces = !trainable_only && u.split_masters();
   const std::size_t es = u.layout().element_size();
   const char* src = static_cast<const char*>(base);
-  if (writer && spares)
+  if ((writer || master_pieces) && spares)
     src = copy_into_job(
         job, u.context().memory(), base,
-        (trainable_only ? u.layout().grad_shard_numel() : u.layout().shard_numel()) * es, *spares);
+        (trainable_only ? u.layout().grad_shard_numel() : u.bytes().master_numel()) * es, *spares);
   for (std::size_t i = 0; i < u.layout().num_params(); ++i) {
     const ParamSpec& p = u.layout().param(i);
     if (trainable_only && !p.requires_grad) continue;
     DatasetSpec d = param_dataset(group + "/" + escape_name(p.name), p);
     if (optimizer) d.attrs = {Attr::i64(kStepAttr, optimizer->steps(u, i))};
     job.plan.datasets.push_back(std::move(d));
-    const ShardSlice s = optimizer ? u.update_slice(i) : u.slice(i);
-    if (!writer || s.length == 0) continue;
+    const ShardSlice s = optimizer ? u.update_slice(i) : u.master_slice(i);
+    if (!(writer || (master_pieces && u.master_in_piece(i))) || s.length == 0) continue;
     WritePiece piece;
     piece.dataset = job.plan.datasets.size() - 1;
     piece.first = s.param_offset;
@@ -206,8 +208,8 @@ Catalog describe_save(Context& ctx, const SaveRequest& r, const std::string& cre
 }
 
 // `spares` null: the pieces point at the live shards (a synchronous save). `writer`: this rank
-// writes its parameter pieces (one replica does); every rank of the write communicator writes
-// its optimizer state pieces (with HFSDP each rank holds its own).
+// writes its parameter pieces (one replica does); with HFSDP every rank writes the optimizer
+// state it holds, and its master piece where the masters are split.
 SaveJob build_save(Context& ctx, const SaveRequest& r, bool writer,
                    std::vector<std::vector<char>>* spares, const std::string& created) {
   SaveJob job;
@@ -331,6 +333,9 @@ struct Target {
   Unit* unit = nullptr;
   std::size_t param = 0;
   int optimizer = -1, buffer = -1;  // -1: the parameter itself
+  // Whether this rank's range of it is one of the whole job's (HFSDP: optimizer state, and master
+  // pieces) rather than one of its shard group's.
+  bool in_piece(bool hfsdp) const { return optimizer < 0 ? unit->master_in_piece(param) : hfsdp; }
 };
 
 // One of the request's optimizers against the file's optimizer at its position.
@@ -508,7 +513,7 @@ std::vector<FileRange> plan_reads(const std::vector<Target>& targets) {
   for (std::size_t t = 0; t < targets.size(); ++t) {
     const Target& tg = targets[t];
     const ShardSlice s =
-        tg.optimizer < 0 ? tg.unit->slice(tg.param) : tg.unit->update_slice(tg.param);
+        tg.optimizer < 0 ? tg.unit->master_slice(tg.param) : tg.unit->update_slice(tg.param);
     if (s.length == 0) continue;
     const std::size_t fes = dtype_size(tg.file->dtype);
     ranges.push_back({t, s, tg.file->offset + s.param_offset * fes, s.length * fes});
@@ -537,15 +542,17 @@ std::vector<PartialCrc> checksum(const PosixFile& file, const std::vector<FileRa
   return crc;
 }
 
-// The targets `comm` holds exactly once (`state`: only optimizer state, or only parameters; none:
-// every target): its members' partial checksums combine to each dataset's.
+// The targets `comm` holds exactly once (`in_piece`: only those each rank holds as one of the
+// job's, Target::in_piece, or only the others; none: every target): its members' partial
+// checksums combine to each dataset's.
 void verify_checksums(MPI_Comm comm, const std::vector<Target>& targets,
-                      const std::vector<PartialCrc>& local, std::optional<bool> state) {
+                      const std::vector<PartialCrc>& local, bool hfsdp,
+                      std::optional<bool> in_piece) {
   std::vector<std::size_t> picked(targets.size(), SIZE_MAX);
   std::vector<std::size_t> of;  // the picked targets' indices
   std::vector<DatasetExtent> extents;
   for (std::size_t t = 0; t < targets.size(); ++t)
-    if (!state || (targets[t].optimizer >= 0) == *state) {
+    if (!in_piece || targets[t].in_piece(hfsdp) == *in_piece) {
       picked[t] = of.size();
       of.push_back(t);
       extents.push_back(
@@ -571,8 +578,8 @@ void verify_checksums(MPI_Comm comm, const std::vector<Target>& targets,
 
 // Pass 1: opens the file and checks every rank's ranges of every dataset (inside the file, the
 // checksums), before anything is copied. Each shard group holds every parameter once; optimizer
-// state too, or with HFSDP the whole job does (`state_over_all`).
-std::unique_ptr<PosixFile> open_verified(MPI_Comm all, MPI_Comm shard, bool state_over_all,
+// state too, or with HFSDP the whole job does (and the master pieces, Target::in_piece).
+std::unique_ptr<PosixFile> open_verified(MPI_Comm all, MPI_Comm shard, bool hfsdp,
                                          const std::string& path,
                                          const std::vector<FileRange>& ranges,
                                          const std::vector<Target>& targets) {
@@ -587,9 +594,9 @@ std::unique_ptr<PosixFile> open_verified(MPI_Comm all, MPI_Comm shard, bool stat
   });
   agree_on(all, [&] {
     const std::vector<PartialCrc> crc = checksum(*file, ranges, targets);
-    if (!state_over_all) return verify_checksums(shard, targets, crc, std::nullopt);
-    verify_checksums(shard, targets, crc, /*state=*/false);
-    verify_checksums(all, targets, crc, /*state=*/true);
+    if (!hfsdp) return verify_checksums(shard, targets, crc, false, std::nullopt);
+    verify_checksums(shard, targets, crc, true, /*in_piece=*/false);
+    verify_checksums(all, targets, crc, true, /*in_piece=*/true);
   });
   return file;
 }
@@ -612,7 +619,9 @@ void read_ranges(Context& ctx, MPI_Comm all, const LoadRequest& r,
                          : r.optimizers[static_cast<std::size_t>(tg.optimizer)]->ensure_state(
                                *tg.unit, tg.buffer));
     if (staged) {
-      staging[t].resize(tg.optimizer < 0 ? tg.unit->shard_bytes() : tg.unit->grad_shard_bytes());
+      staging[t].resize(tg.optimizer < 0
+                            ? tg.unit->bytes().master_numel() * tg.unit->layout().element_size()
+                            : tg.unit->grad_shard_bytes());
       memory.copy(staging[t].data(), destination[t], staging[t].size());
     }
   }
@@ -707,6 +716,8 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
       open_verified(all_, shard_, ctx_.options().hfsdp, r.path, ranges, m.targets);
   // Everything is verified: from here on the destinations change.
   read_ranges(ctx_, all_, r, m.targets, ranges, *file);
+  for (Unit* u : ctx_.units())  // split masters: the trainable blocks from the loaded pieces
+    if (u->split_masters()) u->gather_update_pieces();
   apply_state(ctx_, m, catalog, r.model_only ? nullptr : r.scaler);
   ctx_.shard_memory().handover_to_caller();  // the caller's stream sees the loaded values
   return m.report;

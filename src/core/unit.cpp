@@ -63,22 +63,29 @@ char* Unit::element(void* base, std::size_t i, DType t) const {
 // all-gather runs in place: no staging buffer.
 void Unit::gather_sections(const Located& full) {
   const DType p = precision_.param;
-  for (const Section& s : layout_.sections()) {
+  for (SectionKind k : {SectionKind::Trainable, SectionKind::Frozen}) {
+    const Section& s = layout_.section(k);
     if (s.numel == 0) continue;
     const Located out = full.at(s.flat_base * dtype_size(p));
-    const void* own = own_block_copied() ? nullptr : element(shard_, s.shard_base, p);
+    const void* own = own_block_copied() ? nullptr : block(k);
     ctx_.transport().all_gather(own, out, s.shard_numel, p, ctx_.groups().shard());
   }
   ctx_.memory().record(gathered_.get());
 }
 
 void Unit::copy_own_blocks(void* full) {
-  const DType p = precision_.param, st = precision_.storage;
-  for (const Section& s : layout_.sections())
+  const DType p = precision_.param;
+  for (SectionKind k : {SectionKind::Trainable, SectionKind::Frozen}) {
+    const Section& s = layout_.section(k);
     if (s.numel)
       ctx_.memory().kernels().convert(
           element(full, s.flat_base + static_cast<std::size_t>(shard_rank_) * s.shard_numel, p), p,
-          element(shard_, s.shard_base, st), st, s.shard_numel);
+          block(k), bytes().block_dtype(k), s.shard_numel);
+  }
+}
+
+char* Unit::block(SectionKind k) const {
+  return static_cast<char*>(shard_) + bytes().block_offset(k);
 }
 
 void Unit::release_unsharded() {
@@ -452,9 +459,49 @@ void Unit::reduce_into(const Located& full, DType r, void* out, Store store) {
 
 void Unit::gather_update_pieces() {
   if (layout_.update_pieces() == 1 || layout_.grad_shard_numel() == 0) return;
+  const DType t = bytes().block_dtype(SectionKind::Trainable);
+  char* trainable = block(SectionKind::Trainable);
+  if (split_masters())  // the updated masters, rounded to param_dtype as an unshard rounds them
+    ctx_.shard_memory().kernels().convert(
+        element(trainable, layout_.update_offset(update_piece_), t), t, shard_, precision_.storage,
+        layout_.grad_shard_numel());
   TraceSpan span(ctx_.trace(), "replica_all_gather", trace_name(), bytes().trainable_shard());
-  ctx_.transport().all_gather(nullptr, Located::private_memory(shard_), layout_.grad_shard_numel(),
-                              precision_.storage, ctx_.groups().replicate());
+  ctx_.transport().all_gather(nullptr, Located::private_memory(trainable),
+                              layout_.grad_shard_numel(), t, ctx_.groups().replicate());
+}
+
+void Unit::install_shard(const void* shard) {
+  MemorySpace& m = ctx_.shard_memory();
+  if (!split_masters()) {
+    m.copy(shard_, shard, shard_bytes());
+    return;
+  }
+  const std::size_t es = layout_.element_size();
+  const Section& frozen = layout_.section(SectionKind::Frozen);
+  const char* src = static_cast<const char*>(shard);
+  m.copy(shard_, src + layout_.update_offset(update_piece_) * es, layout_.grad_shard_numel() * es);
+  m.copy(block(SectionKind::Frozen), src + frozen.shard_base * es, frozen.shard_numel * es);
+  m.kernels().convert(block(SectionKind::Trainable), precision_.param, src, precision_.storage,
+                      layout_.trainable_shard_numel());
+}
+
+ShardSlice Unit::master_slice(std::size_t i) const {
+  if (!split_masters()) return slice(i);
+  if (layout_.param(i).requires_grad) return update_slice(i);
+  ShardSlice s = slice(i);  // in the frozen block, which follows the master piece
+  if (s.length)
+    s.shard_offset = s.shard_offset - layout_.section(SectionKind::Frozen).shard_base +
+                     layout_.grad_shard_numel();
+  return s;
+}
+
+void Unit::refuse_split_shard(const char* call) const {
+  if (split_masters())
+    fail(Errc::Unsupported,
+         std::string(call) + ": " + label() +
+             ": with cfg->hfsdp and a param_dtype other than the parameters' dtype, a rank keeps "
+             "its trainable block in param_dtype and 1/(F*N) of the float32 masters, not a "
+             "shard in the storage dtype; fsdp_gather_params and checkpoints read the masters");
 }
 
 void Unit::refuse_piece_view(const char* what) const {
@@ -466,7 +513,9 @@ void Unit::refuse_piece_view(const char* what) const {
 }
 
 void* Unit::update_data() const {
-  return element(shard_, layout_.update_offset(update_piece_), precision_.storage);
+  return split_masters()
+             ? shard_
+             : element(shard_, layout_.update_offset(update_piece_), precision_.storage);
 }
 
 ShardSlice Unit::update_slice(std::size_t i) const {

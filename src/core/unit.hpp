@@ -150,7 +150,24 @@ class Unit {
            (!grad_none_.empty() && grad_none_[i] != 0);
   }
 
+  // The shard, bytes().shard() bytes; its layout is fsdp.h's (the storage dtype, each section's
+  // block) unless the masters are split (UnitBytes::split_masters), which the caller's view of it
+  // refuses (refuse_split_shard).
   void* shard_data() const { return shard_; }
+  bool split_masters() const { return bytes().split_masters(); }
+  // Where parameter i's master values are: a slice of the master copy (storage dtype elements
+  // from shard_data(), UnitBytes::master_numel() of them), and whether the rank holds them as one
+  // of the whole job (split masters: its update range) rather than one of its shard group.
+  ShardSlice master_slice(std::size_t i) const;
+  bool master_in_piece(std::size_t i) const {
+    return split_masters() && layout_.param(i).requires_grad;
+  }
+  // Sets the shard from `shard`, this rank's shard in fsdp.h's layout (storage dtype, in shard
+  // memory): a copy, or with split masters this rank's master piece and frozen block out of it
+  // and its trainable block converted. Local.
+  void install_shard(const void* shard);
+  // Throws Unsupported naming `call` when the masters are split (see shard_data()).
+  void refuse_split_shard(const char* call) const;
   // hpZ: the secondary partition goes unused (the shard may change: fsdp_shard_data, the
   // library's optimizer step, norm or checkpoint); one an unshard in flight reads goes when that
   // unshard completes. Local.
@@ -168,15 +185,16 @@ class Unit {
   ShardSlice slice(std::size_t i) const;
   // Parameter i's part of this rank's update range (offsets into the gradient shard).
   ShardSlice update_slice(std::size_t i) const;
-  // The shard's elements from the start of this rank's update range (what the gradient shard's
-  // first element updates).
+  // The master elements of this rank's update range (what the gradient shard's first element
+  // updates): in the shard, or the master piece when split.
   void* update_data() const;
   // Throws Unsupported naming `what` (the caller's view of the gradient shard or of optimizer
   // state) under HFSDP, where they cover this rank's piece alone, which only the library's
   // optimizers update.
   void refuse_piece_view(const char* what) const;
   // HFSDP, after this rank's update range was updated (collective over the replicate group): the
-  // all-gather across replicas that brings every piece of the trainable block up to date.
+  // all-gather across replicas that brings every piece of the trainable block up to date, after
+  // this rank's updated master piece was rounded into its piece of the block when split.
   void gather_update_pieces();
 
   UnitBytes bytes() const { return {layout_, precision_}; }
@@ -187,7 +205,8 @@ class Unit {
 
  private:
   char* element(void* base, std::size_t i, DType t) const;
-  void* grad_shard_storage();  // allocated, contents meaningful only if !grad_shard_is_zero_
+  char* block(SectionKind k) const;  // this rank's block of section k (UnitBytes::block_offset)
+  void* grad_shard_storage();        // allocated, contents meaningful only if !grad_shard_is_zero_
   // Throws State when a unit using one of this unit's parameters is still unsharded: `doing` can
   // then not happen yet (resharding would pull the parameter from under it, reducing would miss
   // its gradient).

@@ -13,8 +13,35 @@ struct UnitBytes {
   const FlatLayout& layout;
   const Precision& precision;
 
-  // The parameter shard, in the storage dtype (the master copy).
-  std::size_t shard() const { return layout.shard_numel() * layout.element_size(); }
+  // HFSDP under mixed precision (param_dtype not the storage dtype) splits the masters from the
+  // shard: each rank keeps its block of the trainable section in param_dtype (what the shard
+  // group's all-gather sends) and the master copy of its update range alone (1/(F*N), storage
+  // dtype), as Megatron-FSDP does. Else the shard is the master copy, in the storage dtype.
+  bool split_masters() const {
+    return layout.update_pieces() > 1 && precision.param != precision.storage;
+  }
+  // The master copy, storage dtype elements at the shard's start: this rank's whole shard, or
+  // (split) its master piece followed by its block of the frozen section.
+  std::size_t master_numel() const {
+    return split_masters()
+               ? layout.grad_shard_numel() + layout.section(SectionKind::Frozen).shard_numel
+               : layout.shard_numel();
+  }
+  // Where each section's block starts in the shard (bytes), and its dtype: the trainable block
+  // after the master copy when split.
+  std::size_t block_offset(SectionKind k) const {
+    if (split_masters())
+      return k == SectionKind::Trainable ? master_numel() * layout.element_size()
+                                         : layout.grad_shard_numel() * layout.element_size();
+    return layout.section(k).shard_base * layout.element_size();
+  }
+  DType block_dtype(SectionKind k) const {
+    return split_masters() && k == SectionKind::Trainable ? precision.param : precision.storage;
+  }
+  // The parameter shard: the master copy, and when split the trainable block in param_dtype.
+  std::size_t shard() const {
+    return master_numel() * layout.element_size() + (split_masters() ? trainable_shard() : 0);
+  }
   // The gradient shard (this rank's update range of the trainable section), in the storage
   // dtype; each optimizer state buffer is as large.
   std::size_t grad_shard() const { return layout.grad_shard_numel() * layout.element_size(); }
@@ -37,10 +64,10 @@ struct UnitBytes {
     const std::size_t piece = layout.update_pieces() > 1 ? layout.grad_shard_numel() : 0;
     return replica_sum() + piece * dtype_size(precision.reduce);
   }
-  // HFSDP: the trainable block of the shard, in the storage dtype, that the all-gather across
-  // replicas after a step brings up to date.
+  // HFSDP: the trainable block of the shard (in its dtype) that the all-gather across replicas
+  // after a step brings up to date.
   std::size_t trainable_shard() const {
-    return layout.trainable_shard_numel() * layout.element_size();
+    return layout.trainable_shard_numel() * dtype_size(block_dtype(SectionKind::Trainable));
   }
   // The parameters without sharding or padding (one replica, storage dtype).
   std::size_t model() const { return layout.numel() * layout.element_size(); }

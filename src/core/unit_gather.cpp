@@ -8,11 +8,44 @@
 
 namespace fsdp {
 
+namespace {
+
+// This rank's shard in fsdp.h's layout, storage dtype, into host memory `own`: a copy, or with
+// split masters (UnitBytes::split_masters) the master pieces gathered across the replicas into the
+// trainable block and the frozen block copied beside it.
+void own_shard(Unit& unit, void* own) {
+  Context& ctx = unit.context();
+  const FlatLayout& l = unit.layout();
+  const std::size_t esize = l.element_size();
+  char* at = static_cast<char*>(own);
+  if (!unit.split_masters()) {
+    ctx.memory().copy(own, unit.shard_data(), l.shard_numel() * esize);  // host or device shard
+    ctx.memory().synchronize();
+    return;
+  }
+  const std::size_t piece = l.grad_shard_numel();
+  const Section& frozen = l.section(SectionKind::Frozen);
+  const char* masters = static_cast<const char*>(unit.shard_data());
+  ctx.memory().copy(at + l.update_offset(unit.update_piece()) * esize, masters, piece * esize);
+  ctx.memory().copy(at + frozen.shard_base * esize, masters + piece * esize,
+                    frozen.shard_numel * esize);
+  ctx.memory().synchronize();
+  const MpiCount n(piece, l.dtype());
+  mpi_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, own, n.n(), n.type(),
+                          ctx.groups().replicate().comm),
+            "MPI_Allgather");
+}
+
+}  // namespace
+
 void gather_masters(Unit& unit, void* const* out, const std::optional<Error>& local_error) {
   Context& ctx = unit.context();
   const FlatLayout& l = unit.layout();
   const std::size_t esize = l.element_size(), full_bytes = l.padded_numel() * esize;
+  const std::size_t own_bytes = l.shard_numel() * esize;
   const Group& shard = ctx.groups().shard();
+  // Split masters: the replicas' pieces are gathered too, so every rank of the job takes part.
+  const Group& agreeing = unit.split_masters() ? ctx.groups().world() : shard;
   ctx.scheduler().quiesce();        // nothing of ours runs on the progress thread meanwhile
   ctx.before_cpu_touches_shards();  // device work on the shards has landed
   MemorySpace& host = ctx.host_memory();
@@ -21,13 +54,12 @@ void gather_masters(Unit& unit, void* const* out, const std::optional<Error>& lo
   std::optional<Error> failed = local_error;
   if (!failed)
     failed = attempt([&] {
-      own = host.allocate(unit.shard_bytes() ? unit.shard_bytes() : 1);
+      own = host.allocate(own_bytes ? own_bytes : 1);
       full = host.allocate(full_bytes ? full_bytes : 1);
     });
   try {
-    agree(shard, "fsdp_gather_params arguments and memory", unit.id(), failed);
-    ctx.memory().copy(own, unit.shard_data(), unit.shard_bytes());  // host or device shard
-    ctx.memory().synchronize();
+    agree(agreeing, "fsdp_gather_params arguments and memory", unit.id(), failed);
+    own_shard(unit, own);
     // Each section's blocks, rank after rank: the unsharded layout in the storage dtype.
     for (const Section& s : l.sections()) {
       if (s.numel == 0) continue;
@@ -43,11 +75,11 @@ void gather_masters(Unit& unit, void* const* out, const std::optional<Error>& lo
                           l.param(i).numel * esize);
     ctx.memory().synchronize();
   } catch (...) {
-    if (own) host.deallocate(own, unit.shard_bytes() ? unit.shard_bytes() : 1);
+    if (own) host.deallocate(own, own_bytes ? own_bytes : 1);
     if (full) host.deallocate(full, full_bytes ? full_bytes : 1);
     throw;
   }
-  host.deallocate(own, unit.shard_bytes() ? unit.shard_bytes() : 1);
+  host.deallocate(own, own_bytes ? own_bytes : 1);
   host.deallocate(full, full_bytes ? full_bytes : 1);
 }
 

@@ -59,27 +59,64 @@ void materialize(Unit& u, const UnitSource& source, void* full) {
   u.context().memory().synchronize();  // the CPU reads `full` next
 }
 
+// This rank's shard in fsdp.h's layout, where the values are written: the unit's shard, or when
+// the unit splits its masters (UnitBytes::split_masters) a zeroed copy in shard memory, accounted
+// as initialization memory, that install() hands to the unit.
+class ShardTarget {
+ public:
+  explicit ShardTarget(Unit& u)
+      : u_(u), bytes_(u.layout().shard_numel() * u.layout().element_size()) {
+    if (!u.split_masters()) {
+      data_ = u.shard_data();
+      return;
+    }
+    staged_ = u.context().shard_memory().allocate(bytes_);
+    u.context().accounting().add(MemoryKind::Init, bytes_);
+    u.context().shard_memory().zero(staged_, bytes_);
+    data_ = staged_;
+  }
+  ~ShardTarget() {
+    if (!staged_) return;
+    u_.context().shard_memory().deallocate(staged_, bytes_);
+    u_.context().accounting().sub(MemoryKind::Init, bytes_);
+  }
+  ShardTarget(const ShardTarget&) = delete;
+  ShardTarget& operator=(const ShardTarget&) = delete;
+  void* data() const { return data_; }
+  void install() {
+    if (!staged_) return;
+    u_.install_shard(staged_);
+    u_.context().shard_memory().synchronize();  // before the staging goes
+  }
+
+ private:
+  Unit& u_;
+  std::size_t bytes_;
+  void* staged_ = nullptr;
+  void* data_ = nullptr;
+};
+
 // Each section's block for this rank, out of a full-size unit.
-void keep_own_blocks(Unit& u, const void* full) {
+void keep_own_blocks(Unit& u, const void* full, void* shard) {
   const FlatLayout& l = u.layout();
   const std::size_t esize = l.element_size();
   for (const Section& s : l.sections())
     if (s.shard_numel)
       u.context().memory().copy(
-          at(u.shard_data(), s.shard_base, esize),
+          at(shard, s.shard_base, esize),
           at(const_cast<void*>(full),
              s.flat_base + static_cast<std::size_t>(u.shard_rank()) * s.shard_numel, esize),
           s.shard_numel * esize);
 }
 
 // Only the slices this rank keeps are read: no full-size copy.
-void copy_own_slices(Unit& u, const void* const* values) {
+void copy_own_slices(Unit& u, const void* const* values, void* shard) {
   const FlatLayout& l = u.layout();
   const std::size_t esize = l.element_size();
   for (std::size_t i = 0; i < l.num_params(); ++i) {
     const ShardSlice s = u.slice(i);
     if (values[i] && s.length)
-      u.context().memory().copy(at(u.shard_data(), s.shard_offset, esize),
+      u.context().memory().copy(at(shard, s.shard_offset, esize),
                                 static_cast<const char*>(values[i]) + s.param_offset * esize,
                                 s.length * esize);
   }
@@ -87,7 +124,7 @@ void copy_own_slices(Unit& u, const void* const* values) {
 
 // World rank 0's full unit scattered over its shard group, then each block broadcast over its
 // replicate group from the member of rank 0's shard group.
-void distribute_from_rank0(Unit& u, const void* full) {
+void distribute_from_rank0(Unit& u, const void* full, void* shard) {
   Context& ctx = u.context();
   const ProcessGroups& g = ctx.groups();
   const FlatLayout& l = u.layout();
@@ -97,7 +134,7 @@ void distribute_from_rank0(Unit& u, const void* full) {
   for (const Section& s : l.sections()) {
     if (!s.shard_numel) continue;
     const MpiCount c(s.shard_numel, l.dtype());
-    void* shard_block = at(u.shard_data(), s.shard_base, esize);
+    void* shard_block = at(shard, s.shard_base, esize);
     // MPI writes host memory: a device shard receives through a host copy.
     std::vector<char> staged;
     if (!ctx.shard_memory().host_accessible()) staged.resize(s.shard_numel * esize);
@@ -132,18 +169,23 @@ void initialize_shard(Unit& u, const UnitSource& source) {
         materialize(u, source, full->data());
       });
     }
+    std::optional<ShardTarget> target;
+    if (!local) local = attempt([&] { target.emplace(u); });
     agree(world, "initialization on rank 0", 0, local);
-    distribute_from_rank0(u, full ? full->data() : nullptr);
+    distribute_from_rank0(u, full ? full->data() : nullptr, target->data());
+    target->install();
     return;
   }
   std::optional<Error> local = attempt([&] {
+    ShardTarget target(u);
     if (source.init) {
       FullUnit full(u);
       materialize(u, source, full.data());
-      keep_own_blocks(u, full.data());
+      keep_own_blocks(u, full.data(), target.data());
     } else if (source.values) {
-      copy_own_slices(u, source.values);
+      copy_own_slices(u, source.values, target.data());
     }
+    target.install();
     u.context().memory().synchronize();  // the caller may reuse its arrays on return
   });
   agree(world, "parameter initialization", 0, local);
