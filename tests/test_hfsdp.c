@@ -1,7 +1,8 @@
 /* HFSDP (cfg->hfsdp) against plain hybrid sharding, its reference. Two contexts train the same
  * model side by side on the same data: one hybrid, one hybrid with HFSDP (each rank updating
  * 1/(F*N) of every unit). At 4 ranks as 2 emulated nodes of 2 (FSDP_RANKS_PER_NODE=2: F = 2,
- * N = 2; and bfloat16 alone as 4 nodes of 1: F = 1, N = 4) their losses, clipped-gradient norms and
+ * N = 2; and bfloat16 alone as 4 nodes of 1: F = 1, N = 4; with the argument "hpz", at 8 ranks as
+ * 4 nodes of 2 with F = 4, N = 2 and hpZ on in the HFSDP run) their losses, clipped-gradient norms and
  * parameters (unsharded, in param_dtype, and the float32 masters) must be equal bit for bit after
  * every AdamW step, with two micro-batches accumulated without gradient sync, an active gradient
  * clip, an embedding tied to the head and a frozen parameter; for bfloat16 compute with float32
@@ -30,6 +31,10 @@ typedef struct {
   fsdp_optimizer_t opt;
   fsdp_dtype_t param_dtype;
 } Run;
+
+/* Argument "hpz": hybrid sharding over shard groups of 4 (spanning two emulated nodes of 2 at 8
+ * ranks), the HFSDP run with hpZ on as well. */
+static int with_hpz = 0;
 
 static const int64_t kEmbed[2] = {V, D}, kW1[2] = {D, H}, kB1[1] = {H}, kFrozen[1] = {NFROZEN},
                      kWo[2] = {H, D};
@@ -82,6 +87,10 @@ static int make_context(Run* r, fsdp_sharding_strategy_t strategy, int hfsdp,
   cfg.param_dtype = param_dtype;
   cfg.reduce_dtype = param_dtype == FSDP_DTYPE_AUTO ? FSDP_DTYPE_AUTO : FSDP_FLOAT32;
   cfg.max_unsharded = 4;
+  if (with_hpz && strategy == FSDP_HYBRID_SHARD) {
+    cfg.sharding_factor = 4;
+    cfg.hpz = hfsdp;
+  }
   if (fsdp_init(MPI_COMM_WORLD, &cfg, &r->ctx) != FSDP_SUCCESS) {
     CHECK_MSG(0, fsdp_last_error());
     return 0;
@@ -267,6 +276,8 @@ static void compare_training(fsdp_dtype_t param_dtype, const char* label, int sa
   CHECK_MSG(mb.grad_shard_bytes == piece_bytes(F, N), msg);
   CHECK_MSG(mb.optimizer_state_bytes == 2 * mb.grad_shard_bytes, msg);
   CHECK_MSG(mb.optimizer_state_bytes * (size_t)N == ma.optimizer_state_bytes, msg);
+  if (with_hpz) /* the forward's reshards kept secondary partitions: hpZ was at work */
+    CHECK_MSG(mb.peak_secondary_bytes > 0 && ma.peak_secondary_bytes == 0, "hpZ kept partitions");
   /* The shard: hybrid's in float32; with bfloat16 compute each trainable block (N pieces) is
    * bfloat16 and one float32 piece, the masters, is kept beside it. */
   const size_t pb = piece_bytes(F, N);
@@ -416,6 +427,7 @@ static void bad_input(void) {
 
 int main(int argc, char** argv) {
   th_init(&argc, &argv, "test_hfsdp");
+  with_hpz = argc > 1 && !strcmp(argv[1], "hpz");
   bad_input();
   initialization();
   compare_training(FSDP_BFLOAT16, "bfloat16 / float32 reduce", 1);
