@@ -253,8 +253,8 @@ typedef struct fsdp_config {
    *  never reads parameters older than the shards. Results are bitwise those without hpZ. Where
    *  every shard group lies inside one node it changes nothing. FSDP_ERR_INVALID_ARGUMENT naming
    *  cfg->hpz: a value other than 0 or 1, FSDP_NO_SHARD, nodes of unequal size, or a shard group
-   *  spanning nodes unevenly; FSDP_ERR_UNSUPPORTED naming cfg->hpz with FSDP_TRANSPORT_NCCL.
-   *  Default 0. See doc/hpz.md. */
+   *  spanning nodes unevenly. With FSDP_TRANSPORT_NCCL (since 0.13) the node-local all-gather
+   *  has its own NCCL communicator. Default 0. See doc/hpz.md. */
   int hpz;
 } fsdp_config_t;
 
@@ -1897,7 +1897,7 @@ FSDP_EXPORT fsdp_status_t fsdp_plan_read_model(fsdp_plan_t plan, const char* pat
  * parameters cannot take; since 0.12 job->batch_size, sequence_length (negative, or above the
  * model's maximum), activation_checkpointing, activation_bytes_per_layer); OUT_OF_RANGE (rank);
  * STATE (no units); UNSUPPORTED (a memory space or transport the plan does not model:
- * doc/planning-model.md; cfg->hpz in CUDA memory, which the library refuses over NCCL);
+ * doc/planning-model.md);
  * INVALID_HANDLE or DESTROYED_HANDLE */
 FSDP_EXPORT fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
                                            fsdp_plan_memory_t* memory);

@@ -2,13 +2,13 @@
  * model side by side on the same data: one hybrid, one hybrid with HFSDP (each rank updating
  * 1/(F*N) of every unit). At 4 ranks as 2 emulated nodes of 2 (FSDP_RANKS_PER_NODE=2: F = 2,
  * N = 2; and bfloat16 alone as 4 nodes of 1: F = 1, N = 4; with the argument "hpz", at 8 ranks as
- * 4 nodes of 2 with F = 4, N = 2 and hpZ on in the HFSDP run) their losses, clipped-gradient norms and
- * parameters (unsharded, in param_dtype, and the float32 masters) must be equal bit for bit after
- * every AdamW step, with two micro-batches accumulated without gradient sync, an active gradient
- * clip, an embedding tied to the head and a frozen parameter; for bfloat16 compute with float32
- * reduction, and for float32, over the transport FSDP_TRANSPORT says (CTest runs it once per host
- * transport). Memory: the gradient shards and the optimizer state are hybrid's divided by N, and
- * equal the layout fsdp.h states computed here; the shards are hybrid's in float32, and with
+ * 4 nodes of 2 with F = 4, N = 2 and hpZ on in the HFSDP run) their losses, clipped-gradient norms
+ * and parameters (unsharded, in param_dtype, and the float32 masters) must be equal bit for bit
+ * after every AdamW step, with two micro-batches accumulated without gradient sync, an active
+ * gradient clip, an embedding tied to the head and a frozen parameter; for bfloat16 compute with
+ * float32 reduction, and for float32, over the transport FSDP_TRANSPORT says (CTest runs it once
+ * per host transport). Memory: the gradient shards and the optimizer state are hybrid's divided by
+ * N, and equal the layout fsdp.h states computed here; the shards are hybrid's in float32, and with
  * bfloat16 compute the trainable blocks in bfloat16 beside 1/(F*N) of the float32 masters.
  * Checkpoints: HFSDP's file loads into a hybrid context and a full-sharding one, hybrid's into an
  * HFSDP one, and the loaded contexts train on as the saving ones do. Initialization by a callback

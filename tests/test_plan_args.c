@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
   c.memory_space = FSDP_MEMORY_CUDA; /* with MPI: the staged transport's pinned buffers */
   REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_UNSUPPORTED, M, "cfg->transport");
   /* HFSDP and hpZ where the library refuses them: HFSDP without hybrid sharding, hpZ without
-   * sharding, hpZ over NCCL (4 ranks on 2 nodes: the shard group spans them). */
+   * sharding. */
   c = cfg;
   c.hfsdp = 1;
   REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "cfg->hfsdp");
@@ -172,11 +172,18 @@ int main(int argc, char** argv) {
   c.strategy = FSDP_NO_SHARD;
   c.hpz = 1;
   REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_INVALID_ARGUMENT, M, "cfg->hpz");
+  /* hpZ over NCCL (since 0.13; 4 ranks on 2 nodes: the shard group spans them) keeps the
+   * secondary partitions the host's MPI plan keeps. */
   c = cfg;
+  c.hpz = 1;
+  fsdp_plan_memory_t host_mem = {sizeof host_mem};
+  CHECK_OK(fsdp_plan_memory(plan, &j, 0, &host_mem));
   c.memory_space = FSDP_MEMORY_CUDA;
   c.transport = FSDP_TRANSPORT_NCCL;
-  c.hpz = 1;
-  REFUSED(fsdp_plan_memory(plan, &j, 0, &mem), FSDP_ERR_UNSUPPORTED, M, "cfg->hpz");
+  fsdp_plan_memory_t cuda_mem = {sizeof cuda_mem};
+  CHECK_OK(fsdp_plan_memory(plan, &j, 0, &cuda_mem));
+  CHECK(cuda_mem.peak_secondary_bytes > 0 &&
+        cuda_mem.peak_secondary_bytes == host_mem.peak_secondary_bytes);
   /* The activation fields (since 0.12). */
   j = job;
   j.batch_size = 0;

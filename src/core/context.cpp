@@ -72,11 +72,6 @@ Context::Context(std::unique_ptr<ProcessGroups> groups, const Topology& topo,
                  const ContextOptions& options, const BackendFactory& build_backend)
     : options_(options), groups_(std::move(groups)) {
   backend_ = build_backend(options_.placement, options_.transport, *groups_, topo, accounting_);
-  // NCCL has communicators for the shard and replicate groups only (the same on every rank).
-  if (SecondaryPartition::active(*this) && std::strcmp(transport().name(), "nccl") == 0)
-    fail(Errc::Unsupported,
-         "cfg->hpz = 1: the NCCL transport has no communicator for the node-local all-gather; use "
-         "FSDP_TRANSPORT_MPI or leave hpz off");
   partial_sums_ = std::make_unique<Scratch>(memory(), accounting_);
   trace_ = std::make_unique<Trace>(groups_->world().rank);
   worker_ = std::make_unique<CommWorker>(progress_thread_wanted());

@@ -108,7 +108,8 @@ class NcclLink final : public Link {
  public:
   explicit NcclLink(const LinkInputs& in)
       : buffers_(in.buffers),
-        nccl_(cuda::make_nccl_transport(in.buffers, in.groups.shard(), in.groups.replicate())) {}
+        nccl_(cuda::make_nccl_transport(
+            in.buffers, {&in.groups.shard(), &in.groups.replicate(), &in.groups.node_shard()})) {}
   Transport& transport() override { return *nccl_; }
   MemorySpace& buffers() override { return buffers_; }
   std::unique_ptr<UnshardedStorage> make_storage(BufferPool& pool) override {

@@ -29,10 +29,6 @@ void require_modeled(const PlanJob& job) {
     fail(Errc::Unsupported,
          "cfg->transport: in CUDA memory the memory plan models FSDP_TRANSPORT_NCCL (or AUTO) "
          "only (MPI goes through pinned staging buffers it does not model)");
-  if (p.memory == MemoryPlace::Cuda && node_ranks(job) > 0)
-    fail(Errc::Unsupported,
-         "cfg->hpz = 1: the library refuses hpZ over NCCL (no node communicator), the one CUDA "
-         "transport the memory plan models");
 }
 
 // One rank's buffers and accounting through the step, each change in the order the unit and the

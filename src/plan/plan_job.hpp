@@ -52,8 +52,7 @@ struct RankPlace {
 // The job's topology as discover_topology would report it.
 Topology job_topology(const PlanJob& job);
 // Throws InvalidArgument naming the field: world_size < 1, ranks_per_node not dividing it, a
-// sharding factor the strategy refuses (resolve_sharding_factor), `rank` outside the world;
-// Unsupported naming cfg->hfsdp or cfg->hpz, which the plans do not model yet.
+// sharding factor the strategy refuses (resolve_sharding_factor), `rank` outside the world.
 RankPlace place_rank(const PlanJob& job, int rank);
 
 // hpZ's R for the job (core/secondary_partition.hpp's hpz_node_ranks): the ranks of a shard group

@@ -1,9 +1,9 @@
 /* hpZ (doc/hpz.md) with CUDA device memory at 4 ranks as 2 emulated nodes of 2
  * (FSDP_RANKS_PER_NODE=2): the same training with hpz on and off, bfloat16 compute reduced in
  * float32, AdamW, must end with bitwise the same shards and losses, and the secondary must be
- * 1/2 of each unit's unsharded bytes after a forward. Argument: mpi (the MPI staging transport:
- * hpZ's node-local all-gather runs there) or nccl (refused at fsdp_init with
- * FSDP_ERR_UNSUPPORTED naming cfg->hpz; needs a GPU per rank).
+ * 1/2 of each unit's unsharded bytes after a forward. Argument: mpi (the MPI staging transport)
+ * or nccl (since 0.13: a communicator for the node group; needs a GPU per rank): the transport of
+ * both runs, and of hpZ's node-local all-gather.
  * Exit 77 (skipped) when a rank sees no CUDA device, or the ranks are not 4 as 2 nodes of 2. */
 #define _POSIX_C_SOURCE 200809L /* unsetenv */
 #include <cuda_runtime.h>
@@ -43,11 +43,11 @@ static float coef(int k, size_t e) {
   return 0.25f + (float)((e * 7 + (size_t)k * 3 + (size_t)th_rank()) % 11) / 16.0f;
 }
 
-static void train(int hpz, Run* r) {
+static void train(int hpz, fsdp_transport_t transport, Run* r) {
   memset(r, 0, sizeof *r);
   fsdp_config_t cfg = FSDP_CONFIG_INIT;
   cfg.memory_space = FSDP_MEMORY_CUDA;
-  cfg.transport = FSDP_TRANSPORT_MPI;
+  cfg.transport = transport;
   cfg.param_dtype = FSDP_BFLOAT16;
   cfg.reduce_dtype = FSDP_FLOAT32;
   cfg.hpz = hpz;
@@ -116,19 +116,10 @@ int main(int argc, char** argv) {
     return 77;
   }
   unsetenv("FSDP_TRANSPORT"); /* it would override cfg.transport */
-  if (nccl) {
-    fsdp_config_t cfg = FSDP_CONFIG_INIT;
-    cfg.memory_space = FSDP_MEMORY_CUDA;
-    cfg.transport = FSDP_TRANSPORT_NCCL;
-    cfg.hpz = 1;
-    fsdp_context_t ctx = NULL;
-    CHECK_FAILS(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx), FSDP_ERR_UNSUPPORTED, "cfg->hpz");
-    CHECK(ctx == NULL);
-    return th_finish();
-  }
+  const fsdp_transport_t transport = nccl ? FSDP_TRANSPORT_NCCL : FSDP_TRANSPORT_MPI;
   static Run off, on;
-  train(0, &off);
-  train(1, &on);
+  train(0, transport, &off);
+  train(1, transport, &on);
   CHECK(memcmp(off.losses, on.losses, sizeof off.losses) == 0);
   CHECK(off.shard_numel == on.shard_numel && memcmp(off.shards, on.shards, sizeof on.shards) == 0);
   /* Each unit: N rounded to 4 blocks of a multiple of 8, in bfloat16; half of it per rank. */

@@ -4,7 +4,7 @@
 
 namespace fsdp::cuda {
 
-std::unique_ptr<Transport> make_nccl_transport(MemorySpace&, const Group&, const Group&) {
+std::unique_ptr<Transport> make_nccl_transport(MemorySpace&, const std::vector<const Group*>&) {
   fail(Errc::Unsupported, "this libfsdp was built without NCCL");
 }
 

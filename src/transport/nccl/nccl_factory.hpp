@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "base/group.hpp"
 #include "memory/memory_space.hpp"
@@ -10,11 +11,13 @@
 
 namespace fsdp::cuda {
 
-// NCCL communicators for the shard and replicate groups (rank 0 of each group makes the unique id
-// and broadcasts it over the group's MPI communicator); operations run on device_memory's stream.
-// `device_memory` must come from cuda::make_device_memory. Collective over both groups. Throws
-// Errc::Unsupported without NCCL, Errc::Nccl on failure.
-std::unique_ptr<Transport> make_nccl_transport(MemorySpace& device_memory, const Group& shard,
-                                               const Group& replicate);
+// NCCL communicators for `groups` (the shard and replicate groups, and hpZ's node group where it
+// has one), in that order, the same on every rank: rank 0 of each group makes the unique id and
+// broadcasts it over the group's MPI communicator; a group of one rank, or without a
+// communicator, gets none. Operations run on device_memory's stream. `device_memory` must come
+// from cuda::make_device_memory. Collective over each group in turn. Throws Errc::Unsupported
+// without NCCL, Errc::Nccl on failure.
+std::unique_ptr<Transport> make_nccl_transport(MemorySpace& device_memory,
+                                               const std::vector<const Group*>& groups);
 
 }  // namespace fsdp::cuda

@@ -80,14 +80,15 @@ RevokeFn revoke_call() {
 
 }  // namespace
 
-NcclTransport::NcclTransport(CudaMemorySpace& memory, const Group& shard, const Group& replicate)
+NcclTransport::NcclTransport(CudaMemorySpace& memory, const std::vector<const Group*>& groups)
     : memory_(memory) {
   DeviceGuard device(memory_.device());
   try {
-    for (const Group* g : {&shard, &replicate}) {
+    for (const Group* g : groups) {
       bool made = false;
       for (const auto& entry : comms_) made = made || entry.first == g->comm;
-      if (g->size > 1 && !made) comms_.emplace_back(g->comm, create_comm(*g));
+      if (g->comm != MPI_COMM_NULL && g->size > 1 && !made)
+        comms_.emplace_back(g->comm, create_comm(*g));
     }
   } catch (...) {
     for (auto it = comms_.rbegin(); it != comms_.rend(); ++it) ncclCommDestroy(it->second);
@@ -207,10 +208,9 @@ void NcclTransport::all_reduce(void* buf, std::size_t count, DType t, const Grou
              "ncclAllReduce");
 }
 
-std::unique_ptr<Transport> make_nccl_transport(MemorySpace& device_memory, const Group& shard,
-                                               const Group& replicate) {
-  return std::make_unique<NcclTransport>(static_cast<CudaMemorySpace&>(device_memory), shard,
-                                         replicate);
+std::unique_ptr<Transport> make_nccl_transport(MemorySpace& device_memory,
+                                               const std::vector<const Group*>& groups) {
+  return std::make_unique<NcclTransport>(static_cast<CudaMemorySpace&>(device_memory), groups);
 }
 
 }  // namespace fsdp::cuda

@@ -1,7 +1,7 @@
 // Collectives over NCCL on device memory, queued on the device memory space's stream: the CPU
-// does not wait for them. One communicator per MPI group (shard, replicate), made from the MPI
-// split: rank 0 of the group creates the unique id and broadcasts it over the group's MPI
-// communicator.
+// does not wait for them. One communicator per MPI group (shard, replicate, and hpZ's node group),
+// made from the MPI split: rank 0 of the group creates the unique id and broadcasts it over the
+// group's MPI communicator.
 //
 // All-gather runs in place when this rank's block is already in the unsharded buffer, else
 // straight from the shard into the flat buffer; reduce-scatter runs in place in the flat gradient
@@ -26,8 +26,8 @@ namespace fsdp::cuda {
 
 class NcclTransport final : public Transport {
  public:
-  // Collective over the shard group, then the replicate group.
-  NcclTransport(CudaMemorySpace& memory, const Group& shard, const Group& replicate);
+  // Collective over each of `groups` in turn (nccl_factory.hpp).
+  NcclTransport(CudaMemorySpace& memory, const std::vector<const Group*>& groups);
   ~NcclTransport() override;
   NcclTransport(const NcclTransport&) = delete;
   NcclTransport& operator=(const NcclTransport&) = delete;
@@ -55,7 +55,7 @@ class NcclTransport final : public Transport {
   void check_while_waiting();
 
   CudaMemorySpace& memory_;
-  // Made in the constructor in group order (shard, then replicate: the same on every rank),
+  // Made in the constructor in group order (shard, replicate, node: the same on every rank),
   // never changed after, destroyed in reverse creation order. Not a map keyed by the MPI handle:
   // handle values, hence a map's order, can differ between ranks, and ncclCommDestroy
   // communicates, so ranks destroying in different orders could deadlock at finalize.
