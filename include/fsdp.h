@@ -814,8 +814,9 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_none(fsdp_unit_t unit, int* none, int count)
  *  @param[out] data may be NULL; the shard's address
  *  @param[out] numel may be NULL; receives the element count
  *  @return FSDP_SUCCESS; INVALID_ARGUMENT (shard_grad of a unit with every parameter frozen);
- * UNSUPPORTED (since 0.13: shard_data with cfg->hfsdp and a param_dtype other than the unit's
- * dtype, where no rank holds a shard in the unit's dtype: the masters are split across replicas);
+ * UNSUPPORTED (since 0.13: shard_data, whichever output is asked for, with cfg->hfsdp and a
+ * param_dtype other than the unit's dtype, where no rank holds a shard in the unit's dtype: the
+ * masters are split across replicas);
  * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel);
 
@@ -836,7 +837,8 @@ FSDP_EXPORT fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t*
  *  [param_offset, param_offset + length) of the flattened parameter live at
  *  [shard_offset, shard_offset + length) of the shard. length == 0 when it holds none of it.
  *  A tied alias is stored once, by its owner: its range is in the owner's shard
- *  (fsdp_shard_data(owner)). Local. Any output may be NULL.
+ *  (fsdp_shard_data(owner)). Local. Any output may be NULL. With HFSDP's split masters (since
+ *  0.13; cfg->hfsdp) the range is still fsdp.h's layout, which no rank then holds as one buffer.
  *  @param[in] unit the unit
  *  @param[in] index a parameter of the unit, 0-based, below its parameter count (tied aliases
  * follow the own parameters)

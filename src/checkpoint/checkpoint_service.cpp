@@ -603,34 +603,41 @@ std::unique_ptr<PosixFile> open_verified(MPI_Comm all, MPI_Comm shard, bool hfsd
 
 // Pass 2: copies (or converts) the verified ranges over the shards and optimizer state. State
 // buffers are allocated (zeros) even where this rank holds none of a unit's parameters, so every
-// rank's optimizer agrees on what exists. Device shards are filled through host copies of them
-// (what the file does not cover keeps its value), copied back once every range is in.
+// rank's optimizer agrees on what exists. Device shards are filled through one host copy of each
+// buffer (a unit's master copy, an optimizer state buffer: shared by the unit's parameters; what
+// the file does not cover keeps its value), copied back once every range is in.
 void read_ranges(Context& ctx, MPI_Comm all, const LoadRequest& r,
                  const std::vector<Target>& targets, const std::vector<FileRange>& ranges,
                  const PosixFile& file) {
   MemorySpace& memory = ctx.memory();
   const bool staged = !ctx.shard_memory().host_accessible();
   std::vector<char*> destination(targets.size());
-  std::vector<std::vector<char>> staging(staged ? targets.size() : 0);
+  struct Staging {
+    char* device;
+    std::vector<char> host;
+  };
+  std::vector<Staging> staging;
   for (std::size_t t = 0; t < targets.size(); ++t) {
     const Target& tg = targets[t];
-    destination[t] = static_cast<char*>(
+    char* d = static_cast<char*>(
         tg.optimizer < 0 ? tg.unit->shard_data()
                          : r.optimizers[static_cast<std::size_t>(tg.optimizer)]->ensure_state(
                                *tg.unit, tg.buffer));
-    if (staged) {
-      staging[t].resize(tg.optimizer < 0
-                            ? tg.unit->bytes().master_numel() * tg.unit->layout().element_size()
-                            : tg.unit->grad_shard_bytes());
-      memory.copy(staging[t].data(), destination[t], staging[t].size());
+    destination[t] = d;
+    if (!staged) continue;
+    auto same = std::find_if(staging.begin(), staging.end(),
+                             [&](const Staging& b) { return b.device == d; });
+    if (same == staging.end()) {
+      Staging& b = staging.emplace_back(Staging{d, {}});
+      b.host.resize(tg.optimizer < 0
+                        ? tg.unit->bytes().master_numel() * tg.unit->layout().element_size()
+                        : tg.unit->grad_shard_bytes());
+      memory.copy(b.host.data(), d, b.host.size());
+      same = staging.end() - 1;
     }
+    destination[t] = same->host.data();
   }
   if (staged) memory.synchronize();
-  std::vector<char*> device_destination;
-  if (staged) {
-    device_destination = destination;
-    for (std::size_t t = 0; t < targets.size(); ++t) destination[t] = staging[t].data();
-  }
   // The kernel copies each range from the page cache straight into its destination, or into an
   // aligned buffer when it must be converted. The file was just read whole: an error here means it
   // changed under the load; every rank reports it alike.
@@ -650,8 +657,7 @@ void read_ranges(Context& ctx, MPI_Comm all, const LoadRequest& r,
     }
   });
   if (staged) {
-    for (std::size_t t = 0; t < targets.size(); ++t)
-      memory.copy(device_destination[t], staging[t].data(), staging[t].size());
+    for (const Staging& b : staging) memory.copy(b.device, b.host.data(), b.host.size());
     memory.synchronize();  // before `staging` goes
   }
 }

@@ -173,7 +173,8 @@ void initialize_shard(Unit& u, const UnitSource& source) {
     if (!local) local = attempt([&] { target.emplace(u); });
     agree(world, "initialization on rank 0", 0, local);
     distribute_from_rank0(u, full ? full->data() : nullptr, target->data());
-    target->install();
+    if (u.split_masters())  // a local step that may fail on one rank: every rank learns of it
+      agree(world, "initialization on rank 0", 0, attempt([&] { target->install(); }));
     return;
   }
   std::optional<Error> local = attempt([&] {

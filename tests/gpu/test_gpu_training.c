@@ -9,7 +9,8 @@
  * each reduced element is held to the error bound of a W-term sum in the reduce dtype,
  * (W u_reduce + u_float32) * sum_r |g_r| / W, computed here from every rank's gradient, and the
  * parameters to what AdamW can make of such gradients: at most 2 lr per step (|update| <= lr).
- * The CUDA context's checkpoint is loaded by a host context and compared bit for bit, and its
+ * The CUDA context's checkpoint is loaded by a host context and compared bit for bit, a host
+ * context's checkpoint of a unit with several parameters by a CUDA context, and its
  * steady-state steps must not call cudaMalloc.
  *
  * Argument: auto | mpi | nccl | offload | async | hybrid | hfsdp: the CUDA context's transport,
@@ -143,6 +144,52 @@ static void on_both(fsdp_unit_t h, fsdp_unit_t d, fsdp_status_t (*sync)(fsdp_uni
   CHECK_OK(async(d, &dr));
   CHECK_OK(fsdp_wait(&hr));
   CHECK_OK(fsdp_wait(&dr));
+}
+
+/* A checkpoint of a unit with several parameters, saved by a host context, loaded into a CUDA
+ * one: each parameter's float32 values land (the load fills device buffers through one host copy
+ * of each, which every parameter of the unit writes into), bfloat16 compute so that HFSDP's split
+ * masters are loaded too in mode hfsdp. */
+static void load_into_device(const fsdp_config_t* gpu, const fsdp_config_t* host,
+                             const char* mode) {
+  enum { P = 3 };
+  static const int64_t s0[1] = {100}, s1[2] = {7, 9}, s2[1] = {61};
+  const fsdp_param_desc_t d[P] = {{"x.a", 1, s0, FSDP_FLOAT32, 1},
+                                  {"x.b", 2, s1, FSDP_FLOAT32, 1},
+                                  {"x.c", 1, s2, FSDP_FLOAT32, 1}};
+  const int n[P] = {100, 63, 61};
+  float* v[P];
+  float* got[P];
+  for (int p = 0; p < P; ++p) {
+    v[p] = malloc((size_t)n[p] * sizeof(float));
+    got[p] = malloc((size_t)n[p] * sizeof(float));
+    fill(v[p], n[p], 500 + (uint64_t)p);
+  }
+  fsdp_unit_options_t o = FSDP_UNIT_OPTIONS_INIT;
+  o.param_dtype = FSDP_BFLOAT16;
+  o.reduce_dtype = FSDP_FLOAT32;
+  char path[256];
+  snprintf(path, sizeof path, "test_gpu_training_load_%s_np%d.h5", mode, th_size());
+  fsdp_context_t hc = NULL, dc = NULL;
+  fsdp_unit_t hu = NULL, du = NULL;
+  const fsdp_checkpoint_options_t copts = FSDP_CHECKPOINT_OPTIONS_INIT;
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, host, &hc));
+  CHECK_OK(fsdp_unit_create_ex(hc, P, d, (const void* const*)v, &o, &hu));
+  CHECK_OK(fsdp_checkpoint_save(hc, path, &copts));
+  CHECK_OK(fsdp_init(MPI_COMM_WORLD, gpu, &dc));
+  CHECK_OK(fsdp_unit_create_ex(dc, P, d, NULL, &o, &du));
+  CHECK_OK(fsdp_checkpoint_load(dc, path, &copts, NULL));
+  CHECK_OK(fsdp_gather_params(du, (void* const*)got));
+  int bad = 0;
+  for (int p = 0; p < P; ++p) bad += memcmp(got[p], v[p], (size_t)n[p] * sizeof(float)) != 0;
+  CHECK_MSG(bad == 0, "a CUDA context's load lost parameters of a unit");
+  CHECK_OK(fsdp_finalize(&dc));
+  CHECK_OK(fsdp_finalize(&hc));
+  for (int p = 0; p < P; ++p) {
+    free(v[p]);
+    free(got[p]);
+  }
+  if (th_rank() == 0) remove(path);
 }
 
 int main(int argc, char** argv) {
@@ -306,6 +353,7 @@ int main(int argc, char** argv) {
   }
   free_model(&back);
   if (th_rank() == 0) remove(path);
+  load_into_device(&gpu, &ref, mode);
 
   free_model(&dev);
   free_model(&host);
