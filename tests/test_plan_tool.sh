@@ -61,6 +61,16 @@ out=$("$tool" "$data/gpt2.json" --world 16 --ranks-per-node 8 --machine a100-40g
 check "--sweep with a budget nothing fits" '[ $rc -eq 0 ] && grep -q "\"configurations\": \[\]" <<<"$out"'
 out=$("$tool" "$data/gpt2.json" --world 16 --ranks-per-node 8 --machine a100-40gb-efa --sweep); rc=$?
 check "--sweep: a table" '[ $rc -eq 0 ] && grep -q "fastest first" <<<"$out" && grep -q "TFLOPS" <<<"$out"'
+# The table shows the 20 fastest by default, --top N the N fastest, --top 0 all (--json: all).
+total=$("$py" -c "import json,sys; print(len(json.load(open(sys.argv[1]))['configurations']))" "$dir/sweep.json" 2>/dev/null)
+rows() { grep -Ec "^(full|hybrid|none)" <<<"$1"; }
+out=$("$tool" "$data/gpt2.json" --world 16 --ranks-per-node 8 --machine a100-40gb-efa --seq 1024 --sweep); rc=$?
+[ -n "$py" ] && check "--sweep: 20 rows, then how many more" '[ $rc -eq 0 ] && [ "$(rows "$out")" -eq 20 ] && grep -q "^\.\.\. and $((total - 20)) slower (--top 0 lists all)$" <<<"$out"'
+out=$("$tool" "$data/gpt2.json" --world 16 --ranks-per-node 8 --machine a100-40gb-efa --seq 1024 --sweep --top 3); rc=$?
+first=$("$py" -c "import json,sys; c=json.load(open(sys.argv[1]))['configurations'][0]; print(c['strategy'], c['sharding_factor'], c['batch_size'])" "$dir/sweep.json" 2>/dev/null)
+[ -n "$py" ] && check "--sweep --top 3: the 3 fastest" '[ $rc -eq 0 ] && [ "$(rows "$out")" -eq 3 ] && awk "/^(full|hybrid|none)/ {print \$1, \$2, \$6; exit}" <<<"$out" | grep -qx "$first"'
+out=$("$tool" "$data/gpt2.json" --world 16 --ranks-per-node 8 --machine a100-40gb-efa --seq 1024 --sweep --top 0); rc=$?
+[ -n "$py" ] && check "--sweep --top 0: every row" '[ $rc -eq 0 ] && [ "$(rows "$out")" -eq "$total" ] && ! grep -q "slower" <<<"$out"'
 
 out=$("$tool" --help); rc=$?
 check "--help: the usage on stdout" '[ $rc -eq 0 ] && grep -q "^usage: fsdp-plan MODEL" <<<"$out"'
@@ -104,6 +114,8 @@ refused "a sequence past the model's" "sequence_length = 2048" "$g" --world 2 --
 refused "negative activation bytes" "--activation-bytes-per-layer -5" "$g" --world 2 --ranks-per-node 1 --activation-bytes-per-layer -5
 refused "--sweep without a machine" "--sweep: needs --machine" "$g" --world 2 --ranks-per-node 1 --sweep
 refused "--budget without --sweep" "--budget: only with --sweep" "$g" --world 2 --ranks-per-node 1 --budget 100
+refused "--top without --sweep" "--top: only with --sweep" "$g" --world 2 --ranks-per-node 1 --top 3
+refused "--top negative" "--top" "$g" --world 16 --ranks-per-node 8 --machine a100-40gb-efa --sweep --top -1
 refused "an unknown memory space" "--memory-space gpu" "$g" --world 2 --ranks-per-node 1 --memory-space gpu
 refused "offload from host memory" "--cpu-offload" "$g" --world 2 --ranks-per-node 1 --memory-space host --cpu-offload
 sed 's/"inter_node_bandwidth": 1e10/"inter_node_bandwidth": 0/' "$dir/machine.json" >"$dir/machine0.json"

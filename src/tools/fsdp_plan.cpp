@@ -4,10 +4,12 @@
 // options; a table by default, fsdp_plan_describe's JSON with --json. Local: no MPI job needed.
 // Errors: one line on stderr naming the option or the file's field, exit status 2, and nothing on
 // stdout.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -55,10 +57,15 @@ const char* kUsage =
     "  --sweep                    the configurations that fit the budget, fastest first (needs\n"
     "                             --machine)\n"
     "  --budget BYTES             memory per rank for --sweep (default: the machine's HBM)\n"
+    "  --top N                    the table of --sweep shows the N fastest (default 20; 0: all;\n"
+    "                             --json lists all)\n"
     "  --rank r                   the rank to show (default 0)\n"
     "  --json                     fsdp_plan_describe's JSON (with --machine,\n"
     "                             fsdp_plan_describe_on's; with --sweep, fsdp_plan_sweep's)\n"
     "  -h, --help                 this text\n";
+
+// The sweep table's rows unless --top says (kUsage says 20 too).
+constexpr long long kSweepRows = 20;
 
 struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -199,6 +206,7 @@ struct Args {
   std::string machine_name;
   fsdp_plan_machine_t machine = FSDP_PLAN_MACHINE_INIT;
   bool sweep = false;
+  std::optional<long long> top;   // rows of the sweep's table
   unsigned long long budget = 0;  // 0: the machine's HBM
 };
 
@@ -276,6 +284,8 @@ Args parse(int argc, char** argv) {
       a.has_machine = true;
     } else if (o == "--sweep") {
       a.sweep = true;
+    } else if (o == "--top") {
+      a.top = whole(o, value(), 0, 1LL << 30);
     } else if (o == "--budget") {
       a.budget = static_cast<unsigned long long>(whole(o, value(), 1, 1LL << 62));
     } else if (o == "--rank") {
@@ -296,6 +306,7 @@ Args parse(int argc, char** argv) {
   if (!a.format_given) a.format = guess_format(a.model);
   if (a.sweep && !a.has_machine) throw Failure("--sweep: needs --machine (the step time ranks it)");
   if (a.budget && !a.sweep) throw Failure("--budget: only with --sweep");
+  if (a.top && !a.sweep) throw Failure("--top: only with --sweep");
   if (space.empty()) space = a.has_machine || a.config.cpu_offload ? "cuda" : "host";
   if (space == "host" && a.config.cpu_offload)
     throw Failure("--cpu-offload: offloads from a GPU (--memory-space cuda)");
@@ -462,7 +473,10 @@ void sweep_table(const Args& a, const fsdp::json::Value& s) {
       a.machine_name.c_str(), configs.size());
   std::printf("%-13s %5s %-9s %4s %7s %6s %12s %12s %12s %10s %9s %8s\n", "strategy", "F", "dtype",
               "ckpt", "offload", "batch", "device", "host", "step", "exposed", "TFLOPS", "tok/s");
-  for (const auto& c : configs) {
+  const auto top = static_cast<std::size_t>(a.top.value_or(kSweepRows));
+  const std::size_t shown = top == 0 ? configs.size() : std::min(configs.size(), top);
+  for (std::size_t k = 0; k < shown; ++k) {
+    const auto& c = configs[k];
     const auto& m = c["memory"];
     const std::string strategy = c["strategy"].text + (c["hfsdp"].boolean ? "+HFSDP" : "") +
                                  (c["hpz"].boolean ? "+hpZ" : "");
@@ -476,6 +490,8 @@ void sweep_table(const Args& a, const fsdp::json::Value& s) {
                 seconds(c["time"]["exposed_comm_s"].number).c_str(),
                 c["time"]["tflops_per_gpu"].number, c["tokens_per_s"].number);
   }
+  if (shown < configs.size())
+    std::printf("... and %zu slower (--top 0 lists all)\n", configs.size() - shown);
 }
 
 // The plan's description of `rank`, as fsdp_plan_describe (or with a machine,
