@@ -2,13 +2,15 @@
 // (fsdp-ckpt reading fsdp_checkpoint_describe's description) use the same one without linking
 // the library's internals. The planner reads its model files with it (plan/model_sources.hpp).
 // Objects keep their keys' order; numbers are doubles (the library writes them with 17 significant
-// digits, which read back as the same double; integers are exact up to 2^53). Parsing follows the
-// JSON grammar (RFC 8259) independently of the C locale; an error is fail(Errc::Format) naming the
-// document, the byte offset, the line and the column.
+// digits, which read back as the same double; integers are exact up to 2^53), and keep their text,
+// from which Value::exact_unsigned reads integers up to 2^64 - 1 (offsets into files). Parsing
+// follows the JSON grammar (RFC 8259) independently of the C locale; an error is fail(Errc::Format)
+// naming the document, the byte offset, the line and the column.
 #pragma once
 
 #include <charconv>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,7 +23,7 @@ struct Value {
   enum class Kind { Null, Bool, Number, String, Array, Object } kind = Kind::Null;
   bool boolean = false;
   double number = 0;
-  std::string text;
+  std::string text;                                   // a string's; a number's as written
   std::vector<Value> items;                           // an array's
   std::vector<std::pair<std::string, Value>> fields;  // an object's, in order
 
@@ -38,6 +40,13 @@ struct Value {
     return v ? *v : null;
   }
   long long integer() const { return static_cast<long long>(number); }
+  // A number written as a non-negative integer that fits 64 bits (no sign, fraction or exponent),
+  // exactly; false for anything else.
+  bool exact_unsigned(uint64_t* out) const {
+    if (kind != Kind::Number || text.empty()) return false;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+    return ec == std::errc() && end == text.data() + text.size() && text[0] != '-';
+  }
 };
 
 // Names of the kinds, for messages ("expected an object, got a string").
@@ -136,7 +145,9 @@ class Reader {
       v.kind = Value::Kind::Null;
     } else {
       v.kind = Value::Kind::Number;
+      const std::size_t begin = i_;
       v.number = number();
+      v.text = s_.substr(begin, i_ - begin);
     }
     return v;
   }

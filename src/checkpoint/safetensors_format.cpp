@@ -6,6 +6,7 @@
 #include <set>
 
 #include "base/error.hpp"
+#include "base/json_reader.hpp"
 #include "checkpoint/json_text.hpp"
 
 namespace fsdp::ckpt {
@@ -20,174 +21,78 @@ std::size_t safetensors_dtype_size(const std::string& t) {
 
 namespace {
 
-// A small JSON reader for the header: objects, arrays, strings, integers.
-class Json {
- public:
-  explicit Json(const std::string& s) : s_(s) {}
-  void ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r'))
-      ++i_;
-  }
-  bool peek(char c) {
-    ws();
-    return i_ < s_.size() && s_[i_] == c;
-  }
-  void expect(char c) {
-    if (!peek(c)) bad(std::string("expected '") + c + "'");
-    ++i_;
-  }
-  std::string str() {
-    expect('"');
-    std::string out;
-    while (i_ < s_.size() && s_[i_] != '"') {
-      char c = s_[i_++];
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (i_ >= s_.size()) bad("unterminated escape");
-      c = s_[i_++];
-      switch (c) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'u': {
-          unsigned cp = hex4();
-          if (cp >= 0xdc00 && cp < 0xe000) bad("a lone low surrogate in a \\u escape");
-          if (cp >= 0xd800 && cp < 0xdc00) {  // a high surrogate: its low half must follow
-            if (i_ + 2 > s_.size() || s_[i_] != '\\' || s_[i_ + 1] != 'u')
-              bad("a lone high surrogate in a \\u escape");
-            i_ += 2;
-            const unsigned lo = hex4();
-            if (lo < 0xdc00 || lo >= 0xe000) bad("a high surrogate without its low half");
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-          }
-          utf8(cp, out);
-          break;
-        }
-        default: out += c;
-      }
-    }
-    expect('"');
-    return out;
-  }
-  uint64_t integer() {
-    ws();
-    const std::size_t start = i_;
-    uint64_t v = 0;
-    for (; i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9'; ++i_) {
-      const unsigned d = static_cast<unsigned>(s_[i_] - '0');
-      if (v > (UINT64_MAX - d) / 10) bad("an integer beyond 2^64 - 1");
-      v = v * 10 + d;
-    }
-    if (start == i_) bad("expected a non-negative integer");
-    return v;
-  }
-  // Four hex digits of a \u escape (std::stoul would also take signs, spaces and fewer digits).
-  unsigned hex4() {
-    if (i_ + 4 > s_.size()) bad("a \\u escape needs four hex digits");
-    unsigned v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = s_[i_++];
-      const int d = c >= '0' && c <= '9'   ? c - '0'
-                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                           : -1;
-      if (d < 0) bad("a \\u escape needs four hex digits");
-      v = v * 16 + static_cast<unsigned>(d);
-    }
-    return v;
-  }
-  // An object: member(key) reads each value, in order.
-  template <class Member>
-  void object(Member&& member) {
-    expect('{');
-    for (bool first = true; !peek('}'); first = false) {
-      if (!first) expect(',');
-      const std::string key = str();
-      expect(':');
-      member(key);
-    }
-    expect('}');
-  }
-  std::vector<uint64_t> integers() {
-    std::vector<uint64_t> v;
-    expect('[');
-    if (peek(']')) return ++i_, v;
-    do v.push_back(integer());
-    while (peek(',') && ++i_);
-    expect(']');
-    return v;
-  }
-  [[noreturn]] void bad(const std::string& what) {
-    fail(Errc::Format, "safetensors header: " + what + " at byte " + std::to_string(i_));
-  }
-  bool at_end() {
-    ws();
-    return i_ == s_.size();
-  }
+[[noreturn]] void bad(const std::string& doc, const std::string& what) {
+  fail(Errc::Format, doc + ": " + what);
+}
 
- private:
-  static void utf8(unsigned cp, std::string& out) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xc0 | (cp >> 6)), out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xe0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f)),
-          out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (cp >> 18)),
-          out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f)),
-          out += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-  }
-  const std::string& s_;
-  std::size_t i_ = 0;
-};
+const json::Value& object(const json::Value& v, const std::string& doc, const std::string& what) {
+  if (v.kind != json::Value::Kind::Object)
+    bad(doc, what + " is " + json::kind_name(v.kind) + ", not an object");
+  return v;
+}
+
+const std::string& string(const json::Value& v, const std::string& doc, const std::string& what) {
+  if (v.kind != json::Value::Kind::String)
+    bad(doc, what + " is " + json::kind_name(v.kind) + ", not a string");
+  return v.text;
+}
+
+uint64_t unsigned_integer(const json::Value& v, const std::string& doc, const std::string& what) {
+  uint64_t n = 0;
+  if (!v.exact_unsigned(&n)) bad(doc, what + ": expected an integer from 0 to 2^64 - 1");
+  return n;
+}
+
+std::vector<uint64_t> unsigned_integers(const json::Value& v, const std::string& doc,
+                                        const std::string& what) {
+  if (v.kind != json::Value::Kind::Array)
+    bad(doc, what + " is " + json::kind_name(v.kind) + ", not an array");
+  std::vector<uint64_t> out;
+  for (const json::Value& e : v.items) out.push_back(unsigned_integer(e, doc, what));
+  return out;
+}
 
 }  // namespace
 
 SafetensorsHeader parse_safetensors(const std::string& json, uint64_t file_size) {
+  static const std::string doc = "safetensors header";
   SafetensorsHeader h;
   h.data_start = 8 + json.size();
-  Json j(json);
+  const json::Value parsed = json::parse(json, doc);
+  const json::Value& root = object(parsed, doc, "the header");
   std::set<std::string> seen;
-  j.object([&](const std::string& key) {
-    if (!seen.insert(key).second) j.bad("duplicate key '" + key + "'");
+  for (const auto& [key, value] : root.fields) {
+    if (!seen.insert(key).second) bad(doc, "duplicate key '" + key + "'");
+    const std::string what = "'" + key + "'";
     if (key == "__metadata__") {
-      j.object([&](const std::string& k) { h.metadata[k] = j.str(); });
-      return;
+      for (const auto& [k, v] : object(value, doc, what).fields)
+        h.metadata[k] = string(v, doc, what + ": '" + k + "'");
+      continue;
     }
     TensorEntry t;
     t.name = key;
     bool have_dtype = false, have_shape = false, have_offsets = false;
-    j.object([&](const std::string& field) {
+    for (const auto& [field, v] : object(value, doc, what).fields) {
       if (field == "dtype") {
-        t.dtype = j.str(), have_dtype = true;
+        t.dtype = string(v, doc, what + ": dtype"), have_dtype = true;
       } else if (field == "shape") {
-        for (uint64_t e : j.integers()) {
-          if (e > static_cast<uint64_t>(INT64_MAX)) j.bad("'" + key + "': an extent beyond 2^63");
+        for (uint64_t e : unsigned_integers(v, doc, what + ": shape")) {
+          if (e > static_cast<uint64_t>(INT64_MAX)) bad(doc, what + ": an extent beyond 2^63");
           t.shape.push_back(static_cast<int64_t>(e));
         }
         have_shape = true;
       } else if (field == "data_offsets") {
-        const auto o = j.integers();
-        if (o.size() != 2) j.bad("'" + key + "': data_offsets needs two numbers");
+        const auto o = unsigned_integers(v, doc, what + ": data_offsets");
+        if (o.size() != 2) bad(doc, what + ": data_offsets needs two numbers");
         t.begin = o[0], t.end = o[1], have_offsets = true;
       } else {
-        j.bad("'" + key + "': unknown field '" + field + "'");
+        bad(doc, what + ": unknown field '" + field + "'");
       }
-    });
+    }
     if (!have_dtype || !have_shape || !have_offsets)
-      j.bad("'" + key + "': needs dtype, shape and data_offsets");
+      bad(doc, what + ": needs dtype, shape and data_offsets");
     h.tensors.push_back(std::move(t));
-  });
-  if (!j.at_end()) j.bad("text after the header object");
+  }
   std::sort(h.tensors.begin(), h.tensors.end(),
             [](const TensorEntry& a, const TensorEntry& b) { return a.begin < b.begin; });
   uint64_t expected = 0;
@@ -241,25 +146,30 @@ std::string safetensors_header_json(const std::vector<TensorEntry>& tensors,
 namespace fsdp::ckpt {
 
 SafetensorsIndex parse_safetensors_index(const std::string& json) {
+  static const std::string doc = "safetensors index";
   SafetensorsIndex index;
-  Json j(json);
+  const json::Value parsed = json::parse(json, doc);
+  const json::Value& root = object(parsed, doc, "the index");
   bool have_map = false, have_metadata = false;
-  j.object([&](const std::string& key) {
+  for (const auto& [key, value] : root.fields) {
     const bool is_map = key == "weight_map";
-    if (!is_map && key != "metadata") j.bad("unknown key '" + key + "'");
+    if (!is_map && key != "metadata") bad(doc, "unknown key '" + key + "'");
     bool& seen = is_map ? have_map : have_metadata;
-    if (seen) j.bad("duplicate key '" + key + "'");
+    if (seen) bad(doc, "duplicate key '" + key + "'");
     seen = true;
-    j.object([&](const std::string& k) {
+    for (const auto& [k, v] : object(value, doc, "'" + key + "'").fields) {
+      const std::string what = "'" + key + "': '" + k + "'";
       if (is_map) {
-        if (!index.weight_map.emplace(k, j.str()).second) j.bad("'" + k + "' listed twice");
+        if (!index.weight_map.emplace(k, string(v, doc, what)).second)
+          bad(doc, "'" + k + "' listed twice");
       } else {  // metadata values: strings or integers (total_size)
-        index.metadata[k] = j.peek('"') ? j.str() : std::to_string(j.integer());
+        index.metadata[k] = v.kind == json::Value::Kind::String
+                                ? v.text
+                                : std::to_string(unsigned_integer(v, doc, what));
       }
-    });
-  });
-  if (!j.at_end()) j.bad("text after the index object");
-  if (!have_map) j.bad("no weight_map");
+    }
+  }
+  if (!have_map) bad(doc, "no weight_map");
   return index;
 }
 
