@@ -160,9 +160,8 @@ void add_unit_datasets(SaveJob& job, Unit& u, const std::string& group, const vo
   const std::size_t es = u.layout().element_size();
   const char* src = static_cast<const char*>(base);
   if ((writer || master_pieces) && spares)
-    src = copy_into_job(
-        job, u.context().memory(), base,
-        (trainable_only ? u.layout().grad_shard_numel() : u.bytes().master_numel()) * es, *spares);
+    src = copy_into_job(job, u.context().memory(), base,
+                        trainable_only ? u.grad_shard_bytes() : u.bytes().masters(), *spares);
   for (std::size_t i = 0; i < u.layout().num_params(); ++i) {
     const ParamSpec& p = u.layout().param(i);
     if (trainable_only && !p.requires_grad) continue;
@@ -333,9 +332,9 @@ struct Target {
   Unit* unit = nullptr;
   std::size_t param = 0;
   int optimizer = -1, buffer = -1;  // -1: the parameter itself
-  // Whether this rank's range of it is one of the whole job's (HFSDP: optimizer state, and master
-  // pieces) rather than one of its shard group's.
-  bool in_piece(bool hfsdp) const { return optimizer < 0 ? unit->master_in_piece(param) : hfsdp; }
+  // Under HFSDP: whether this rank's range of it is one of the whole job's (optimizer state, and
+  // split masters' pieces) rather than one of its shard group's.
+  bool in_piece() const { return optimizer < 0 ? unit->master_in_piece(param) : true; }
 };
 
 // One of the request's optimizers against the file's optimizer at its position.
@@ -542,17 +541,16 @@ std::vector<PartialCrc> checksum(const PosixFile& file, const std::vector<FileRa
   return crc;
 }
 
-// The targets `comm` holds exactly once (`in_piece`: only those each rank holds as one of the
-// job's, Target::in_piece, or only the others; none: every target): its members' partial
-// checksums combine to each dataset's.
+// The targets `comm` holds exactly once (those `picked` says): its members' partial checksums
+// combine to each dataset's.
+template <class Picked>
 void verify_checksums(MPI_Comm comm, const std::vector<Target>& targets,
-                      const std::vector<PartialCrc>& local, bool hfsdp,
-                      std::optional<bool> in_piece) {
+                      const std::vector<PartialCrc>& local, Picked picked_target) {
   std::vector<std::size_t> picked(targets.size(), SIZE_MAX);
   std::vector<std::size_t> of;  // the picked targets' indices
   std::vector<DatasetExtent> extents;
   for (std::size_t t = 0; t < targets.size(); ++t)
-    if (!in_piece || targets[t].in_piece(hfsdp) == *in_piece) {
+    if (picked_target(targets[t])) {
       picked[t] = of.size();
       of.push_back(t);
       extents.push_back(
@@ -594,9 +592,9 @@ std::unique_ptr<PosixFile> open_verified(MPI_Comm all, MPI_Comm shard, bool hfsd
   });
   agree_on(all, [&] {
     const std::vector<PartialCrc> crc = checksum(*file, ranges, targets);
-    if (!hfsdp) return verify_checksums(shard, targets, crc, false, std::nullopt);
-    verify_checksums(shard, targets, crc, true, /*in_piece=*/false);
-    verify_checksums(all, targets, crc, true, /*in_piece=*/true);
+    if (!hfsdp) return verify_checksums(shard, targets, crc, [](const Target&) { return true; });
+    verify_checksums(shard, targets, crc, [](const Target& t) { return !t.in_piece(); });
+    verify_checksums(all, targets, crc, [](const Target& t) { return t.in_piece(); });
   });
   return file;
 }
@@ -629,9 +627,7 @@ void read_ranges(Context& ctx, MPI_Comm all, const LoadRequest& r,
                              [&](const Staging& b) { return b.device == d; });
     if (same == staging.end()) {
       Staging& b = staging.emplace_back(Staging{d, {}});
-      b.host.resize(tg.optimizer < 0
-                        ? tg.unit->bytes().master_numel() * tg.unit->layout().element_size()
-                        : tg.unit->grad_shard_bytes());
+      b.host.resize(tg.optimizer < 0 ? tg.unit->bytes().masters() : tg.unit->grad_shard_bytes());
       memory.copy(b.host.data(), d, b.host.size());
       same = staging.end() - 1;
     }

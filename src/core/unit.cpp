@@ -488,10 +488,10 @@ void Unit::install_shard(const void* shard) {
 ShardSlice Unit::master_slice(std::size_t i) const {
   if (!split_masters()) return slice(i);
   if (layout_.param(i).requires_grad) return update_slice(i);
-  ShardSlice s = slice(i);  // in the frozen block, which follows the master piece
+  ShardSlice s = slice(i);  // in the frozen block
   if (s.length)
     s.shard_offset = s.shard_offset - layout_.section(SectionKind::Frozen).shard_base +
-                     layout_.grad_shard_numel();
+                     bytes().block_offset(SectionKind::Frozen) / layout_.element_size();
   return s;
 }
 

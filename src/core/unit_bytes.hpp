@@ -27,11 +27,15 @@ struct UnitBytes {
                ? layout.grad_shard_numel() + layout.section(SectionKind::Frozen).shard_numel
                : layout.shard_numel();
   }
+  std::size_t masters() const { return master_numel() * layout.element_size(); }
+  // This rank's shard in fsdp.h's layout (storage dtype, each section's block): the shard itself
+  // unless split, else what initialization writes and fsdp_gather_params assembles.
+  std::size_t layout_shard() const { return layout.shard_numel() * layout.element_size(); }
   // Where each section's block starts in the shard (bytes), and its dtype: the trainable block
   // after the master copy when split.
   std::size_t block_offset(SectionKind k) const {
     if (split_masters())
-      return k == SectionKind::Trainable ? master_numel() * layout.element_size()
+      return k == SectionKind::Trainable ? masters()
                                          : layout.grad_shard_numel() * layout.element_size();
     return layout.section(k).shard_base * layout.element_size();
   }
@@ -39,9 +43,7 @@ struct UnitBytes {
     return split_masters() && k == SectionKind::Trainable ? precision.param : precision.storage;
   }
   // The parameter shard: the master copy, and when split the trainable block in param_dtype.
-  std::size_t shard() const {
-    return master_numel() * layout.element_size() + (split_masters() ? trainable_shard() : 0);
-  }
+  std::size_t shard() const { return masters() + (split_masters() ? trainable_shard() : 0); }
   // The gradient shard (this rank's update range of the trainable section), in the storage
   // dtype; each optimizer state buffer is as large.
   std::size_t grad_shard() const { return layout.grad_shard_numel() * layout.element_size(); }

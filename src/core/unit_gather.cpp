@@ -19,7 +19,7 @@ void own_shard(Unit& unit, void* own) {
   const std::size_t esize = l.element_size();
   char* at = static_cast<char*>(own);
   if (!unit.split_masters()) {
-    ctx.memory().copy(own, unit.shard_data(), l.shard_numel() * esize);  // host or device shard
+    ctx.memory().copy(own, unit.shard_data(), unit.bytes().layout_shard());  // host or device
     ctx.memory().synchronize();
     return;
   }
@@ -27,7 +27,8 @@ void own_shard(Unit& unit, void* own) {
   const Section& frozen = l.section(SectionKind::Frozen);
   const char* masters = static_cast<const char*>(unit.shard_data());
   ctx.memory().copy(at + l.update_offset(unit.update_piece()) * esize, masters, piece * esize);
-  ctx.memory().copy(at + frozen.shard_base * esize, masters + piece * esize,
+  ctx.memory().copy(at + frozen.shard_base * esize,
+                    masters + unit.bytes().block_offset(SectionKind::Frozen),
                     frozen.shard_numel * esize);
   ctx.memory().synchronize();
   const MpiCount n(piece, l.dtype());
@@ -42,7 +43,7 @@ void gather_masters(Unit& unit, void* const* out, const std::optional<Error>& lo
   Context& ctx = unit.context();
   const FlatLayout& l = unit.layout();
   const std::size_t esize = l.element_size(), full_bytes = l.padded_numel() * esize;
-  const std::size_t own_bytes = l.shard_numel() * esize;
+  const std::size_t own_bytes = unit.bytes().layout_shard();
   const Group& shard = ctx.groups().shard();
   // Split masters: the replicas' pieces are gathered too, so every rank of the job takes part.
   const Group& agreeing = unit.split_masters() ? ctx.groups().world() : shard;

@@ -64,8 +64,7 @@ void materialize(Unit& u, const UnitSource& source, void* full) {
 // as initialization memory, that install() hands to the unit.
 class ShardTarget {
  public:
-  explicit ShardTarget(Unit& u)
-      : u_(u), bytes_(u.layout().shard_numel() * u.layout().element_size()) {
+  explicit ShardTarget(Unit& u) : u_(u), bytes_(u.bytes().layout_shard()) {
     if (!u.split_masters()) {
       data_ = u.shard_data();
       return;
