@@ -135,14 +135,38 @@ static size_t numel_of(int u, int index) {
   return sizes[u][index];
 }
 
-/* 0.5 (p - t)^2 summed over every parameter the unit uses, and its gradient p - t (half of it
- * through the tie) added into the full gradient of the trainable ones. */
-static double use_unit(Run* r, int u, int micro, int step) {
+/* Unit u's float32 masters (fsdp_gather_params: under HFSDP with bfloat16 compute each rank holds
+ * 1/(F*N) of them), one new array per parameter. */
+typedef struct {
+  float* p[3];
+} Masters;
+
+static Masters gather_unit(fsdp_unit_t unit, int u) {
+  Masters m = {{NULL, NULL, NULL}};
+  for (int p = 0; p < (u == 1 ? 3 : 1); ++p) m.p[p] = malloc(numel_of(u, p) * sizeof(float));
+  CHECK_OK(fsdp_gather_params(unit, (void* const*)m.p));
+  return m;
+}
+
+/* Whether two gatherings of unit u differ; frees both. */
+static int masters_differ_free(Masters a, Masters b, int u) {
+  int bad = 0;
+  for (int p = 0; p < (u == 1 ? 3 : 1); ++p) {
+    bad += memcmp(a.p[p], b.p[p], numel_of(u, p) * sizeof(float)) != 0;
+    free(a.p[p]);
+    free(b.p[p]);
+  }
+  return bad != 0;
+}
+
+/* 0.5 (p - t)^2 summed over every parameter the unit uses, and (`with_grad`) its gradient p - t
+ * (half of it through the tie) added into the full gradient of the trainable ones. */
+static double use_unit(Run* r, int u, int micro, int step, int with_grad) {
   static const int nparams[NUNITS] = {1, 3, 2};
   double loss = 0.0;
   for (int p = 0; p < nparams[u]; ++p) {
     const int index = u == 2 && p == 1 ? r->alias : p;
-    const int trainable = !(u == 1 && p == 1);
+    const int trainable = with_grad && !(u == 1 && p == 1);
     void* w = NULL;
     void* g = NULL;
     CHECK_OK(fsdp_param_data(r->u[u], index, &w));
@@ -162,12 +186,16 @@ static double use_unit(Run* r, int u, int micro, int step) {
  * clip's norm. */
 static double train_step(Run* r, int step, double* norm) {
   double loss = 0.0;
+  const Masters before = gather_unit(r->u[1], 1);
   for (int m = 0; m < MICRO; ++m) {
+    if (m == 1) /* a state dict mid-step, gradients accumulated: the masters are the step's */
+      CHECK_MSG(!masters_differ_free(before, gather_unit(r->u[1], 1), 1),
+                "masters changed before the step");
     CHECK_OK(fsdp_set_grad_sync(r->ctx, m == MICRO - 1));
     CHECK_OK(fsdp_unshard(r->u[0])); /* the head's tie reads it: held through the pass */
     for (int u = 1; u < NUNITS; ++u) CHECK_OK(fsdp_unshard(r->u[u]));
     for (int u = NUNITS - 1; u >= 0; --u) {
-      loss += use_unit(r, u, m, step);
+      loss += use_unit(r, u, m, step, 1);
       CHECK_OK(fsdp_reshard(r->u[u]));
       CHECK_OK(fsdp_reduce_grads(r->u[u]));
     }
@@ -180,24 +208,21 @@ static double train_step(Run* r, int step, double* norm) {
   return total;
 }
 
-/* Whether the float32 masters of unit `u` of two runs differ (fsdp_gather_params: under HFSDP
- * with bfloat16 compute each rank holds 1/(F*N) of them). */
-static int masters_differ(fsdp_unit_t a, fsdp_unit_t b, int u) {
-  float *va[3] = {NULL, NULL, NULL}, *vb[3] = {NULL, NULL, NULL};
-  const int n = u == 1 ? 3 : 1;
-  for (int p = 0; p < n; ++p) {
-    va[p] = malloc(numel_of(u, p) * sizeof(float));
-    vb[p] = malloc(numel_of(u, p) * sizeof(float));
+/* An evaluation pass: forward only, the blocks in reverse order (the embedding held for the
+ * head's tie). Returns the loss summed over ranks. */
+static double evaluate(Run* r, int step) {
+  double loss = 0.0;
+  CHECK_OK(fsdp_unshard(r->u[0]));
+  for (int u = NUNITS - 1; u >= 1; --u) {
+    CHECK_OK(fsdp_unshard(r->u[u]));
+    loss += use_unit(r, u, MICRO, step, 0);
+    CHECK_OK(fsdp_reshard(r->u[u]));
   }
-  CHECK_OK(fsdp_gather_params(a, (void* const*)va));
-  CHECK_OK(fsdp_gather_params(b, (void* const*)vb));
-  int bad = 0;
-  for (int p = 0; p < n; ++p) {
-    bad += memcmp(va[p], vb[p], numel_of(u, p) * sizeof(float)) != 0;
-    free(va[p]);
-    free(vb[p]);
-  }
-  return bad != 0;
+  loss += use_unit(r, 0, MICRO, step, 0);
+  CHECK_OK(fsdp_reshard(r->u[0]));
+  double total = 0.0;
+  MPI_Allreduce(&loss, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return total;
 }
 
 /* Unit u's unsharded parameters (param dtype bytes) and float32 masters (fsdp_gather_params) in
@@ -220,7 +245,7 @@ static int differences(Run* a, Run* b) {
     }
     CHECK_OK(fsdp_reshard(a->u[u]));
     CHECK_OK(fsdp_reshard(b->u[u]));
-    bad += masters_differ(a->u[u], b->u[u], u);
+    bad += masters_differ_free(gather_unit(a->u[u], u), gather_unit(b->u[u], u), u);
   }
   return bad;
 }
@@ -265,6 +290,9 @@ static void compare_training(fsdp_dtype_t param_dtype, const char* label, int sa
     CHECK_MSG(na > 0.5, "the clip is active (norm above max_norm)");
     snprintf(msg, sizeof msg, "%s step %d: parameters differ", label, step);
     CHECK_MSG(differences(&hybrid, &hfsdp) == 0, msg);
+    const double ea = evaluate(&hybrid, step), eb = evaluate(&hfsdp, step);
+    snprintf(msg, sizeof msg, "%s step %d: evaluation loss %.17g vs %.17g", label, step, ea, eb);
+    CHECK_MSG(ea == eb && ea > 0.0, msg);
   }
   fsdp_memory_stats_t ma = {sizeof ma}, mb = {sizeof mb};
   CHECK_OK(fsdp_memory_stats(hybrid.ctx, &ma));
