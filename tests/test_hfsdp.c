@@ -7,13 +7,16 @@
  * after every AdamW step, with two micro-batches accumulated without gradient sync, an active
  * gradient clip, an embedding tied to the head and a frozen parameter; for bfloat16 compute with
  * float32 reduction, and for float32, over the transport FSDP_TRANSPORT says (CTest runs it once
- * per host transport). Memory: the gradient shards and the optimizer state are hybrid's divided by
- * N, and equal the layout fsdp.h states computed here; the shards are hybrid's in float32, and with
- * bfloat16 compute the trainable blocks in bfloat16 beside 1/(F*N) of the float32 masters.
- * Checkpoints: HFSDP's file loads into a hybrid context and a full-sharding one, hybrid's into an
- * HFSDP one, and the loaded contexts train on as the saving ones do. Initialization by a callback
- * and from rank 0 reaches the split masters. Bad input: hfsdp = 2, hfsdp without hybrid sharding,
- * fsdp_shard_grad under HFSDP, fsdp_shard_data with split masters. */
+ * per host transport). An evaluation pass after every step (forward only, units out of order)
+ * gives both the same loss, and a state dict taken mid-step (fsdp_gather_params between
+ * micro-batches) equals the one before the step. Memory: the gradient shards and the optimizer
+ * state are hybrid's divided by N, and equal the layout fsdp.h states computed here; the shards are
+ * hybrid's in float32, and with bfloat16 compute the trainable blocks in bfloat16 beside 1/(F*N) of
+ * the float32 masters. Checkpoints: HFSDP's file loads into a hybrid context and a full-sharding
+ * one, hybrid's into an HFSDP one, and the loaded contexts train on as the saving ones do.
+ * Initialization by a callback and from rank 0 reaches the split masters. Bad input: hfsdp = 2,
+ * hfsdp without hybrid sharding, fsdp_shard_grad under HFSDP, fsdp_shard_data with split masters.
+ */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
