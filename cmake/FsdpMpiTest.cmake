@@ -83,3 +83,25 @@ function(fsdp_add_mpi_run name)
       LABELS "mpi;np${n};${T_LABELS}" ENVIRONMENT "${T_ENV}" SKIP_RETURN_CODE 77)
   endforeach()
 endfunction()
+
+# fsdp_finish_tests()
+# Called at the end of each CMakeLists.txt that registers tests, over that directory's tests: what
+# each test's environment needs from the MPI in use, for the scripts that start mpiexec themselves
+# too. Under Open MPI: oversubscription (4 ranks on 2 cores; OMPI_MCA_rmaps_base_oversubscribe is
+# --oversubscribe's parameter) and, as root, --allow-run-as-root's two variables; every test
+# carries the label `openmpi` (CI's Open MPI run, doc/testing.md).
+function(fsdp_finish_tests)
+  if(NOT FSDP_MPI_FLAVOR STREQUAL "openmpi")
+    return()
+  endif()
+  set(env OMPI_MCA_rmaps_base_oversubscribe=1)
+  execute_process(COMMAND id -u OUTPUT_VARIABLE uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(uid STREQUAL "0")
+    list(APPEND env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+  endif()
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  foreach(t IN LISTS tests)
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT ${env})
+    set_property(TEST ${t} APPEND PROPERTY LABELS openmpi)
+  endforeach()
+endfunction()

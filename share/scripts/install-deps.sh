@@ -7,10 +7,14 @@ set -euo pipefail
 # python3-torch, python3-matplotlib: the Python binding, its PyTorch example and plot (for
 # /usr/bin/python3). doxygen: the API reference. clang + libclang-rt-14-dev (libFuzzer, Debian 12's
 # clang 14) and valgrind: `make fuzz` and `make memcheck` (doc/testing.md). abigail-tools: abidw and
-# abidiff, the ABI check against share/abi/ (doc/abi.md).
+# abidiff, the ABI check against share/abi/ (doc/abi.md). Open MPI beside MPICH (openmpi-bin,
+# libopenmpi-dev, libhdf5-openmpi-dev): the suite under the second MPI (make check MPI=openmpi);
+# installing it leaves the machine's default MPI as it was (below). slurm-wlm + munge: the real
+# Slurm of test_slurm_submit; lmod: test_modulefile.
 packages=(build-essential cmake binutils pkg-config gfortran mpich libmpich-dev libhdf5-mpich-dev
           hdf5-tools libopenblas-dev python3-numpy python3-torch python3-matplotlib doxygen
-          clang libclang-rt-14-dev valgrind abigail-tools)
+          clang libclang-rt-14-dev valgrind abigail-tools
+          openmpi-bin libopenmpi-dev libhdf5-openmpi-dev slurm-wlm munge lmod)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -26,5 +30,18 @@ else
   exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
+# The MPI alternatives (the generic mpicc, mpiexec, mpi.h, h5pcc) as they are now: installing a
+# second MPI switches them to it in auto mode (Open MPI ranks above MPICH), so they are put back.
+groups=(mpi mpirun mpi-x86_64-linux-gnu h5pcc)
+declare -A chosen=()
+for g in "${groups[@]}"; do
+  chosen[$g]=$(update-alternatives --query "$g" 2>/dev/null | sed -n 's/^Value: //p')
+done
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+for g in "${groups[@]}"; do
+  v=${chosen[$g]}
+  # A machine that had no MPI before: MPICH, the one the Makefile and the docs default to.
+  [ -z "$v" ] && v=$(update-alternatives --list "$g" 2>/dev/null | grep -m1 mpich || true)
+  [ -n "$v" ] && $sudo update-alternatives --quiet --set "$g" "$v"
+done

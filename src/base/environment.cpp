@@ -44,6 +44,19 @@ const char* env(Env v) {
   return value && *value ? value : nullptr;
 }
 
+LauncherJob launcher_job() {
+  static const char* const kLaunchers[][2] = {
+      {"OMPI_COMM_WORLD_SIZE", "Open MPI's mpiexec"},
+      {"PMI_SIZE", "a PMI launcher (MPICH's Hydra, srun --mpi=pmi2)"},
+      {"SLURM_STEP_NUM_TASKS", "srun"}};
+  for (const auto& l : kLaunchers) {
+    const char* value = std::getenv(l[0]);
+    const long n = value ? std::atol(value) : 0;
+    if (n > 1) return {n, l[0], l[1]};
+  }
+  return {};
+}
+
 int env_choice(Env v, std::initializer_list<const char*> choices) {
   const char* value = env(v);
   if (!value) return -1;

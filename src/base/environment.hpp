@@ -50,6 +50,17 @@ const char* env(Env v);
 // Errc::InvalidArgument naming the variable and the choices for any other value.
 int env_choice(Env v, std::initializer_list<const char*> choices);
 
+// What the launcher that started this process says of the job: the first of Open MPI's
+// OMPI_COMM_WORLD_SIZE, PMI's PMI_SIZE (MPICH's Hydra, srun --mpi=pmi2) and srun's
+// SLURM_STEP_NUM_TASKS that is set to a number above 1 (`variable`, `launcher`: words for a
+// message), else processes = 0. Not FSDP_* variables: launchers set them (doc/environment.md).
+struct LauncherJob {
+  long processes = 0;
+  const char* variable = nullptr;
+  const char* launcher = nullptr;
+};
+LauncherJob launcher_job();
+
 // Collective over `world` (fsdp_init): throws Errc::Mismatch on every rank, naming the first
 // variable that differs, when a variable that must be the same on every rank is not.
 void agree_on_environment(const Group& world);

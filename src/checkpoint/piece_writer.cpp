@@ -45,16 +45,21 @@ std::vector<std::vector<Block>> plan_rounds(std::vector<IoPiece>& pieces, uint64
   return rounds;
 }
 
-// ROMIO hints. Each rank's pieces are long contiguous runs, so two-phase collective buffering
+// MPI-IO hints. Each rank's pieces are long contiguous runs, so two-phase collective buffering
 // (every byte through a few aggregator ranks) and data sieving (reading whole extents, other
 // ranks' bytes included, and read-modify-write) only add copies: both are off unless
 // FSDP_CKPT_ROMIO_CB=enable|automatic asks for aggregation (many nodes on a parallel file system
-// with few, small pieces per rank may prefer it).
+// with few, small pieces per rank may prefer it). Given for whichever MPI-IO layer the MPI uses:
+// the MPI standard's `collective_buffering` (Open MPI's OMPIO reads it; automatic leaves it to
+// the layer) and ROMIO's own keys (MPICH; Open MPI's ROMIO component). A layer ignores the keys
+// it does not know, so the bytes written are the same under any of them.
 void set_hints(MPI_Info info) {
   const char* cb = env(Env::CkptRomioCb);
-  const char* mode = cb ? cb : "disable";
-  MPI_Info_set(info, "romio_cb_write", mode);
+  const std::string mode = cb ? cb : "disable";
+  MPI_Info_set(info, "romio_cb_write", mode.c_str());
   MPI_Info_set(info, "romio_ds_write", "disable");
+  if (mode != "automatic")
+    MPI_Info_set(info, "collective_buffering", mode == "enable" ? "true" : "false");
 }
 
 class MpiFile {

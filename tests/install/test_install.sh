@@ -25,7 +25,16 @@ soname=$(objdump -p "$prefix/$libdir/libfsdp.so" | awk '/SONAME/ {print $2}')
 [ -f "$prefix/$libdir/pkgconfig/fsdp.pc" ] || fail "fsdp.pc not installed"
 echo "installed: header, $soname, fsdp-ckpt, fsdp-plan, CMake package, pkg-config file"
 
-run() { "$mpiexec" -n 2 "$@"; }
+# A built program runs on 2 ranks, after a check that it loads one MPI library (libmpi.so.N or
+# libmpich.so.N, beside its Fortran ones), libfsdp's: a consumer
+# that found another MPI's libmpi.so (Debian's mpifort.openmpi names no -L for its own) would
+# load both, and MPI calls would land in the wrong one.
+mpi_sonames() { ldd "$1" | sed -n 's/^\s*\(libmpi\(ch\)\?\.so\.[0-9]*\) .*/\1/p' | sort -u | tr '\n' ' '; }
+fsdp_mpi=$(mpi_sonames "$prefix/$libdir/libfsdp.so")
+run() {
+  [ "$(mpi_sonames "$1")" = "$fsdp_mpi" ] || fail "$1 loads MPI libraries $(mpi_sonames "$1"), libfsdp $fsdp_mpi"
+  "$mpiexec" -n 2 "$@"
+}
 # A CMake project of tests/install ($1) configured against the tree at $2 into $3 and built;
 # the MPI wrappers are named (the generic mpicc may be another MPI's), nothing else.
 consumer() {
@@ -90,13 +99,7 @@ mkdir -p "$(dirname "$moved")" && mv "$prefix" "$moved"
 mkdir -p "$work/again"
 build_against "$moved" again  # the CMake package and pkg-config files follow the move
 mpidir=$(dirname "$(command -v "$mpiexec")")
-# Under make sanitize, the sanitizer runtime's options (and those it needs of UCX and hwloc) go
-# through too: they find no library, they only keep the runtime's leak checks off MPI's exits.
-keep=()
-for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS UCX_MEM_MALLOC_HOOKS \
-         UCX_MEM_MMAP_HOOK_MODE HWLOC_PLUGINS_PATH; do
-  [ -n "${!v:-}" ] && keep+=("$v=${!v}")
-done
+. "$src/tests/install/clean_env.sh"  # keep: what the clean environment passes
 clean() { env -i PATH="$mpidir" "${keep[@]}" "$@"; }
 for exe in "$moved"/bin/fsdp-ckpt "$moved"/libexec/libfsdp/*; do
   runpath=$(readelf -d "$exe" | awk '/RUNPATH|RPATH/ {print $NF}')

@@ -3,6 +3,9 @@
 
 #include <cuda.h>
 #include <mpi.h>
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h>  // Open MPI's extensions: MPIX_Query_cuda_support
+#endif
 
 #include "memory/cuda/cuda_check.hpp"
 #include "memory/cuda/cuda_memory_space.hpp"
@@ -93,10 +96,16 @@ void set_caller_stream(MemorySpace& device_memory, void* stream) {
   static_cast<CudaMemorySpace&>(device_memory).set_caller_stream(static_cast<cudaStream_t>(stream));
 }
 
+// Whether the MPI library moves CUDA device memory itself, asked of the library at run time:
+// MPICH (4.0 and later) through MPIX_GPU_query_support, Open MPI through its CUDA extension's
+// MPIX_Query_cuda_support (mpi-ext.h; present whether or not that build has CUDA support, which
+// the call then reports). Any other MPI: no, and device buffers are staged through the host.
 bool mpi_supports_cuda() {
 #if defined(MPIX_GPU_SUPPORT_CUDA)
   int supported = 0;
   return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) == MPI_SUCCESS && supported;
+#elif defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
+  return MPIX_Query_cuda_support() == 1;
 #else
   return false;
 #endif

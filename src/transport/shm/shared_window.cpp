@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -43,6 +44,25 @@ std::string shm_space_text() {
          " free of " + mib(static_cast<unsigned long long>(st.f_blocks) * st.f_frsize);
 }
 
+namespace {
+
+[[noreturn]] void cannot_back(unsigned long long total) {
+  fail(Errc::OutOfMemory, "node shared memory: a window of " + std::to_string(total) +
+                              " bytes cannot be backed; " + shm_space_text() +
+                              " (enlarge it, e.g. docker run --shm-size, or use "
+                              "FSDP_TRANSPORT=mpi)");
+}
+
+// Free bytes of /dev/shm, where MPICH and Open MPI (osc_sm_backing_directory) put the window's
+// backing file; the largest value when it cannot be seen.
+unsigned long long shm_free_bytes() {
+  struct statvfs st;
+  if (statvfs("/dev/shm", &st) != 0) return ~0ULL;
+  return static_cast<unsigned long long>(st.f_bavail) * st.f_frsize;
+}
+
+}  // namespace
+
 SharedWindow::SharedWindow(MPI_Comm team, std::size_t my_bytes) {
   int size = 0;
   MPI_Comm_size(team, &size);
@@ -51,8 +71,21 @@ SharedWindow::SharedWindow(MPI_Comm team, std::size_t my_bytes) {
   MPI_Info info = MPI_INFO_NULL;
   MPI_Info_create(&info);
   MPI_Info_set(info, "alloc_shared_noncontig", "true");
+  // MPI promises no alignment of a segment's base (Open MPI 4.1's osc/sm returns 8 mod 64), so a
+  // non-empty segment asks for one page more and starts at its first page boundary.
   char* mine = nullptr;
-  const std::size_t request = round_to_pages(my_bytes);
+  const std::size_t request = my_bytes == 0 ? 0 : round_to_pages(my_bytes) + page_bytes();
+  // A window that cannot fit is refused on every rank before MPI is asked: Open MPI's allocation
+  // then fails on the rank that creates the backing file while the others wait in it for ever.
+  // Every rank sees the node's /dev/shm; the verdict is agreed all the same.
+  unsigned long long total = request;
+  MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, team);
+  int fits = shm_free_bytes() >= total + static_cast<unsigned long long>(size) * page_bytes();
+  MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, team);
+  if (!fits) {
+    MPI_Info_free(&info);
+    cannot_back(total);
+  }
   const int rc =
       MPI_Win_allocate_shared(static_cast<MPI_Aint>(request), 1, info, team, &mine, &win_);
   MPI_Info_free(&info);
@@ -66,14 +99,9 @@ SharedWindow::SharedWindow(MPI_Comm team, std::size_t my_bytes) {
   int backed = back_pages(mine, request);
   MPI_Allreduce(MPI_IN_PLACE, &backed, 1, MPI_INT, MPI_MIN, team);
   if (!backed) {
-    unsigned long long total = request;  // the window's size, for the message
-    MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, team);
     MPI_Win_free(&win_);  // its pages go back first: the free space below is what is left
     MPI_Barrier(team);    // on every rank of the node
-    fail(Errc::OutOfMemory, "node shared memory: a window of " + std::to_string(total) +
-                                " bytes cannot be backed; " + shm_space_text() +
-                                " (enlarge it, e.g. docker run --shm-size, or use "
-                                "FSDP_TRANSPORT=mpi)");
+    cannot_back(total);
   }
   int* model = nullptr;
   int found = 0;
@@ -89,8 +117,12 @@ SharedWindow::SharedWindow(MPI_Comm team, std::size_t my_bytes) {
     int disp = 0;
     void* base = nullptr;
     MPI_Win_shared_query(win_, r, &bytes, &disp, &base);
-    bases_[static_cast<std::size_t>(r)] = static_cast<char*>(base);
-    bytes_[static_cast<std::size_t>(r)] = static_cast<std::size_t>(bytes);
+    const auto b = reinterpret_cast<std::uintptr_t>(base);
+    const std::uintptr_t page = page_bytes();
+    const bool empty = bytes == 0;
+    bases_[static_cast<std::size_t>(r)] =
+        empty ? static_cast<char*>(base) : reinterpret_cast<char*>((b + page - 1) / page * page);
+    bytes_[static_cast<std::size_t>(r)] = empty ? 0 : static_cast<std::size_t>(bytes) - page;
   }
 }
 

@@ -16,8 +16,8 @@ namespace fsdp::shm {
 
 class SharedWindow {
  public:
-  // Collective over `team`. `my_bytes` may be 0. Segments are page-aligned and backed (populated)
-  // before use. Throws Errc::OutOfMemory on every team rank when MPI cannot allocate or a rank's
+  // Collective over `team`. `my_bytes` may be 0. Segments are page-aligned whatever base MPI
+  // returns (the window holds a page of slack per segment) and backed (populated) before use. Throws Errc::OutOfMemory on every team rank when MPI cannot allocate or a rank's
   // segment cannot be backed (/dev/shm too small), Errc::Unsupported when the window is not
   // unified.
   SharedWindow(MPI_Comm team, std::size_t my_bytes);
