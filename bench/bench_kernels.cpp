@@ -73,6 +73,8 @@ struct Buffer {
 
 // ---- Ceilings: the kernels' streams, nothing computed but an addition or a shift ----
 // Built for AVX2 too where the kernels are (picked at load time), so both use the same vectors.
+// Each ceiling is a plain function, one per element type it is used with: clang (14) has no
+// target_clones on function templates; a template body is inlined into each clone.
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__GLIBC__)  // ifunc
 #define CEILING __attribute__((target_clones("avx2", "default")))
 #else
@@ -81,28 +83,35 @@ struct Buffer {
 
 // rmwK_readJ: K arrays read and written, J read only (AdamW's: p, m, v and g).
 template <class T>
-CEILING void rmw3_read1(T* __restrict a, T* __restrict b, T* __restrict c, const T* __restrict g,
-                        std::size_t n) {
+inline __attribute__((always_inline)) void rmw3_read1_body(T* __restrict a, T* __restrict b,
+                                                           T* __restrict c, const T* __restrict g,
+                                                           std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     a[i] = a[i] + g[i];
     b[i] = b[i] + g[i];
     c[i] = c[i] + g[i];
   }
 }
-template <class T>
-CEILING void rmw2_read1(T* __restrict a, T* __restrict b, const T* __restrict g, std::size_t n) {
+CEILING void rmw3_read1(float* __restrict a, float* __restrict b, float* __restrict c,
+                        const float* __restrict g, std::size_t n) {
+  rmw3_read1_body(a, b, c, g, n);
+}
+CEILING void rmw3_read1(double* __restrict a, double* __restrict b, double* __restrict c,
+                        const double* __restrict g, std::size_t n) {
+  rmw3_read1_body(a, b, c, g, n);
+}
+CEILING void rmw2_read1(float* __restrict a, float* __restrict b, const float* __restrict g,
+                        std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     a[i] = a[i] + g[i];
     b[i] = b[i] + g[i];
   }
 }
-template <class T>
-CEILING void rmw1_read1(T* __restrict a, const T* __restrict g, std::size_t n) {
+CEILING void rmw1_read1(float* __restrict a, const float* __restrict g, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) a[i] = a[i] + g[i];
 }
-template <class T>
-CEILING void rmw1(T* __restrict a, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) a[i] = a[i] + T(1);
+CEILING void rmw1(float* __restrict a, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) a[i] = a[i] + 1.0f;
 }
 // One read stream, reduced (an OR of the bits: vectorizes and is exact in any order).
 CEILING uint32_t read1(const uint32_t* __restrict a, std::size_t n) {

@@ -39,6 +39,14 @@ int group_index(const Optimizer& o, int group, bool allow_all) {
                              (allow_all ? " (-1: all)" : ""));
 }
 
+// `unit` as one of `o`'s units; INVALID_ARGUMENT naming both otherwise.
+const fsdp::Unit& optimized_unit(const Optimizer& o, fsdp_unit_t unit) {
+  const fsdp::Unit& u = fsdp::capi::unit_from(unit, "unit");
+  for (const fsdp::Unit* v : o.units())
+    if (v == &u) return u;
+  fail(Errc::InvalidArgument, "unit: " + u.label() + " is not updated by " + o.label());
+}
+
 }  // namespace
 
 extern "C" {
@@ -175,18 +183,6 @@ fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt) {
     o.zero_grad();
   });
 }
-
-namespace {
-
-// `unit` as one of `o`'s units; INVALID_ARGUMENT naming both otherwise.
-const fsdp::Unit& optimized_unit(const Optimizer& o, fsdp_unit_t unit) {
-  const fsdp::Unit& u = fsdp::capi::unit_from(unit, "unit");
-  for (const fsdp::Unit* v : o.units())
-    if (v == &u) return u;
-  fail(Errc::InvalidArgument, "unit: " + u.label() + " is not updated by " + o.label());
-}
-
-}  // namespace
 
 fsdp_status_t fsdp_optimizer_state(fsdp_optimizer_t opt, fsdp_unit_t unit, const char* name,
                                    void** data, size_t* numel) {
