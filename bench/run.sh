@@ -37,6 +37,12 @@ if want collectives; then
       tee -a "$out/collectives.md"
     echo | tee -a "$out/collectives.md"
   done
+  # The dim-0 unit layout (FSDP2's) against the flat one, per host transport.
+  for n in 2 4; do
+    "$mpiexec" -n "$n" "$build/bench/bench_layout" --out "$out/layout-np$n.json" |
+      tee -a "$out/collectives.md"
+    echo | tee -a "$out/collectives.md"
+  done
 fi
 # Memory against FSDP's formula and a replicated model, overlap with and without prefetch, and
 # per-call CPU overhead: once per host transport, and once in debug mode (FSDP_DEBUG_COLLECTIVES).

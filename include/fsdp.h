@@ -46,7 +46,7 @@ extern "C" {
 /** Major version: changes only with incompatible ABI changes. */
 #define FSDP_VERSION_MAJOR 0
 /** Minor version: additions (a program runs with any library of its major and a minor >= its). */
-#define FSDP_VERSION_MINOR 13
+#define FSDP_VERSION_MINOR 14
 /** Patch version: fixes. */
 #define FSDP_VERSION_PATCH 0
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */
@@ -292,6 +292,29 @@ typedef struct fsdp_param_desc {
  * unit's creation (FSDP_ERR_CALLBACK on the rank that failed, FSDP_ERR_MISMATCH on the others). */
 typedef int (*fsdp_init_fn)(void* user_data, int index, const fsdp_param_desc_t* desc, void* data);
 
+/** Since 0.14: what each rank's shard of a unit holds (fsdp_unit_options_t.layout). Both
+ *  layouts keep the two sections of fsdp_shard_data (trainable parameters first, frozen ones
+ *  after), the unsharded buffer (each parameter contiguous at its place, fsdp_param_data) and the
+ *  checkpoint format; they differ in which elements a shard holds (fsdp_param_shard_range). */
+typedef enum fsdp_unit_layout {
+  /** Each section's parameters concatenated, every parameter starting at a multiple of 8
+   *  elements; rank r's block is elements [r*B, (r+1)*B) of that concatenation, B = ceil(section
+   *  / F) rounded up to a multiple of 8 (with hybrid sharding over N replicas, the trainable
+   *  section's B is N pieces of ceil(section / (F*N)) rounded up to 8). A parameter may be split
+   *  anywhere, and most ranks hold none of a small one. */
+  FSDP_LAYOUT_FLAT = 0,
+  /** PyTorch FSDP2's: every parameter is split along its first dimension. With d0 its first
+   *  extent (1 for a scalar), row = numel / d0 and c = ceil(d0 / F), rank r holds rows
+   *  [r*c, min((r+1)*c, d0)) of it (none when r*c >= d0), so its part is a tensor of the
+   *  parameter's shape but for the first extent (torch.chunk's). Rank r's block of a section holds
+   *  each of the section's parameters in order, each given c*row elements rounded up to a
+   *  multiple of 8; with hybrid sharding over N replicas the trainable block is rounded up to N
+   *  pieces of a multiple of 8. An unshard places each part at its parameter's place; a reduce
+   *  puts the full gradient's parts rank after rank first (one copy). */
+  FSDP_LAYOUT_DIM0 = 1,
+  FSDP_UNIT_LAYOUT_COUNT
+} fsdp_unit_layout_t;
+
 /** Options of one unit, for fsdp_unit_create_ex. A struct that grows at its end: set `size` (use
  * FSDP_UNIT_OPTIONS_INIT). */
 typedef struct fsdp_unit_options {
@@ -307,11 +330,16 @@ typedef struct fsdp_unit_options {
    * them (PyTorch's sync_module_states). Other ranks' initial_values are ignored and may be NULL;
    * init is called on rank 0 only. */
   int sync_from_rank0;
+  /** Since 0.14: what each rank's shard holds, a fsdp_unit_layout_t value; default
+   *  FSDP_LAYOUT_FLAT, also for a caller whose `size` ends before this field. Must agree across
+   *  ranks. 64 bits wide so that it starts past the padding the struct ended with before it
+   *  (size 48 on LP64 ABIs then): an older caller's padding is never read as a layout. */
+  int64_t layout;
 } fsdp_unit_options_t;
 
 /** Initializer for unit options with every default. */
 #define FSDP_UNIT_OPTIONS_INIT \
-  { sizeof(fsdp_unit_options_t), NULL, FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, NULL, NULL, 0 }
+  { sizeof(fsdp_unit_options_t), NULL, FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, NULL, NULL, 0, FSDP_LAYOUT_FLAT }
 
 /** The most dimensions a parameter may have. */
 #define FSDP_MAX_NDIM 16

@@ -29,6 +29,7 @@ program test_fortran
   call struct_sizes()
   call values_gradients_and_sgd()
   call values_from_temporaries()
+  call dim0_layout()
   call optional_outputs()
   call gather_and_broadcast()
   call errors_name_the_call()
@@ -112,6 +113,44 @@ contains
     integer, intent(in) :: k  ! flat C-order element index, from 0
     grad_pattern = 0.25_c_float * real(mod(k * 7, 5) - 2, c_float)
   end function
+
+  ! FSDP_LAYOUT_DIM0: each rank's shard holds C rows [r*c, (r+1)*c) of each parameter
+  ! (c = ceil(d0 / F), fsdp.h), i.e. Fortran columns of w(3, 4); an unshard gives them whole.
+  subroutine dim0_layout()
+    type(fsdp_context_t) :: ctx
+    type(fsdp_unit_t) :: unit
+    type(fsdp_config_t) :: cfg
+    real(c_float), target :: w(3, 4), b(5)
+    real(c_double) :: s
+    real(c_float), pointer :: pw(:, :), pb(:), shard(:)
+    integer(c_size_t) :: shard_offset, param_offset, length, n
+    integer :: c, held, k
+    logical :: same
+    call model(w, b, s)
+    call must(fsdp_init(MPI_COMM_WORLD, ctx, cfg), 'fsdp_init')
+    call must(fsdp_unit_create(ctx, [fsdp_param('fc.weight', w), fsdp_param('fc.bias', b)], unit, &
+                               layout=FSDP_LAYOUT_DIM0), 'fsdp_unit_create layout=FSDP_LAYOUT_DIM0')
+    call must(fsdp_shard_data(unit, shard), 'fsdp_shard_data')
+    call ok(fsdp_param_shard_range(unit, 0, shard_offset, param_offset, length), &
+            'fsdp_param_shard_range')
+    c = (4 + nranks - 1) / nranks
+    held = max(0, min(c, 4 - rank * c))
+    call check(length == held * 3, 'dim0: rows held of fc.weight')
+    if (held > 0) call check(param_offset == rank * c * 3, 'dim0: first row held')
+    same = .true.
+    do n = 0, length - 1
+      k = int(param_offset + n)
+      same = same .and. shard(shard_offset + n + 1) == w(mod(k, 3) + 1, k / 3 + 1)
+    end do
+    call check(same, 'dim0: the shard holds the rows of fc.weight')
+    call must(fsdp_unshard(unit), 'fsdp_unshard dim0')
+    call must(fsdp_param_data(unit, 0, pw), 'fsdp_param_data dim0')
+    call must(fsdp_param_data(unit, 1, pb), 'fsdp_param_data dim0')
+    call check(all(pw == w) .and. all(pb == b), 'dim0: unsharded values equal the initial ones')
+    call ok(fsdp_reshard(unit), 'fsdp_reshard dim0')
+    call ok(fsdp_unit_destroy(unit), 'fsdp_unit_destroy dim0')
+    call ok(fsdp_finalize(ctx), 'fsdp_finalize dim0')
+  end subroutine
 
   subroutine values_gradients_and_sgd()
     type(fsdp_context_t) :: ctx

@@ -102,6 +102,31 @@ for params in (odd[:2], odd):
     expect_error("FSDP_ERR_STATE", "", odd_unit.unsharded)  # sharded: nothing to read
     odd_unit.destroy()
 
+# layout="dim0": rank r's shard holds rows [r*c, (r+1)*c) of each parameter, c = ceil(d0 / W)
+# (fsdp.h's FSDP_LAYOUT_DIM0); unsharded, every parameter is whole. A layout the library does not
+# know is refused naming it, and nothing is created.
+for params in (odd[:2], odd):
+    rows_unit = ctx.unit(params, name="rows", layout="dim0")
+    shard = rows_unit.shard()
+    for name, *value in params:
+        a = value[0]
+        d0 = a.shape[0] if a.ndim else 1
+        c = -(-d0 // world)
+        first, held = rank * c, max(0, min(c, d0 - rank * c))
+        shard_off, param_off, length = rows_unit.shard_range(name)
+        check(length == held * (a.size // d0) and (not held or param_off == first * (a.size // d0)),
+              f"dim0: the rows of {name} on rank {rank}")
+        check(np.array_equal(shard[shard_off:shard_off + length], a.ravel()[param_off:][:length]),
+              f"dim0: the shard holds {name}'s rows")
+    rows_unit.unshard()
+    check(np.array_equal(rows_unit.unsharded(), np.concatenate([p[1].ravel() for p in params])),
+          "dim0: unsharded() is every parameter whole")
+    rows_unit.reshard()
+    rows_unit.destroy()
+units_before = len(ctx.units)
+expect_error("FSDP_ERR_INVALID_ARGUMENT", "layout", ctx.unit, odd, layout="rows")
+check(len(ctx.units) == units_before, "a refused layout creates nothing")
+
 # Gradients: rank r writes (r + 1) * g; the mean over ranks is g * (W + 1) / 2.
 gw = rng.standard_normal((5, 3)).astype(np.float32)
 gb = rng.standard_normal(5).astype(np.float32)

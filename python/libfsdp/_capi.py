@@ -98,6 +98,7 @@ MEMORY_SPACES = _table("fsdp_memory_space_t", {"host": "FSDP_MEMORY_HOST",
 TRANSPORTS = _table("fsdp_transport_t", {k: f"FSDP_TRANSPORT_{k.upper()}"
                                          for k in ("auto", "mpi", "nccl", "shm",
                                                    "shm_zero_copy")})
+LAYOUTS = _table("fsdp_unit_layout_t", {"flat": "FSDP_LAYOUT_FLAT", "dim0": "FSDP_LAYOUT_DIM0"})
 ON_TIMEOUT = _table("fsdp_on_timeout_t", {"error": "FSDP_ON_TIMEOUT_ERROR",
                                           "abort": "FSDP_ON_TIMEOUT_ABORT"})
 LOAD_FLAGS = _table("fsdp_load_flags_t", {k: f"FSDP_LOAD_{k.upper()}"

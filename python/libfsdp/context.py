@@ -104,12 +104,16 @@ class Context:
         _check(_lib.fsdp_begin_backward(self._handle))
 
     # ---- units and optimizers ----------------------------------------------------------------
-    def unit(self, params, name=None, param_dtype=None, reduce_dtype=None, sync_from_rank0=False):
+    def unit(self, params, name=None, param_dtype=None, reduce_dtype=None, sync_from_rank0=False,
+             layout="flat"):
         """Creates a Unit (collective over the world group) from `params`: a sequence of
         (name, array[, requires_grad]), where each array is C-contiguous float32 or float64 (all
         of one dtype) holding the parameter's initial full values, or (name, shape, dtype[,
-        requires_grad]) for a zero-initialized one."""
-        return Unit._create(self, params, name, param_dtype, reduce_dtype, sync_from_rank0)
+        requires_grad]) for a zero-initialized one. `layout`: what each rank's shard holds,
+        "flat" or "dim0" (fsdp_unit_layout_t: each parameter split along its first dimension,
+        FSDP2's)."""
+        return Unit._create(self, params, name, param_dtype, reduce_dtype, sync_from_rank0,
+                            layout)
 
     def optimizer(self, kind, units, **hyperparams):
         """A sharded "sgd" or "adamw" over `units` with PyTorch's defaults overridden by

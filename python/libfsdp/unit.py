@@ -59,7 +59,8 @@ class Unit:
             self.requires_grad.append(bool(rg.value))
 
     @classmethod
-    def _create(cls, ctx, params, name, param_dtype, reduce_dtype, sync_from_rank0):
+    def _create(cls, ctx, params, name, param_dtype, reduce_dtype, sync_from_rank0,
+                layout="flat"):
         call = "fsdp_unit_create_ex"
         params = list(params)
         if not params:
@@ -106,6 +107,7 @@ class Unit:
         opts.param_dtype = _choice(call, "param_dtype", _DTYPES, param_dtype)
         opts.reduce_dtype = _choice(call, "reduce_dtype", _DTYPES, reduce_dtype)
         opts.sync_from_rank0 = 1 if sync_from_rank0 else 0
+        opts.layout = _choice(call, "layout", _capi.LAYOUTS, layout)
         handle = ctypes.c_void_p()
         _check(_lib.fsdp_unit_create_ex(ctx._handle, len(params), descs, values,
                                         ctypes.byref(opts), ctypes.byref(handle)))

@@ -165,7 +165,8 @@ Unit& Context::create_unit(std::vector<ParamSpec> params, const UnitRequest& req
   if (!local)
     local = attempt([&] {
       layout.emplace(std::move(params), sharding_factor(),
-                     layout_pieces(options_.strategy, groups_->replicate().size), options_.hfsdp);
+                     layout_pieces(options_.strategy, groups_->replicate().size), options_.hfsdp,
+                     request.layout);
       precision = resolve_precision(layout->dtype(), options_.precision, request.precision,
                                     "unit " + std::to_string(next_unit_id_));
       Fingerprint f;

@@ -63,6 +63,7 @@ class Context {
     PrecisionRequest precision;
     std::string name;
     UnitSource source;
+    ShardLayout layout = ShardLayout::Flat;
   };
   // Collective over the world group (checks that every rank describes the same unit).
   Unit& create_unit(std::vector<ParamSpec> params, const UnitRequest& request,

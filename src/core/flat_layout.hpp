@@ -18,6 +18,16 @@
 // "update range": what its gradient shard and optimizer state cover). Hybrid with and without
 // HFSDP thus share one layout and one order of summation. A checkpoint stores each parameter
 // unpadded, so files do not depend on the pieces.
+//
+// The dim-0 layout (ShardLayout::Dim0; FSDP2's per-parameter sharding) changes only what a block
+// holds: rank r's block of a section is, for each parameter of the section in order, rows
+// [r*c, min((r+1)*c, d0)) of it (c = ceil(d0 / shard_count), d0 its first extent, 1 for a
+// scalar), each parameter's chunk given c rows' room rounded up to kAlignNumel elements. The
+// unsharded buffer is laid out as in the flat layout (each parameter contiguous at its aligned
+// offset, the section padded to shard_count blocks), so a block is no longer a range of it: an
+// all-gather lands the blocks rank after rank and their pieces are then placed (pieces()), and a
+// reduce-scatter's input is the full gradient's pieces put rank after rank. With one shard both
+// layouts are the same.
 #pragma once
 
 #include <array>
@@ -26,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "base/block_piece.hpp"
 #include "base/dtype.hpp"
 
 namespace fsdp {
@@ -54,6 +65,11 @@ struct ShardSlice {
 
 enum class SectionKind : int { Trainable = 0, Frozen = 1 };
 
+// What a block of a section holds (see above): a range of the flat concatenation, or each
+// parameter's dim-0 chunk.
+enum class ShardLayout : int { Flat = 0, Dim0 = 1 };
+
+
 struct Section {
   std::size_t numel = 0;        // up to the last parameter's end, the padding between included
   std::size_t shard_numel = 0;  // one rank's block: ceil(numel / shard_count), aligned up
@@ -66,7 +82,17 @@ class FlatLayout {
  public:
   // `pieces`: N for hybrid sharding over N replicas, else 1; `update_per_piece`: HFSDP.
   FlatLayout(std::vector<ParamSpec> params, int shard_count, int pieces = 1,
-             bool update_per_piece = false);
+             bool update_per_piece = false, ShardLayout kind = ShardLayout::Flat);
+
+  ShardLayout kind() const { return kind_; }
+  // Whether each block is a range of the unsharded buffer (rank r's at r * shard_numel in each
+  // section): the flat layout, or any layout with one shard. Else blocks are placed piece by
+  // piece (pieces()).
+  bool blocked() const { return kind_ == ShardLayout::Flat || shard_count_ == 1; }
+  // The pieces of section k's blocks, for a layout that is not blocked (empty otherwise).
+  const std::vector<BlockPiece>& pieces(SectionKind k) const {
+    return pieces_of_[static_cast<int>(k)];
+  }
 
   const std::vector<ParamSpec>& params() const { return params_; }
   const ParamSpec& param(std::size_t i) const { return params_[i]; }
@@ -119,6 +145,9 @@ class FlatLayout {
   int shard_count_ = 1;
   int pieces_ = 1;
   bool update_per_piece_ = false;
+  ShardLayout kind_ = ShardLayout::Flat;
+  std::array<std::vector<BlockPiece>, 2> pieces_of_;  // Dim0 with shard_count > 1
+  std::vector<std::size_t> piece_index_;              // parameter i's entry in pieces_of_
 };
 
 }  // namespace fsdp

@@ -63,6 +63,10 @@ char* Unit::element(void* base, std::size_t i, DType t) const {
 // all-gather runs in place: no staging buffer.
 void Unit::gather_sections(const Located& full) {
   const DType p = precision_.param;
+  if (!layout_.blocked()) {
+    gather_pieces(full);
+    return;
+  }
   for (SectionKind k : {SectionKind::Trainable, SectionKind::Frozen}) {
     const Section& s = layout_.section(k);
     if (s.numel == 0) continue;
@@ -71,6 +75,68 @@ void Unit::gather_sections(const Located& full) {
     ctx_.transport().all_gather(own, out, s.shard_numel, p, ctx_.groups().shard());
   }
   ctx_.memory().record(gathered_.get());
+}
+
+// The dim-0 layout: each section's blocks placed piece by piece, by the transport where it can
+// (the host transports), else all-gathered rank after rank into gather_scratch_ and copied to
+// their places (NCCL, MPI through staging). Where this rank's block is not in param_dtype
+// (own_block_copied) it is rounded into gather_scratch_ first (unshard_async sized it).
+void Unit::gather_pieces(const Located& full) {
+  const DType p = precision_.param;
+  const std::size_t es = dtype_size(p);
+  Transport& transport = ctx_.transport();
+  const Group& g = ctx_.groups().shard();
+  const bool direct = transport.places_pieces(g);
+  for (SectionKind k : {SectionKind::Trainable, SectionKind::Frozen}) {
+    const Section& s = layout_.section(k);
+    if (s.numel == 0) continue;
+    const Located out = full.at(s.flat_base * es);
+    char* scratch = static_cast<char*>(gather_scratch_.data());
+    // This rank's block in param_dtype: in the scratch at its own place (the copy-out's input),
+    // or, placed directly, at its section's place in a shard-sized scratch.
+    char* own_copy = direct ? scratch + s.shard_base * es
+                            : scratch + (s.flat_base + static_cast<std::size_t>(shard_rank_) *
+                                                           s.shard_numel) * es;
+    const void* own = block(k);
+    if (own_block_copied()) {
+      ctx_.memory().kernels().convert(own_copy, p, block(k), bytes().block_dtype(k),
+                                      s.shard_numel);
+      own = own_copy;
+    }
+    if (direct) {
+      transport.all_gather_pieces(own, out, s.shard_numel, p, g, layout_.pieces(k));
+      continue;
+    }
+    char* blocks = scratch + s.flat_base * es;
+    transport.all_gather(own == own_copy ? nullptr : own, Located::private_memory(blocks),
+                         s.shard_numel, p, g);
+    char* to = static_cast<char*>(out.data);
+    for_each_piece(
+        layout_.pieces(k), s.shard_numel, 0, g.size,
+        [&](std::size_t at, std::size_t from, std::size_t n) {
+          ctx_.memory().copy(to + at * es, blocks + from * es, n * es);
+        },
+        [](std::size_t, std::size_t) {});
+  }
+  ctx_.memory().record(gathered_.get());
+}
+
+// The dim-0 layout: the full gradient (`in`, in dtype `from`) put rank after rank in reduce_dtype
+// for the reduce-scatter, the padding of each block zero.
+void Unit::place_for_reduce(void* out, const void* in, DType from) {
+  const DType r = precision_.reduce;
+  const Section& s = layout_.section(SectionKind::Trainable);
+  Kernels& kernels = ctx_.memory().kernels();
+  char* o = static_cast<char*>(out);
+  const char* i = static_cast<const char*>(in);
+  for_each_piece(
+      layout_.pieces(SectionKind::Trainable), s.shard_numel, 0, layout_.shard_count(),
+      [&](std::size_t at, std::size_t to, std::size_t n) {
+        kernels.convert(o + to * dtype_size(r), r, i + at * dtype_size(from), from, n);
+      },
+      [&](std::size_t to, std::size_t n) {
+        ctx_.memory().zero(o + to * dtype_size(r), n * dtype_size(r));
+      });
 }
 
 void Unit::copy_own_blocks(void* full) {
@@ -96,7 +162,8 @@ void Unit::release_unsharded() {
 bool Unit::shard_is_a_block() const {
   // No conversion, the shard where the transport takes it (no CPU offload), and at most one
   // non-empty section (with two, a shard is two blocks far apart).
-  return precision_.param == precision_.storage && !ctx_.placement().cpu_offload &&
+  return layout_.blocked() && precision_.param == precision_.storage &&
+         !ctx_.placement().cpu_offload &&
          (layout_.sections()[0].numel == 0 || layout_.sections()[1].numel == 0);
 }
 
@@ -123,6 +190,7 @@ void Unit::complete_pending() {
     if (kind == Pending::Unshard) {  // a failed all-gather leaves it sharded, claimed or not
       secondary_.drop();
       release_unsharded();
+      gather_scratch_.reset();
       prefetched_ = false;
     } else {  // the gradient did not reach the shard
       grad_written_ = true;
@@ -142,7 +210,10 @@ void Unit::complete_pending() {
     failed();
     throw;
   }
-  if (kind == Pending::Unshard) secondary_.drop();  // hpZ: read by this all-gather, if kept
+  if (kind == Pending::Unshard) {
+    secondary_.drop();  // hpZ: read by this all-gather, if kept
+    gather_scratch_.reset();
+  }
   if (kind == Pending::Reduce) {
     grad_shard_is_zero_ = false;
     full_grad_.reset();
@@ -222,6 +293,16 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
   // hpZ: from this rank's node only when it kept a secondary (a unit of a context where hpZ
   // means something never has one in place: the shard group spans nodes).
   const bool from_node = secondary_.held();
+  // The dim-0 layout (gather_pieces): the all-gather lands rank after rank here where the
+  // transport cannot place the pieces itself, else this rank's block rounded to param_dtype
+  // where it must be. Held until the unshard completes.
+  if (!layout_.blocked() && !from_node) {
+    const bool direct = ctx_.transport().places_pieces(ctx_.groups().shard());
+    const std::size_t own = layout_.shard_numel() * dtype_size(precision_.param);
+    if (!direct || own_block_copied())
+      gather_scratch_ = ctx_.pool().acquire(direct ? own : unsharded_bytes(),
+                                            BufferPool::Use::Parameters);
+  }
   auto body = [this, &storage, now, from_node] {
     TraceSpan s(ctx_.trace(), from_node ? "all_gather_node" : "all_gather", trace_name(),
                 unsharded_bytes(), now ? 0 : 1);
@@ -230,7 +311,7 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
       secondary_.gather(*this, full);
       ctx_.memory().record(gathered_.get());
     } else if (full.data) {
-      if (own_block_copied()) copy_own_blocks(full.data);
+      if (own_block_copied() && layout_.blocked()) copy_own_blocks(full.data);
       gather_sections(full);
     } else {  // the shards are in place: nothing moves
       ctx_.memory().record(gathered_.get());
@@ -400,7 +481,20 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   const Store store = grad_shard_is_zero_ ? Store::Assign : Store::Accumulate;
   const DType r = precision_.reduce;
   Located full = full_grad_.located();
-  if (accumulated_) {  // earlier micro-batches' sum in reduce_dtype: this one adds to it
+  if (!layout_.blocked()) {  // put rank after rank (and converted) here, as FSDP2 copies in
+    DType from = precision_.param;
+    Lease source;
+    if (accumulated_) {
+      fold_into_accumulated();
+      source = std::move(accumulated_);
+      from = r;
+    }
+    Lease placed = ctx_.pool().acquire(bytes().reduce_input(), BufferPool::Use::ReduceCopies);
+    place_for_reduce(placed.data(), source ? source.data() : full.data, from);
+    reduce_copy_ = std::move(placed);
+    full_grad_.reset();
+    full = reduce_copy_.located();
+  } else if (accumulated_) {  // earlier micro-batches' sum in reduce_dtype: this one adds to it
     fold_into_accumulated();
     reduce_copy_ = std::move(accumulated_);
     full = reduce_copy_.located();

@@ -213,6 +213,9 @@ class Unit {
   void check_tied_users_done(const char* doing) const;
   // Run on the progress thread: the collectives only (buffers are prepared by the caller).
   void gather_sections(const Located& full);
+  // The dim-0 layout's all-gather and the reduce-scatter's input (see the .cpp).
+  void gather_pieces(const Located& full);
+  void place_for_reduce(void* out, const void* in, DType from);
   // This rank's block of each section, rounded to param_dtype, into `full` (mixed precision, and
   // CPU offload where the shard is in host memory the transport does not take).
   void copy_own_blocks(void* full);
@@ -259,6 +262,7 @@ class Unit {
   // Debug mode, while unsharded: the node copy's check, once made (at the first reduce of the
   // hold, after which node peers may write their shards; else at reshard).
   std::optional<bool> copy_intact_;
+  Lease gather_scratch_;  // the dim-0 layout's all-gather, while an unshard is pending
   Lease full_grad_;    // the caller's full gradient while one is being written
   Lease reduce_copy_;  // the full gradient in reduce_dtype while it is reduced
   // Gradient sync off (no_sync) with a reduce_dtype wider than param_dtype (bfloat16 compute,

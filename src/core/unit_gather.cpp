@@ -70,10 +70,19 @@ void gather_masters(Unit& unit, void* const* out, const std::optional<Error>& lo
                               shard.comm),
                 "MPI_Allgather");
     }
-    for (std::size_t i = 0; i < l.num_params(); ++i)
-      if (out[i])
-        ctx.memory().copy(out[i], static_cast<char*>(full) + l.flat_offset(i) * esize,
-                          l.param(i).numel * esize);
+    // Each parameter's part of each rank's block (one range in either layout) to its place.
+    for (std::size_t i = 0; i < l.num_params(); ++i) {
+      if (!out[i]) continue;
+      const Section& s = l.section(l.section_of(i));
+      for (int r = 0; r < l.shard_count(); ++r) {
+        const ShardSlice part = l.slice(i, r);
+        if (!part.length) continue;
+        const std::size_t from = s.flat_base + static_cast<std::size_t>(r) * s.shard_numel +
+                                 (part.shard_offset - s.shard_base);
+        ctx.memory().copy(static_cast<char*>(out[i]) + part.param_offset * esize,
+                          static_cast<char*>(full) + from * esize, part.length * esize);
+      }
+    }
     ctx.memory().synchronize();
   } catch (...) {
     if (own) host.deallocate(own, own_bytes ? own_bytes : 1);

@@ -1,5 +1,6 @@
 #include "core/unit_init.hpp"
 
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -95,10 +96,22 @@ class ShardTarget {
   void* data_ = nullptr;
 };
 
-// Each section's block for this rank, out of a full-size unit.
+// Each section's block for this rank, out of a full-size unit (a range of it, or in the dim-0
+// layout each parameter's chunk).
 void keep_own_blocks(Unit& u, const void* full, void* shard) {
   const FlatLayout& l = u.layout();
   const std::size_t esize = l.element_size();
+  if (!l.blocked()) {
+    for (std::size_t i = 0; i < l.num_params(); ++i) {
+      const ShardSlice s = u.slice(i);
+      if (s.length)
+        u.context().memory().copy(
+            at(shard, s.shard_offset, esize),
+            at(const_cast<void*>(full), l.flat_offset(i) + s.param_offset, esize),
+            s.length * esize);
+    }
+    return;
+  }
   for (const Section& s : l.sections())
     if (s.shard_numel)
       u.context().memory().copy(
@@ -130,9 +143,25 @@ void distribute_from_rank0(Unit& u, const void* full, void* shard) {
   const std::size_t esize = l.element_size();
   const Rank0Roots& roots = u.context().rank0_roots();
   const bool is_root = g.world().rank == 0, holds_root = roots.shard_root >= 0;
-  for (const Section& s : l.sections()) {
+  for (SectionKind k : {SectionKind::Trainable, SectionKind::Frozen}) {
+    const Section& s = l.section(k);
     if (!s.shard_numel) continue;
     const MpiCount c(s.shard_numel, l.dtype());
+    // The dim-0 layout: rank 0 puts the section's blocks rank after rank first (host memory).
+    std::vector<char> ranked;
+    const char* source = is_root ? at(const_cast<void*>(full), s.flat_base, esize) : nullptr;
+    if (is_root && !l.blocked()) {
+      ranked.resize(s.padded_numel(l.shard_count()) * esize);
+      for_each_piece(
+          l.pieces(k), s.shard_numel, 0, l.shard_count(),
+          [&](std::size_t from, std::size_t to, std::size_t n) {
+            std::memcpy(ranked.data() + to * esize, source + from * esize, n * esize);
+          },
+          [&](std::size_t to, std::size_t n) {
+            std::memset(ranked.data() + to * esize, 0, n * esize);
+          });
+      source = ranked.data();
+    }
     void* shard_block = at(shard, s.shard_base, esize);
     // MPI writes host memory: a device shard receives through a host copy.
     std::vector<char> staged;
@@ -140,7 +169,7 @@ void distribute_from_rank0(Unit& u, const void* full, void* shard) {
     void* block = staged.empty() ? shard_block : staged.data();
     if (holds_root)
       mpi_check(
-          MPI_Scatter(is_root ? at(const_cast<void*>(full), s.flat_base, esize) : nullptr, c.n(),
+          MPI_Scatter(source, c.n(),
                       c.type(), block, c.n(), c.type(), roots.shard_root, g.shard().comm),
           "MPI_Scatter");
     if (g.replicate().size > 1)

@@ -5,8 +5,12 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
+#include "base/block_piece.hpp"
 #include "base/dtype.hpp"
+#include "base/error.hpp"
 #include "base/group.hpp"
 #include "base/store.hpp"
 #include "memory/located.hpp"
@@ -35,6 +39,27 @@ class Transport {
   // transport; the others read only its data).
   virtual void all_gather(const void* shard, const Located& full, std::size_t count, DType t,
                           const Group& g) = 0;
+
+  // Whether all_gather_pieces can write the output over `g` directly (the host transports);
+  // else the caller all-gathers into scratch and places the pieces itself (the copy-out FSDP2
+  // makes after every all-gather).
+  virtual bool places_pieces(const Group& g) {
+    (void)g;
+    return false;
+  }
+  // As all_gather, but the blocks are not ranges of `full`: each rank's block goes into `full`
+  // piece by piece (base/block_piece.hpp; offsets in elements from `full`), its padding nowhere.
+  // `shard` is this rank's block. Only where places_pieces says so.
+  virtual void all_gather_pieces(const void* shard, const Located& full, std::size_t count,
+                                 DType t, const Group& g, const std::vector<BlockPiece>& pieces) {
+    (void)shard;
+    (void)full;
+    (void)count;
+    (void)t;
+    (void)g;
+    (void)pieces;
+    fail(Errc::Internal, std::string(name()) + " transport cannot place an all-gather's pieces");
+  }
 
   // Block g.rank of the element-wise sum of every rank's `full` (g.size blocks of `block_count`
   // elements) goes through `epilogue`. `full` is used as scratch and its contents are lost; where

@@ -22,6 +22,14 @@ class MpiTransport final : public Transport {
   const char* name() const override { return "mpi"; }
   void all_gather(const void* shard, const Located& full, std::size_t count, DType t,
                   const Group& g) override;
+  // Each rank's pieces straight to their places: MPI_Alltoallw with, per sending rank, a derived
+  // type of where its pieces go, and this rank's pieces as the send type (padding never moves).
+  bool places_pieces(const Group& g) override {
+    (void)g;
+    return true;
+  }
+  void all_gather_pieces(const void* shard, const Located& full, std::size_t count, DType t,
+                         const Group& g, const std::vector<BlockPiece>& pieces) override;
   void reduce_scatter(const Located& full, std::size_t block_count, DType t, const Group& g,
                       const ReduceEpilogue& epilogue) override;
   void all_reduce(void* buf, std::size_t count, DType t, const Group& g) override;

@@ -82,6 +82,37 @@ void ShmTransport::all_gather(const void* shard, const Located& full, std::size_
   team_->barrier();  // and every block from the other nodes
 }
 
+void ShmTransport::all_gather_pieces(const void* shard, const Located& full, std::size_t count,
+                                     DType t, const Group& g,
+                                     const std::vector<BlockPiece>& pieces) {
+  if (!carries(g) || full.where.kind != Where::Kind::NodeCopy)
+    return mpi_.all_gather_pieces(shard, full, count, t, g, pieces);
+  const std::size_t es = dtype_size(t);
+  char* out = static_cast<char*>(full.data);
+  // The pieces of group rank r's block, found at `block`.
+  auto place = [&](const char* block, int r) {
+    const std::size_t base = static_cast<std::size_t>(r) * count;
+    for_each_piece(
+        pieces, count, r, r + 1,
+        [&](std::size_t to, std::size_t from, std::size_t n) {
+          std::memcpy(out + to * es, block + (from - base) * es, n * es);
+        },
+        [](std::size_t, std::size_t) {});
+  };
+  place(static_cast<const char*>(shard), g.rank);
+  team_->barrier();  // every block of this node is in place
+  const Group& cross = team_->cross();
+  if (cross.size == 1) return;
+  const MpiCount c(count, t);
+  char* blocks = static_cast<char*>(chunk_->get(count * es * static_cast<std::size_t>(cross.size)));
+  mpi_check(MPI_Allgather(shard, c.n(), c.type(), blocks, c.n(), c.type(), cross.comm),
+            "MPI_Allgather");
+  const std::vector<int>& ranks = team_->cross_group_ranks();
+  for (int j = 0; j < cross.size; ++j)
+    if (j != cross.rank) place(blocks + static_cast<std::size_t>(j) * count * es, ranks[j]);
+  team_->barrier();  // and every block from the other nodes
+}
+
 bool ShmTransport::is_team(const Group& g) {
   if (g.comm != team_comm_seen_) {
     int result = MPI_UNEQUAL;

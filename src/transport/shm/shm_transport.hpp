@@ -38,6 +38,12 @@ class ShmTransport final : public Transport {
   const char* name() const override { return "shm"; }
   void all_gather(const void* shard, const Located& full, std::size_t count, DType t,
                   const Group& g) override;
+  // Into a node copy, each rank writes its own block's pieces at their places (the dim-0
+  // layout costs no copy more than the flat one); across nodes, each team rank receives the
+  // blocks of its team index into scratch and places them. Any other output: MPI's.
+  bool places_pieces(const Group& g) override { return carries(g) || mpi_.places_pieces(g); }
+  void all_gather_pieces(const void* shard, const Located& full, std::size_t count, DType t,
+                         const Group& g, const std::vector<BlockPiece>& pieces) override;
   void reduce_scatter(const Located& full, std::size_t block_count, DType t, const Group& g,
                       const ReduceEpilogue& epilogue) override;
   void all_reduce(void* buf, std::size_t count, DType t, const Group& g) override {
