@@ -22,8 +22,8 @@ class MpiTransport final : public Transport {
   const char* name() const override { return "mpi"; }
   void all_gather(const void* shard, const Located& full, std::size_t count, DType t,
                   const Group& g) override;
-  // Each rank's pieces straight to their places: MPI_Alltoallw with, per sending rank, a derived
-  // type of where its pieces go, and this rank's pieces as the send type (padding never moves).
+  // Each rank's pieces straight to their places: one message per piece and peer (padding never
+  // moves), this rank's own pieces copied.
   bool places_pieces(const Group& g) override {
     (void)g;
     return true;
