@@ -723,8 +723,10 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_tie(fsdp_unit_t user, const char* alias, fsd
 FSDP_EXPORT fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit);
 
 /** All-gathers the unit into one contiguous buffer (the all-gather's own output: no extra copy),
- *  in the unit's param_dtype (the shard rounded to it first, in place). Collective over the shard
- *  group. FSDP_ERR_STATE if the caller already unsharded the unit. The caller reads parameters
+ *  in the unit's param_dtype (the shard rounded to it first, in place). A FSDP_LAYOUT_DIM0 unit's
+ *  rows are placed into it instead (since 0.14; by the host transports directly, over NCCL or
+ *  MPI through staging through a scratch buffer of the unit's size, one copy more, counted as
+ *  unsharded memory while the all-gather runs). Collective over the shard group. FSDP_ERR_STATE if the caller already unsharded the unit. The caller reads parameters
  *  through fsdp_param_data; writes to them are discarded at reshard. A unit the library
  *  prefetched (fsdp_set_prefetch) is claimed: this call waits for its all-gather, if still in
  *  flight, instead of starting one.
@@ -940,7 +942,8 @@ FSDP_EXPORT fsdp_status_t fsdp_precision_resolve(fsdp_context_t ctx, fsdp_dtype_
 
 /** Since 0.7: whether the unit keeps its shard inside the node's unsharded copy
  *  (FSDP_TRANSPORT_SHM_ZERO_COPY, for a unit whose shard group lies on one node, whose
- *  param_dtype is its storage dtype and whose parameters are all trainable or all frozen). Such a
+ *  param_dtype is its storage dtype, whose parameters are all trainable or all frozen and, since
+ *  0.14, whose layout is FSDP_LAYOUT_FLAT or whose shard group is one rank). Such a
  *  unit's fsdp_unshard moves no bytes and takes no unsharded memory; its shard
  *  (fsdp_shard_data) must be written only when no rank of the node still reads the unit's
  *  parameters. The same on every rank of a shard group. Local.

@@ -180,7 +180,7 @@ Unit& Context::create_unit(std::vector<ParamSpec> params, const UnitRequest& req
     });
   agree(groups_->world(),
         "unit descriptors and options (count, names, shapes, dtypes, requires_grad, order, "
-        "precision, name, initialization)",
+        "precision, name, initialization, layout)",
         fingerprint, local);
   const uint64_t id = next_unit_id_;
   std::unique_ptr<Unit> unit;

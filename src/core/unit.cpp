@@ -91,14 +91,16 @@ void Unit::gather_pieces(const Located& full) {
     const Section& s = layout_.section(k);
     if (s.numel == 0) continue;
     const Located out = full.at(s.flat_base * es);
+    // Null on the direct path without a conversion (nothing needs it).
     char* scratch = static_cast<char*>(gather_scratch_.data());
-    // This rank's block in param_dtype: in the scratch at its own place (the copy-out's input),
-    // or, placed directly, at its section's place in a shard-sized scratch.
-    char* own_copy = direct ? scratch + s.shard_base * es
-                            : scratch + (s.flat_base + static_cast<std::size_t>(shard_rank_) *
-                                                           s.shard_numel) * es;
     const void* own = block(k);
+    char* own_copy = nullptr;
     if (own_block_copied()) {
+      // This rank's block in param_dtype: in the scratch at its own place (the copy-out's
+      // input), or, placed directly, at its section's place in a shard-sized scratch.
+      own_copy = direct ? scratch + s.shard_base * es
+                        : scratch + (s.flat_base + static_cast<std::size_t>(shard_rank_) *
+                                                       s.shard_numel) * es;
       ctx_.memory().kernels().convert(own_copy, p, block(k), bytes().block_dtype(k),
                                       s.shard_numel);
       own = own_copy;
@@ -108,7 +110,7 @@ void Unit::gather_pieces(const Located& full) {
       continue;
     }
     char* blocks = scratch + s.flat_base * es;
-    transport.all_gather(own == own_copy ? nullptr : own, Located::private_memory(blocks),
+    transport.all_gather(own_copy ? nullptr : own, Located::private_memory(blocks),
                          s.shard_numel, p, g);
     char* to = static_cast<char*>(out.data);
     for_each_piece(
@@ -284,18 +286,13 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
   complete_pending();            // a reduce in flight
   ctx_.scheduler().make_room();  // the caller blocks rather than allocating more
   TraceSpan span(ctx_.trace(), "unshard", trace_name(), unsharded_bytes());
-  // Held from here on, and counted; the storage may pick the copy itself only in collective
-  // order, on the progress thread, where this rank's blocks are then written into it.
-  UnshardedStorage& storage = ctx_.unsharded_storage();
-  storage.claim(unsharded_, unsharded_bytes());
-  ctx_.memory().take_from_caller();  // the caller may have written the shard on its stream
-  hold_wrote_grad_ = false;
   // hpZ: from this rank's node only when it kept a secondary (a unit of a context where hpZ
   // means something never has one in place: the shard group spans nodes).
   const bool from_node = secondary_.held();
   // The dim-0 layout (gather_pieces): the all-gather lands rank after rank here where the
   // transport cannot place the pieces itself, else this rank's block rounded to param_dtype
-  // where it must be. Held until the unshard completes.
+  // where it must be. Taken before anything is held (a failure leaves the unit sharded); held
+  // until the unshard completes.
   if (!layout_.blocked() && !from_node) {
     const bool direct = ctx_.transport().places_pieces(ctx_.groups().shard());
     const std::size_t own = layout_.shard_numel() * dtype_size(precision_.param);
@@ -303,6 +300,17 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
       gather_scratch_ = ctx_.pool().acquire(direct ? own : unsharded_bytes(),
                                             BufferPool::Use::Parameters);
   }
+  // Held from here on, and counted; the storage may pick the copy itself only in collective
+  // order, on the progress thread, where this rank's blocks are then written into it.
+  UnshardedStorage& storage = ctx_.unsharded_storage();
+  try {
+    storage.claim(unsharded_, unsharded_bytes());
+  } catch (...) {
+    gather_scratch_.reset();
+    throw;
+  }
+  ctx_.memory().take_from_caller();  // the caller may have written the shard on its stream
+  hold_wrote_grad_ = false;
   auto body = [this, &storage, now, from_node] {
     TraceSpan s(ctx_.trace(), from_node ? "all_gather_node" : "all_gather", trace_name(),
                 unsharded_bytes(), now ? 0 : 1);
@@ -482,6 +490,8 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   const DType r = precision_.reduce;
   Located full = full_grad_.located();
   if (!layout_.blocked()) {  // put rank after rank (and converted) here, as FSDP2 copies in
+    // Taken first: a failure leaves every gradient where it was.
+    Lease placed = ctx_.pool().acquire(bytes().reduce_input(), BufferPool::Use::ReduceCopies);
     DType from = precision_.param;
     Lease source;
     if (accumulated_) {
@@ -489,7 +499,6 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
       source = std::move(accumulated_);
       from = r;
     }
-    Lease placed = ctx_.pool().acquire(bytes().reduce_input(), BufferPool::Use::ReduceCopies);
     place_for_reduce(placed.data(), source ? source.data() : full.data, from);
     reduce_copy_ = std::move(placed);
     full_grad_.reset();

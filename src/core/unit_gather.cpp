@@ -70,9 +70,15 @@ void gather_masters(Unit& unit, void* const* out, const std::optional<Error>& lo
                               shard.comm),
                 "MPI_Allgather");
     }
-    // Each parameter's part of each rank's block (one range in either layout) to its place.
+    // Each parameter whole where the blocks are ranges of the unsharded order (one copy), else
+    // its part of each rank's block (one range) to its place.
     for (std::size_t i = 0; i < l.num_params(); ++i) {
       if (!out[i]) continue;
+      if (l.blocked()) {
+        ctx.memory().copy(out[i], static_cast<char*>(full) + l.flat_offset(i) * esize,
+                          l.param(i).numel * esize);
+        continue;
+      }
       const Section& s = l.section(l.section_of(i));
       for (int r = 0; r < l.shard_count(); ++r) {
         const ShardSlice part = l.slice(i, r);

@@ -134,7 +134,26 @@ void copy_own_slices(Unit& u, const void* const* values, void* shard) {
   }
 }
 
-// World rank 0's full unit scattered over its shard group, then each block broadcast over its
+// The dim-0 layout: a full-size unit (`full`, each parameter at its place) with each section's
+// blocks put rank after rank into `ranked` (zeroed: the padding stays zero), so that the blocks
+// scatter as the flat layout's do.
+void put_rank_after_rank(Unit& u, const void* full, void* ranked) {
+  const FlatLayout& l = u.layout();
+  const std::size_t esize = l.element_size();
+  for (SectionKind k : {SectionKind::Trainable, SectionKind::Frozen}) {
+    const Section& s = l.section(k);
+    const char* from = at(const_cast<void*>(full), s.flat_base, esize);
+    char* to = at(ranked, s.flat_base, esize);
+    for_each_piece(
+        l.pieces(k), s.shard_numel, 0, l.shard_count(),
+        [&](std::size_t src, std::size_t dst, std::size_t n) {
+          std::memcpy(to + dst * esize, from + src * esize, n * esize);
+        },
+        [](std::size_t, std::size_t) {});
+  }
+}
+
+// World rank 0's full unit (blocks rank after rank) scattered over its shard group, then each block broadcast over its
 // replicate group from the member of rank 0's shard group.
 void distribute_from_rank0(Unit& u, const void* full, void* shard) {
   Context& ctx = u.context();
@@ -143,25 +162,10 @@ void distribute_from_rank0(Unit& u, const void* full, void* shard) {
   const std::size_t esize = l.element_size();
   const Rank0Roots& roots = u.context().rank0_roots();
   const bool is_root = g.world().rank == 0, holds_root = roots.shard_root >= 0;
-  for (SectionKind k : {SectionKind::Trainable, SectionKind::Frozen}) {
-    const Section& s = l.section(k);
+  for (const Section& s : l.sections()) {
     if (!s.shard_numel) continue;
     const MpiCount c(s.shard_numel, l.dtype());
-    // The dim-0 layout: rank 0 puts the section's blocks rank after rank first (host memory).
-    std::vector<char> ranked;
     const char* source = is_root ? at(const_cast<void*>(full), s.flat_base, esize) : nullptr;
-    if (is_root && !l.blocked()) {
-      ranked.resize(s.padded_numel(l.shard_count()) * esize);
-      for_each_piece(
-          l.pieces(k), s.shard_numel, 0, l.shard_count(),
-          [&](std::size_t from, std::size_t to, std::size_t n) {
-            std::memcpy(ranked.data() + to * esize, source + from * esize, n * esize);
-          },
-          [&](std::size_t to, std::size_t n) {
-            std::memset(ranked.data() + to * esize, 0, n * esize);
-          });
-      source = ranked.data();
-    }
     void* shard_block = at(shard, s.shard_base, esize);
     // MPI writes host memory: a device shard receives through a host copy.
     std::vector<char> staged;
@@ -189,18 +193,24 @@ void initialize_shard(Unit& u, const UnitSource& source) {
   // Device arrays the caller filled on its stream are read on the library's: after that work.
   u.context().memory().take_from_caller();
   if (source.from_rank0) {
-    std::optional<FullUnit> full;
+    std::optional<FullUnit> full, ranked;  // ranked: the dim-0 layout's blocks, rank after rank
     std::optional<Error> local;
     if (world.rank == 0) {
       local = attempt([&] {
         full.emplace(u);
         materialize(u, source, full->data());
+        if (!u.layout().blocked()) {
+          ranked.emplace(u);
+          put_rank_after_rank(u, full->data(), ranked->data());
+          full.reset();
+        }
       });
     }
     std::optional<ShardTarget> target;
     if (!local) local = attempt([&] { target.emplace(u); });
     agree(world, "initialization on rank 0", 0, local);
-    distribute_from_rank0(u, full ? full->data() : nullptr, target->data());
+    distribute_from_rank0(u, ranked ? ranked->data() : full ? full->data() : nullptr,
+                          target->data());
     if (u.split_masters())  // a local step that may fail on one rank: every rank learns of it
       agree(world, "initialization on rank 0", 0, attempt([&] { target->install(); }));
     return;
