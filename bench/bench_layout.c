@@ -31,7 +31,7 @@ static fsdp_context_t make_context(fsdp_transport_t t) {
 
 static fsdp_unit_t block_unit(fsdp_context_t ctx, int64_t d, int64_t layout) {
   static int64_t shapes[NPARAMS][2];
-  static const char* const names[NPARAMS] = {"qkv.w", "qkv.b", "out.w", "out.b", "norm1",
+  static const char* const names[NPARAMS] = {"qkv.w", "qkv.b", "out.w", "out.b",  "norm1",
                                              "norm2", "up.w",  "up.b",  "down.w", "down.b"};
   const int64_t s[NPARAMS][2] = {{3 * d, d}, {3 * d, 0}, {d, d},     {d, 0},     {d, 0},
                                  {d, 0},     {4 * d, d}, {4 * d, 0}, {d, 4 * d}, {d, 0}};
@@ -100,20 +100,23 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     json = out_path ? fopen(out_path, "w") : NULL;
     if (json)
-      fprintf(json, "{\n  \"benchmark\": \"layout\",\n  \"ranks\": %d,\n  \"statistic\": "
-                    "\"median of per-iteration slowest-rank time\",\n  \"results\": [\n", world);
-    printf("# Unit layouts, %d ranks: flat vs dim-0 (FSDP2's), one transformer block of width d\n\n"
-           "Seconds (median, slowest rank); ratio = flat / dim-0 (>= 0.9 wanted).\n\n"
-           "| d | MiB | unshard flat shm | dim-0 shm | ratio | unshard flat mpi | dim-0 mpi | "
-           "ratio | reduce flat shm | dim-0 shm | ratio | reduce flat mpi | dim-0 mpi | ratio |\n"
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", world);
+      fprintf(json,
+              "{\n  \"benchmark\": \"layout\",\n  \"ranks\": %d,\n  \"statistic\": "
+              "\"median of per-iteration slowest-rank time\",\n  \"results\": [\n",
+              world);
+    printf(
+        "# Unit layouts, %d ranks: flat vs dim-0 (FSDP2's), one transformer block of width d\n\n"
+        "Seconds (median, slowest rank); ratio = flat / dim-0 (>= 0.9 wanted).\n\n"
+        "| d | MiB | unshard flat shm | dim-0 shm | ratio | unshard flat mpi | dim-0 mpi | "
+        "ratio | reduce flat shm | dim-0 shm | ratio | reduce flat mpi | dim-0 mpi | ratio |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        world);
   }
   int first = 1;
   for (int64_t d = 128; d <= max_d; d *= 2) {
-    fsdp_unit_t u[NUM_UNITS] = {block_unit(shm, d, FSDP_LAYOUT_FLAT),
-                                block_unit(shm, d, FSDP_LAYOUT_DIM0),
-                                block_unit(mpi, d, FSDP_LAYOUT_FLAT),
-                                block_unit(mpi, d, FSDP_LAYOUT_DIM0)};
+    fsdp_unit_t u[NUM_UNITS] = {
+        block_unit(shm, d, FSDP_LAYOUT_FLAT), block_unit(shm, d, FSDP_LAYOUT_DIM0),
+        block_unit(mpi, d, FSDP_LAYOUT_FLAT), block_unit(mpi, d, FSDP_LAYOUT_DIM0)};
     const double mib = (double)(12 * d * d + 13 * d) * 4.0 / 1048576.0;
     const int warmup = 3;
     int iters = (int)(2048.0 / mib);
@@ -142,8 +145,8 @@ int main(int argc, char** argv) {
         fprintf(json, "%s    {\"d\": %lld, \"bytes\": %.0f, \"iterations\": %d", first ? "" : ",\n",
                 (long long)d, mib * 1048576.0, iters);
         for (int k = 0; k < NUM_UNITS; ++k)
-          fprintf(json, ", \"unshard_%s_s\": %.9f, \"reduce_%s_s\": %.9f", kUnitNames[k],
-                  med[0][k], kUnitNames[k], med[1][k]);
+          fprintf(json, ", \"unshard_%s_s\": %.9f, \"reduce_%s_s\": %.9f", kUnitNames[k], med[0][k],
+                  kUnitNames[k], med[1][k]);
         fprintf(json, "}");
       }
     }

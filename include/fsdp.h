@@ -338,8 +338,11 @@ typedef struct fsdp_unit_options {
 } fsdp_unit_options_t;
 
 /** Initializer for unit options with every default. */
-#define FSDP_UNIT_OPTIONS_INIT \
-  { sizeof(fsdp_unit_options_t), NULL, FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, NULL, NULL, 0, FSDP_LAYOUT_FLAT }
+#define FSDP_UNIT_OPTIONS_INIT                                                          \
+  {                                                                                     \
+    sizeof(fsdp_unit_options_t), NULL, FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, NULL, NULL, 0, \
+        FSDP_LAYOUT_FLAT                                                                \
+  }
 
 /** The most dimensions a parameter may have. */
 #define FSDP_MAX_NDIM 16
@@ -726,10 +729,10 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit);
  *  in the unit's param_dtype (the shard rounded to it first, in place). A FSDP_LAYOUT_DIM0 unit's
  *  rows are placed into it instead (since 0.14; by the host transports directly, over NCCL or
  *  MPI through staging through a scratch buffer of the unit's size, one copy more, counted as
- *  unsharded memory while the all-gather runs). Collective over the shard group. FSDP_ERR_STATE if the caller already unsharded the unit. The caller reads parameters
- *  through fsdp_param_data; writes to them are discarded at reshard. A unit the library
- *  prefetched (fsdp_set_prefetch) is claimed: this call waits for its all-gather, if still in
- *  flight, instead of starting one.
+ *  unsharded memory while the all-gather runs). Collective over the shard group. FSDP_ERR_STATE if
+ * the caller already unsharded the unit. The caller reads parameters through fsdp_param_data;
+ * writes to them are discarded at reshard. A unit the library prefetched (fsdp_set_prefetch) is
+ * claimed: this call waits for its all-gather, if still in flight, instead of starting one.
  *  @param[in] unit the unit
  *  @return FSDP_SUCCESS; STATE (already unsharded by the caller), MPI;
  * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */

@@ -34,13 +34,21 @@ static size_t numel_of(int p) {
   for (int d = 0; d < ndims[p]; ++d) n *= (size_t)shapes[p][d];
   return n;
 }
-static size_t align8(size_t n) { return (n + 7) / 8 * 8; }
+static size_t align8(size_t n) {
+  return (n + 7) / 8 * 8;
+}
 /* d0 (1 for a scalar) and the rows a rank holds at most: fsdp.h's c = ceil(d0 / F). */
-static size_t d0_of(int p) { return ndims[p] ? (size_t)shapes[p][0] : 1; }
-static size_t rows_of(int p, int f) { return (d0_of(p) + (size_t)f - 1) / (size_t)f; }
+static size_t d0_of(int p) {
+  return ndims[p] ? (size_t)shapes[p][0] : 1;
+}
+static size_t rows_of(int p, int f) {
+  return (d0_of(p) + (size_t)f - 1) / (size_t)f;
+}
 
 /* Exact in float32 and in bfloat16 (multiples of 1/4 below 8). */
-static float init_value(int p, size_t e) { return (float)((p * 13 + (int)e * 7) % 31) / 4.0f; }
+static float init_value(int p, size_t e) {
+  return (float)((p * 13 + (int)e * 7) % 31) / 4.0f;
+}
 /* Rank r's gradient of element e of parameter p in round k, divided by the world size: a small
  * integer, different each round (so that AdamW's state matters). */
 static int grad_round = 0;
@@ -175,8 +183,8 @@ static void check_gather_params_at(fsdp_unit_t u, float* const* expect, int line
     for (size_t e = numel_of(p); e-- > 0;)
       if (memcmp(&out[p][e], &expect[p][e], sizeof(float)) != 0) first = e;
     char what[160];
-    snprintf(what, sizeof what, "%s: element %zu is %.9g, expected %.9g (line %d)", names[p],
-             first, first < numel_of(p) ? out[p][first] : 0.0,
+    snprintf(what, sizeof what, "%s: element %zu is %.9g, expected %.9g (line %d)", names[p], first,
+             first < numel_of(p) ? out[p][first] : 0.0,
              first < numel_of(p) ? expect[p][first] : 0.0, line);
     CHECK_MSG(first == numel_of(p), what);
     free(out[p]);
@@ -277,7 +285,9 @@ static void check_against_flat(fsdp_context_t ctx, int64_t saved) {
   CHECK_OK(fsdp_optimizer_destroy(&opt));
   CHECK_OK(fsdp_unit_destroy(&u));
   /* The other layout, stepped the same way: bit for bit the same values. */
-  const int64_t other = getenv("SAME_LAYOUT") ? saved : (saved == FSDP_LAYOUT_DIM0 ? FSDP_LAYOUT_FLAT : FSDP_LAYOUT_DIM0);
+  const int64_t other = getenv("SAME_LAYOUT")
+                            ? saved
+                            : (saved == FSDP_LAYOUT_DIM0 ? FSDP_LAYOUT_FLAT : FSDP_LAYOUT_DIM0);
   fsdp_unit_t v = make_unit(ctx, other, FROM_VALUES, FSDP_DTYPE_AUTO);
   opt = adamw(ctx, v);
   for (int step = 0; step < 2; ++step) {

@@ -66,8 +66,9 @@ fsdp::Context::UnitRequest request_from(const fsdp_unit_options_t& o, int nparam
       fsdp::capi::optional_dtype(fsdp::capi::enum_int(o.reduce_dtype), "options->reduce_dtype");
   const int64_t layout = o.layout;
   if (layout < 0 || layout >= FSDP_UNIT_LAYOUT_COUNT)
-    fail(Errc::InvalidArgument, "options->layout = " + std::to_string(layout) +
-                                    ": not a fsdp_unit_layout_t (FSDP_LAYOUT_FLAT, FSDP_LAYOUT_DIM0)");
+    fail(Errc::InvalidArgument,
+         "options->layout = " + std::to_string(layout) +
+             ": not a fsdp_unit_layout_t (FSDP_LAYOUT_FLAT, FSDP_LAYOUT_DIM0)");
   r.layout = static_cast<fsdp::ShardLayout>(layout);
   if (o.name) r.name = o.name;
   r.source.values = initial_values;

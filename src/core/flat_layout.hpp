@@ -69,7 +69,6 @@ enum class SectionKind : int { Trainable = 0, Frozen = 1 };
 // parameter's dim-0 chunk.
 enum class ShardLayout : int { Flat = 0, Dim0 = 1 };
 
-
 struct Section {
   std::size_t numel = 0;        // up to the last parameter's end, the padding between included
   std::size_t shard_numel = 0;  // one rank's block: ceil(numel / shard_count), aligned up

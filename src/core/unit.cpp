@@ -98,11 +98,11 @@ void Unit::gather_pieces(const Located& full) {
     if (own_block_copied()) {
       // This rank's block in param_dtype: in the scratch at its own place (the copy-out's
       // input), or, placed directly, at its section's place in a shard-sized scratch.
-      own_copy = direct ? scratch + s.shard_base * es
-                        : scratch + (s.flat_base + static_cast<std::size_t>(shard_rank_) *
-                                                       s.shard_numel) * es;
-      ctx_.memory().kernels().convert(own_copy, p, block(k), bytes().block_dtype(k),
-                                      s.shard_numel);
+      own_copy =
+          direct ? scratch + s.shard_base * es
+                 : scratch +
+                       (s.flat_base + static_cast<std::size_t>(shard_rank_) * s.shard_numel) * es;
+      ctx_.memory().kernels().convert(own_copy, p, block(k), bytes().block_dtype(k), s.shard_numel);
       own = own_copy;
     }
     if (direct) {
@@ -110,8 +110,8 @@ void Unit::gather_pieces(const Located& full) {
       continue;
     }
     char* blocks = scratch + s.flat_base * es;
-    transport.all_gather(own_copy ? nullptr : own, Located::private_memory(blocks),
-                         s.shard_numel, p, g);
+    transport.all_gather(own_copy ? nullptr : own, Located::private_memory(blocks), s.shard_numel,
+                         p, g);
     char* to = static_cast<char*>(out.data);
     for_each_piece(
         layout_.pieces(k), s.shard_numel, 0, g.size,
@@ -297,8 +297,8 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
     const bool direct = ctx_.transport().places_pieces(ctx_.groups().shard());
     const std::size_t own = layout_.shard_numel() * dtype_size(precision_.param);
     if (!direct || own_block_copied())
-      gather_scratch_ = ctx_.pool().acquire(direct ? own : unsharded_bytes(),
-                                            BufferPool::Use::Parameters);
+      gather_scratch_ =
+          ctx_.pool().acquire(direct ? own : unsharded_bytes(), BufferPool::Use::Parameters);
   }
   // Held from here on, and counted; the storage may pick the copy itself only in collective
   // order, on the progress thread, where this rank's blocks are then written into it.

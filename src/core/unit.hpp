@@ -263,8 +263,8 @@ class Unit {
   // hold, after which node peers may write their shards; else at reshard).
   std::optional<bool> copy_intact_;
   Lease gather_scratch_;  // the dim-0 layout's all-gather, while an unshard is pending
-  Lease full_grad_;    // the caller's full gradient while one is being written
-  Lease reduce_copy_;  // the full gradient in reduce_dtype while it is reduced
+  Lease full_grad_;       // the caller's full gradient while one is being written
+  Lease reduce_copy_;     // the full gradient in reduce_dtype while it is reduced
   // Gradient sync off (no_sync) with a reduce_dtype wider than param_dtype (bfloat16 compute,
   // float32 reduction): each micro-batch's full gradient is added here, in reduce_dtype, at its
   // reduce, so micro-batches accumulate in float32 as FSDP2's do; the synchronizing reduce adds

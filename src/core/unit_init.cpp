@@ -153,8 +153,8 @@ void put_rank_after_rank(Unit& u, const void* full, void* ranked) {
   }
 }
 
-// World rank 0's full unit (blocks rank after rank) scattered over its shard group, then each block broadcast over its
-// replicate group from the member of rank 0's shard group.
+// World rank 0's full unit (blocks rank after rank) scattered over its shard group, then each block
+// broadcast over its replicate group from the member of rank 0's shard group.
 void distribute_from_rank0(Unit& u, const void* full, void* shard) {
   Context& ctx = u.context();
   const ProcessGroups& g = ctx.groups();
@@ -172,10 +172,9 @@ void distribute_from_rank0(Unit& u, const void* full, void* shard) {
     if (!ctx.shard_memory().host_accessible()) staged.resize(s.shard_numel * esize);
     void* block = staged.empty() ? shard_block : staged.data();
     if (holds_root)
-      mpi_check(
-          MPI_Scatter(source, c.n(),
-                      c.type(), block, c.n(), c.type(), roots.shard_root, g.shard().comm),
-          "MPI_Scatter");
+      mpi_check(MPI_Scatter(source, c.n(), c.type(), block, c.n(), c.type(), roots.shard_root,
+                            g.shard().comm),
+                "MPI_Scatter");
     if (g.replicate().size > 1)
       mpi_check(MPI_Bcast(block, c.n(), c.type(), roots.replicate_root, g.replicate().comm),
                 "MPI_Bcast");
@@ -209,7 +208,10 @@ void initialize_shard(Unit& u, const UnitSource& source) {
     std::optional<ShardTarget> target;
     if (!local) local = attempt([&] { target.emplace(u); });
     agree(world, "initialization on rank 0", 0, local);
-    distribute_from_rank0(u, ranked ? ranked->data() : full ? full->data() : nullptr,
+    distribute_from_rank0(u,
+                          ranked ? ranked->data()
+                          : full ? full->data()
+                                 : nullptr,
                           target->data());
     if (u.split_masters())  // a local step that may fail on one rank: every rank learns of it
       agree(world, "initialization on rank 0", 0, attempt([&] { target->install(); }));

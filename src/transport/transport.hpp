@@ -50,8 +50,8 @@ class Transport {
   // As all_gather, but the blocks are not ranges of `full`: each rank's block goes into `full`
   // piece by piece (base/block_piece.hpp; offsets in elements from `full`), its padding nowhere.
   // `shard` is this rank's block. Only where places_pieces says so.
-  virtual void all_gather_pieces(const void* shard, const Located& full, std::size_t count,
-                                 DType t, const Group& g, const std::vector<BlockPiece>& pieces) {
+  virtual void all_gather_pieces(const void* shard, const Located& full, std::size_t count, DType t,
+                                 const Group& g, const std::vector<BlockPiece>& pieces) {
     (void)shard;
     (void)full;
     (void)count;

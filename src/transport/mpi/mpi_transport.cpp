@@ -73,8 +73,9 @@ void MpiTransport::all_gather_pieces(const void* shard, const Located& full, std
   }
   for (const BlockPiece& p : pieces) {
     const std::size_t m = p.length(g.rank);
-    if (m) std::memcpy(out + (p.out_offset + static_cast<std::size_t>(g.rank) * p.stride) * es,
-                       own + p.block_offset * es, m * es);
+    if (m)
+      std::memcpy(out + (p.out_offset + static_cast<std::size_t>(g.rank) * p.stride) * es,
+                  own + p.block_offset * es, m * es);
   }
   mpi_check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
             "MPI_Waitall");
