@@ -1,12 +1,13 @@
 """The FSDP2 conformance harness: behaviours that PyTorch's own FSDP2 tests assert
 (test/distributed/_composable/fsdp/test_fully_shard_*.py in the PyTorch repository), ported to the
-CPU, each run twice under mpiexec -n 2: against PyTorch's fully_shard on gloo (the control, which
-must pass, or the port is wrong) and against libfsdp.pytorch.FullyShard.
+CPU, each run three times under mpiexec -n 2: against PyTorch's fully_shard on gloo (the control,
+which must pass, or the port is wrong), against libfsdp.pytorch.fully_shard (the drop-in: the same
+calls as the control, FSDP2's code path of every behaviour) and against libfsdp.pytorch.FullyShard.
 
-A behaviour is a function of an Impl, registered with @behaviour(name, source, known=reason):
-`known` marks a difference FullyShard has today (issue 32), with its reason; such a behaviour must
-still fail with FullyShard (strict: one that starts passing fails the run until its mark is
-removed), and the control must pass. Every rank agrees on each outcome (gloo all-reduce), so a
+A behaviour is a function of an Impl, registered with @behaviour(name, source, known=reason,
+dropin_known=reason): `known` marks a difference FullyShard has, `dropin_known` one the drop-in
+has, with its reason; such a behaviour must still fail there (strict: one that starts passing
+fails the run until its mark is removed), and the control must pass. Every rank agrees on each outcome (gloo all-reduce), so a
 failure on one rank is a failure everywhere. Exit 77 (skipped) without PyTorch >= 2.6.
 
 Usage: mpiexec -n 2 python test_<file>.py   (each test file imports this module, registers its
@@ -36,6 +37,8 @@ from torch.distributed.fsdp import fully_shard  # noqa: E402
 
 import libfsdp  # noqa: E402
 from libfsdp.pytorch import FullyShard  # noqa: E402
+from libfsdp.pytorch import fully_shard as lib_fully_shard  # noqa: E402
+from libfsdp.pytorch import units as lib_units  # noqa: E402
 from libfsdp.pytorch import MixedPrecisionPolicy as LibPolicy  # noqa: E402
 
 torch.set_num_threads(1)
@@ -53,11 +56,11 @@ mesh = init_device_mesh("cpu", (world,))
 _behaviours = []
 
 
-def behaviour(name, source, known=None):
+def behaviour(name, source, known=None, dropin_known=None):
     """Registers fn(impl) as a behaviour: `source` names the FSDP2 test it comes from; `known`
-    (a reason) marks a difference FullyShard has today."""
+    (a reason) marks a difference FullyShard has today, `dropin_known` one the drop-in has."""
     def register(fn):
-        _behaviours.append((name, source, known, fn))
+        _behaviours.append((name, source, {"libfsdp": known, "fully_shard": dropin_known}, fn))
         return fn
     return register
 
@@ -69,10 +72,24 @@ class Impl:
         self.name = name
         self.ctx = None
         self.handles = []
+        self.models = []  # the drop-in's sharded models (their units are destroyed at close)
 
     @property
     def is_fsdp2(self):
-        return self.name == "fsdp2"
+        """FSDP2's API: PyTorch's fully_shard or libfsdp's drop-in."""
+        return self.name in ("fsdp2", "fully_shard")
+
+    @property
+    def fully_shard(self):
+        """PyTorch's fully_shard (the control) or libfsdp's; records the drop-in's models."""
+        if self.name == "fsdp2":
+            return fully_shard
+
+        def shard(module, **kw):
+            out = lib_fully_shard(module, **kw)
+            self.models.append(out)
+            return out
+        return shard
 
     def policy(self, param_dtype=None, reduce_dtype=None, output_dtype=None,
                cast_forward_inputs=True):
@@ -85,8 +102,8 @@ class Impl:
         same modules. Keyword arguments are fully_shard's (mp_policy, reshard_after_forward...)."""
         if self.is_fsdp2:
             for m in modules:
-                fully_shard(m, mesh=mesh, **kw)
-            fully_shard(model, mesh=mesh, **kw)
+                self.fully_shard(m, mesh=mesh, **kw)
+            self.fully_shard(model, mesh=mesh, **kw)
             return model
         if self.ctx is None:
             self.ctx = libfsdp.init(timeout_s=120.0)
@@ -102,6 +119,13 @@ class Impl:
         return {k: v.detach().clone() for k, v in self.handles[-1].state_dict().items()}
 
     def close(self):
+        destroyed = set()
+        for m in self.models:
+            with contextlib.suppress(Exception):
+                for unit in lib_units(m):
+                    if id(unit) not in destroyed:
+                        destroyed.add(id(unit))
+                        unit.destroy()
         for h in self.handles:
             for unit in h.units:
                 with contextlib.suppress(Exception):
@@ -335,7 +359,7 @@ def run():
     failures = 0
     for name, source, known, fn in _behaviours:
         outcome = {}
-        for impl_name in ("fsdp2", "libfsdp"):
+        for impl_name in ("fsdp2", "fully_shard", "libfsdp"):
             impl, error = Impl(impl_name), ""
             try:
                 fn(impl)
@@ -347,25 +371,33 @@ def run():
                 impl.close()
             outcome[impl_name] = (_agree(not error), error)
         control_ok, control_error = outcome["fsdp2"]
-        lib_ok, lib_error = outcome["libfsdp"]
+        verdicts, bad = [], not control_ok
         if not control_ok:
-            verdict = f"PORT WRONG: the control fails: {control_error}"
-        elif known and lib_ok:
-            verdict = "UNEXPECTED PASS: FullyShard now passes; remove the known mark"
-        elif known:
-            verdict = f"known difference ({known}): {lib_error}"
-        elif not lib_ok:
-            verdict = f"FAIL: {lib_error}"
-        else:
-            verdict = "pass"
-        bad = not control_ok or (known and lib_ok) or (not known and not lib_ok)
+            verdicts.append(f"PORT WRONG: the control fails: {control_error}")
+        for impl_name in ("fully_shard", "libfsdp"):
+            ok, error = outcome[impl_name]
+            mark = known[impl_name]
+            if mark and ok:
+                verdicts.append(f"{impl_name}: UNEXPECTED PASS; remove the known mark")
+            elif mark:
+                verdicts.append(f"{impl_name}: known difference ({mark}): {error}")
+            elif not ok:
+                verdicts.append(f"{impl_name}: FAIL: {error}")
+            else:
+                verdicts.append(f"{impl_name}: pass")
+            bad = bad or (bool(mark) == ok)
         failures += bool(bad)
         if rank == 0:
-            print(f"[{'FAIL' if bad else ' ok '}] {name} ({source}): {verdict}", flush=True)
+            print(f"[{'FAIL' if bad else ' ok '}] {name} ({source}): {'; '.join(verdicts)}",
+                  flush=True)
             if os.environ.get("FSDP_CONFORMANCE_TABLE"):  # rows for table.py (doc/pytorch.md)
                 with open(os.environ["FSDP_CONFORMANCE_TABLE"], "a") as f:
-                    f.write(json.dumps({"name": name, "source": source, "known": known,
-                                        "control": bool(control_ok), "lib": bool(lib_ok)}) + "\n")
+                    f.write(json.dumps({"name": name, "source": source,
+                                        "known": known["libfsdp"],
+                                        "dropin_known": known["fully_shard"],
+                                        "control": bool(control_ok),
+                                        "lib": bool(outcome["libfsdp"][0]),
+                                        "dropin": bool(outcome["fully_shard"][0])}) + "\n")
     dist.barrier()
     dist.destroy_process_group()
     if rank == 0 and os.path.exists(_store):

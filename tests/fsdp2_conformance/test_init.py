@@ -7,7 +7,7 @@ import itertools
 from conformance import (
     agree, allreduce_grads, assert_close, assert_equal, behaviour, dist, FsdpMLP,
     full_grads, mesh, nn, run, torch)
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import fully_shard  # FSDP2's internals: fully_shard.state
 from torch.distributed.tensor import distribute_tensor
 
 
@@ -167,10 +167,19 @@ def module_and_param_fqns(impl):
     model = nn.Sequential(FsdpMLP(8), FsdpMLP(8))
     modules = [n for n, _ in model.named_modules()]
     params = [n for n, _ in model.named_parameters()]
-    if impl.is_fsdp2:
-        fully_shard(model[0].in_proj, mesh=mesh)
-        fully_shard(model[0].out_proj, mesh=mesh)
-        fully_shard(model, mesh=mesh)  # the root gets model[1]
+    fqn = {id(p): n for n, p in model.named_parameters()}
+    where = {id(m): n for n, m in model.named_modules()}
+    if impl.name == "fully_shard":  # the drop-in: its units' sharded parameters
+        impl.fully_shard(model[0].in_proj, mesh=mesh)
+        impl.fully_shard(model[0].out_proj, mesh=mesh)
+        impl.fully_shard(model, mesh=mesh)
+        fqn = {id(p): n for n, p in model.named_parameters()}
+        groups = {where[id(s.module)]: sorted(fqn[id(p)] for p in s.sharded_params())
+                  for s in model._libfsdp_group.states}
+    elif impl.is_fsdp2:
+        impl.fully_shard(model[0].in_proj, mesh=mesh)
+        impl.fully_shard(model[0].out_proj, mesh=mesh)
+        impl.fully_shard(model, mesh=mesh)  # the root gets model[1]
         state = fully_shard.state(model)
         state._lazy_init()
         groups = {}
@@ -179,8 +188,6 @@ def module_and_param_fqns(impl):
             groups[group._module_fqn] = sorted(p._param_fqn for p in group.fsdp_params)
     else:
         handle = impl.shard(model, [model[0].in_proj, model[0].out_proj])
-        fqn = {id(p): n for n, p in model.named_parameters()}
-        where = {id(m): n for n, m in model.named_modules()}
         groups = {where[id(s.module)]: sorted(fqn[id(p)] for _, p in s.params)
                   for s in handle.states}
     assert_equal([n for n, _ in model.named_modules()], modules, "module names")

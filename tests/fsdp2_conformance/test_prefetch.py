@@ -26,7 +26,7 @@ N_LAYERS = 4
 @contextlib.contextmanager
 def recording(impl, sharded, events):
     """Appends ("unshard" | "reshard" | "post_backward", layer name) to `events` while inside."""
-    if impl.is_fsdp2:
+    if impl.name == "fsdp2":
         from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
         orig = {n: getattr(FSDPParamGroup, n) for n in ("unshard", "reshard", "post_backward")}
 
@@ -51,7 +51,8 @@ def recording(impl, sharded, events):
         patched = {"unshard": unshard, "reshard": reshard, "post_backward": post_backward}
         owner = FSDPParamGroup
     else:
-        names = {id(s.unit): s.where for s in sharded.states}
+        states = sharded.states if impl.name == "libfsdp" else sharded._libfsdp_group.states
+        names = {id(s.unit): s.where for s in states}
         owner = libfsdp.Unit
         orig = {n: getattr(owner, n) for n in ("unshard", "unshard_async", "reshard",
                                                "reduce_grads_async")}

@@ -35,7 +35,7 @@ float16 steps go through `libfsdp.GradScaler`. Activation checkpointing
 (torch.utils.checkpoint, use_reentrant=False): recomputation finds the unit unsharded for backward.
 Meta-device models are materialized one unit at a time (reset_parameters, or param_init_fn).
 
-The package, one job per file: fully_shard.py (the FullyShard API and its construction), policy.py
+The package, one job per file: fullyshard.py (the FullyShard API and its construction), policy.py
 (MixedPrecisionPolicy), _plan.py (checks and the unit plan, before anything is created),
 _materialize.py (meta-device parameters, unit creation), _unit_state.py (one unit's state
 machine, its parameter and gradient views), _hooks.py (forward/backward hooks, the end of
@@ -43,15 +43,21 @@ backward, saved tensors), _grad_shard.py (p.grad's guard against local norms), _
 (state dicts, also through the module's own hooks), _structures.py (tensors inside structured
 values), _compat.py (what differs between PyTorch versions)."""
 from .. import _refuse
-from .fully_shard import FullyShard
+from ._fully_shard import FSDPModule, fully_shard, units
+from .fullyshard import FullyShard
 from .policy import MixedPrecisionPolicy
 
-__all__ = ["FullyShard", "MixedPrecisionPolicy", "register_fsdp_forward_method"]
+__all__ = ["fully_shard", "FSDPModule", "units", "FullyShard", "MixedPrecisionPolicy",
+           "register_fsdp_forward_method"]
 
 
 def register_fsdp_forward_method(module, method_name):
     """FSDP2's register_fsdp_forward_method(module, method_name), for a module FullyShard
     wrapped (the root or a listed module): see FullyShard.register_forward_method."""
+    group = module.__dict__.get("_libfsdp_group") if hasattr(module, "__dict__") else None
+    if group is not None:  # fully_shard's
+        group.register_forward_method(module, method_name)
+        return
     handle = module.__dict__.get("_libfsdp_handle") if hasattr(module, "__dict__") else None
     if handle is None or handle() is None:
         _refuse("register_fsdp_forward_method", f"module: {type(module).__name__} is not a "

@@ -3,6 +3,8 @@ import inspect
 
 import torch
 
+# PyTorch >= 2.6 has FSDP2's fully_shard and public DTensor, which fully_shard (the drop-in) needs.
+TORCH_2_6 = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 6)
 # PyTorch >= 2.1 hooks a gradient's arrival on the tensor; older versions on its AccumulateGrad
 # node.
 POST_ACCUMULATE = hasattr(torch.Tensor, "register_post_accumulate_grad_hook")

@@ -76,15 +76,18 @@ class Hooks:
 
         @functools.wraps(inner)
         def forward(*args, **kwargs):
-            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
-                out = inner(*args, **kwargs)
-            if not self._in_backward:
-                self._release_prefetches()  # forward prefetches this forward did not use
-            if self.root_state is None and self.root_policy.output_dtype is not None:
-                out = cast(out, self.root_policy.output_dtype)  # a root without a unit
-            return out
+            return self._root_forward(inner, args, kwargs)
         root.forward = forward
         root._libfsdp_fully_shard = True
+
+    def _root_forward(self, inner, args, kwargs):
+        with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+            out = inner(*args, **kwargs)
+        if not self._in_backward:
+            self._release_prefetches()  # forward prefetches this forward did not use
+        if self.root_state is None and self.root_policy.output_dtype is not None:
+            out = cast(out, self.root_policy.output_dtype)  # a root without a unit
+        return out
 
     # ---- forward ------------------------------------------------------------------------------
     @staticmethod
@@ -100,7 +103,8 @@ class Hooks:
         if self._in_backward and not _autograd_running():
             self._recover_from_failed_backward()
         if not self._in_backward:
-            self.ctx.begin_forward()  # releases what prefetch gathered and nobody claimed
+            for ctx in self._contexts():  # releases what prefetch gathered and nobody claimed
+                ctx.begin_forward()
             # What the user did to the parameters between uses, for every unit before any is
             # gathered or prefetched in this iteration (a replaced part reaches the shard first).
             for state in self.states:
@@ -110,8 +114,10 @@ class Hooks:
             return self._cast_inputs(self.root_policy, self.root_policy.param_dtype, args, kwargs)
         return None
 
-    def _pre_forward_hook(self, state):
+    @staticmethod
+    def _pre_forward_hook(state):
         def hook(module, args, kwargs):
+            self = state.owner  # the FullyShard whose root this unit's module lies under now
             if not state.gathered:  # also in backward: recomputation (activation checkpointing)
                 state.check_parameters(take_replaced=False)  # done for all at the root's
                 self._gather(state)
@@ -132,8 +138,10 @@ class Hooks:
         for state in self.states:
             state.release_prefetch()
 
-    def _post_forward_hook(self, state):
+    @staticmethod
+    def _post_forward_hook(state):
         def hook(module, args, output):
+            self = state.owner
             # Recomputation in backward (activation checkpointing): the unit stays gathered for
             # its backward, and the outputs are cast as in forward.
             if not self._in_backward:
@@ -148,11 +156,14 @@ class Hooks:
         return hook
 
     # ---- backward -----------------------------------------------------------------------------
-    def _pre_backward_hook(self, state):
+    @staticmethod
+    def _pre_backward_hook(state):
         def hook(grad):
+            self = state.owner
             if not self._in_backward:
                 self._in_backward = True
-                self.ctx.begin_backward()
+                for ctx in self._contexts():
+                    ctx.begin_backward()
                 torch.autograd.Variable._execution_engine.queue_callback(self._finish_backward)
             if state.phase is not Phase.IDLE:
                 return None
@@ -166,8 +177,10 @@ class Hooks:
             return None
         return hook
 
-    def _grad_done_hook(self, state, index):
+    @staticmethod
+    def _grad_done_hook(state, index):
         def hook(param):
+            self = state.owner
             if state.gradient_arrived(index):
                 state.take_grads_from_autograd()
                 self._reshard(state)
@@ -255,6 +268,7 @@ class Hooks:
             if state.user_grads is not None:
                 for i, g in state.user_grads.items():
                     state.params[i][1].grad = g
+                state.publish_grads()
             state.end_backward()
         self._in_backward = False
 

@@ -69,16 +69,21 @@ def broadcast_from_rank0(ctx, tensor):
             t.copy_(torch.from_numpy(values).view(t.dtype).reshape(t.shape))
 
 
-def create_unit(ctx, where, params, sync, policy, frozen_may_train=False):
+def create_unit(ctx, where, params, sync, policy, frozen_may_train=False, layout="flat"):
     """The unit of `params` in the library's storage dtype, computing and reducing in the dtypes
     of _plan.unit_dtypes; sync: every rank starts from rank 0's values; frozen_may_train: frozen
-    parameters get gradient memory too."""
+    parameters get gradient memory too; a meta-device parameter starts as zeros (fully_shard:
+    initialized after to_empty(), as FSDP2's); layout: "flat" or "dim0"."""
     storage_name, compute, reduce = unit_dtypes(params, policy)
     storage = TORCH_OF[np.dtype(storage_name)]
     values = []
     for name, p in params:
+        if p.device.type == "meta":
+            values.append((name, tuple(p.shape), storage_name,
+                           p.requires_grad or frozen_may_train))
+            continue
         v = p.detach()
         v = v.to(storage) if v.dtype != storage else v
         values.append((name, v.contiguous().numpy(), p.requires_grad or frozen_may_train))
     return ctx.unit(values, name=where, sync_from_rank0=sync, param_dtype=compute,
-                    reduce_dtype=reduce)
+                    reduce_dtype=reduce, layout=layout)

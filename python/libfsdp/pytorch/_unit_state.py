@@ -62,6 +62,7 @@ class UnitState:
 
     def __init__(self, module, where, unit, params, policy, reshard_after_forward):
         self.module, self.where, self.unit = module, where, unit
+        self.modules = [module]  # fully_shard([a, b]): every module of the unit, first is module
         self.policy = policy  # its MixedPrecisionPolicy (input and output casts)
         self.params = params                   # [(name, Parameter)] in unit order
         # The parameters the unit has gradient memory for (requires_grad at wrapping, or all
@@ -69,6 +70,7 @@ class UnitState:
         self.trainable = frozenset(i for i, trains in enumerate(unit.requires_grad) if trains)
         self.dtype = TORCH_OF[unit.param_dtype]  # what the parameters are while unsharded
         self.reshard_after_forward = reshard_after_forward
+        self.requested_reshard = reshard_after_forward  # fully_shard's argument (None: default)
         self.phase = Phase.IDLE
         self.pending = 0      # in BACKWARD: gradients still to arrive
         self.got_grad = {}    # index -> True: autograd gave it a gradient in this backward
@@ -88,6 +90,12 @@ class UnitState:
         # this unit's own all-gather started that way and not yet taken by gather().
         self.forward_prefetch, self.backward_prefetch = [], None
         self.prefetch_request = None
+        self.owner = None  # the FullyShard whose hooks run this unit (the root's, once merged)
+        # fully_shard (the drop-in): per parameter, its full-shape sharded Parameter (a DTensor
+        # over its rows of the shard) and the (module, attribute) pairs that hold it; None for
+        # FullyShard, whose parameters show their parts themselves. See use_dtensors.
+        self.sharded = None
+        self.grad_dtensors = {}  # index -> (gradient view, its DTensor), made once per view
         shard = torch.from_numpy(unit.shard())  # float32 or float64: the storage dtype
         self.shard_views = []  # per parameter: its part of this rank's shard (1-D torch view)
         for i in range(len(params)):
@@ -155,6 +163,12 @@ class UnitState:
         storage was replaced by a tensor of its part's shape (module.to_empty(), p.data = ...)
         is taken into the shard (take_replaced; the root's pre-hook does it for every unit before
         any is gathered or prefetched); of another shape, refused."""
+        if self.sharded is not None:  # fully_shard: what the user did to the sharded ones
+            if take_replaced and not self.shows_placeholders:
+                self.adopt_applied()
+            self.refuse_meta()
+            for (sh, _), (_, p) in zip(self.sharded, self.params):
+                p.requires_grad_(sh.requires_grad)
         for i, (name, p) in enumerate(self.params):
             if p.requires_grad and i not in self.trainable:
                 _refuse("FullyShard", f"parameter \"{name}\" of module '{self.where}': "
@@ -162,7 +176,7 @@ class UnitState:
                         "holds no gradient for it; set requires_grad before FullyShard, or pass "
                         "FullyShard(..., frozen_may_train=True) (freezing after wrapping is "
                         "supported)")
-        if not take_replaced or self.shows_placeholders:
+        if not take_replaced or self.shows_placeholders or self.sharded is not None:
             return
         for i, (name, p) in enumerate(self.params):
             view = self.shard_views[i]
@@ -230,6 +244,7 @@ class UnitState:
         self.region = views[0]
         for (_, p), view in zip(self.params, views[1]):
             p.data = view
+        self._register(sharded=False)
 
     def show_shards(self):
         """Points the parameters back at their parts of the shard (the unit is not resharded
@@ -238,6 +253,7 @@ class UnitState:
             p.data = view
         self.region = None
         self.shows_placeholders = False
+        self._register(sharded=True)
 
     def show_placeholders(self):
         """Points the parameters at empty tensors of the compute dtype (not resharded here)."""
@@ -245,6 +261,128 @@ class UnitState:
             p.data = torch.empty(0, dtype=self.dtype)
         self.region = None
         self.shows_placeholders = True
+        self._register(sharded=True)
+
+    # ---- fully_shard's full-shape sharded parameters ------------------------------------------
+    def use_dtensors(self, make, holders, meta):
+        """fully_shard: between uses the modules hold, in place of each parameter p, a new
+        Parameter make(i, local) (a DTensor of p's full shape whose local tensor is `local`, p's
+        rows of this rank's shard, a view); in use they hold p itself, at the unsharded buffer.
+        holders[i]: the (module, attribute) pairs that hold parameter i; meta[i]: it was on the
+        meta device (its local tensor is, until to_empty() or a load). p stays what autograd
+        and this state work on; the user sees the sharded Parameters and their gradients."""
+        self.sharded = []
+        for i, (_, p) in enumerate(self.params):
+            local = self.rows(i, self.shard_views[i])
+            if meta[i]:  # as FSDP2's: on the meta device until to_empty() or a load
+                local = torch.empty(local.shape, dtype=local.dtype, device="meta")
+            self.sharded.append((make(i, local, p.requires_grad), holders[i]))
+        self._register(sharded=True)
+
+    def sharded_params(self):
+        """What the modules hold between uses: the sharded Parameters (fully_shard), or the
+        parameters themselves (FullyShard)."""
+        if self.sharded is None:
+            return [p for _, p in self.params]
+        return [sh for sh, _ in self.sharded]
+
+    def adopt_applied(self):
+        """fully_shard, before a gather and after module._apply (to_empty(), to()): what the
+        modules hold now becomes the sharded Parameter (FSDP2's reset_sharded_param): a new
+        DTensor Parameter (load_state_dict(assign=True)) or new storage under the old one
+        (to_empty()) is copied into its rows of the shard, and its local tensor is those rows
+        again. A local tensor still on the meta device stays there (the forward refuses it); a
+        device, dtype or shape change is refused."""
+        if self.sharded is None:
+            return
+        for i, (sh, holders) in enumerate(self.sharded):
+            module, attr = holders[0]
+            now = module._parameters[attr]
+            if now is self.params[i][1]:  # gathered: the unsharded parameter itself
+                continue
+            local = now.to_local() if hasattr(now, "to_local") else now
+            if local.is_meta:
+                continue
+            view = self.rows(i, self.shard_views[i])
+            name = self.params[i][0]
+            if not hasattr(now, "to_local") or local.device.type != "cpu" \
+                    or local.dtype != view.dtype or local.shape != view.shape:
+                _refuse("fully_shard", f"parameter \"{name}\" of module '{self.where}': now "
+                        f"{type(now).__name__} {local.dtype} {tuple(local.shape)} on "
+                        f"{local.device}; its shard is a DTensor whose local tensor is "
+                        f"{view.dtype} {tuple(view.shape)} on the CPU (to_empty(device='cpu'), "
+                        "in-place changes and load_state_dict of such DTensors are supported)")
+            if view.numel() and local.data_ptr() != view.data_ptr():
+                with torch.no_grad():
+                    view.copy_(local)
+            now._local_tensor = view
+            if now is not sh:
+                self.sharded[i] = (now, holders)
+        self._register(sharded=True)
+
+    def refuse_meta(self):
+        """fully_shard: a parameter still on the meta device (never to_empty()'d nor loaded) is
+        refused by name before its unit is gathered, as FSDP2 refuses it."""
+        for i, (sh, _) in enumerate(self.sharded or ()):
+            if sh.to_local().is_meta:
+                _refuse("fully_shard", f"parameter \"{self.params[i][0]}\" of module "
+                        f"'{self.where}' is on the meta device: call module.to_empty(device="
+                        "'cpu') and initialize it (or load a state dict with assign=True) "
+                        "before the forward")
+
+    def rows(self, i, flat):
+        """A flat part of parameter i (its shard or gradient view) as its rows."""
+        return flat.view(-1, *self.unit.shapes[i][1:])
+
+    def _register(self, sharded):
+        if self.sharded is None:
+            return
+        for (sh, holders), (_, p) in zip(self.sharded, self.params):
+            for module, attr in holders:
+                module._parameters[attr] = sh if sharded else p
+
+    def sharded_param(self, i):
+        """What the modules hold for parameter i between uses (fully_shard), or p (FullyShard)."""
+        return self.params[i][1] if self.sharded is None else self.sharded[i][0]
+
+    def _user_grad(self, i, p):
+        """The gradient the user left for parameter i: p.grad (FullyShard), or under fully_shard
+        the sharded Parameter's gradient as a flat tensor (the gradient shard's view itself when
+        it still shows it; None stays None)."""
+        if self.sharded is None:
+            return p.grad
+        g = self.sharded[i][0].grad
+        if g is None:
+            return None
+        local = g.to_local() if hasattr(g, "to_local") else g
+        view = (self.grad_views or {}).get(i)
+        if view is not None and shows(local.reshape(-1), view):
+            return view
+        return local.reshape(-1)
+
+    def publish_grads(self):
+        """fully_shard: each sharded Parameter's .grad from p.grad (None, or a DTensor over its
+        rows of the gradient shard, made once per view)."""
+        if self.sharded is None:
+            return
+        for i, ((sh, _), (_, p)) in enumerate(zip(self.sharded, self.params)):
+            g = p.grad
+            if g is None:
+                sh.grad = None
+                continue
+            kept = self.grad_dtensors.get(i)
+            if kept is None or kept[0] is not g:
+                local = self.rows(i, g.as_subclass(torch.Tensor) if isinstance(g, GradShard)
+                                  else g)
+                kept = self.grad_dtensors[i] = (g, self.sharded_like(i, local))
+            sh.grad = kept[1]
+
+    def sharded_like(self, i, local):
+        """A DTensor laid out as parameter i's sharded Parameter, over `local` (its rows)."""
+        from torch.distributed.tensor import DTensor
+        sh = self.sharded[i][0]
+        return DTensor.from_local(local, sh.device_mesh, sh.placements, run_check=False,
+                                  shape=sh.shape, stride=sh.stride())
 
     # ---- gradients ----------------------------------------------------------------------------
     def give_grad_buffers(self):
@@ -283,7 +421,7 @@ class UnitState:
         active = self.active()
         if self.user_grads is not None or not active:
             return
-        self.user_grads = {i: p.grad for i, p in active}
+        self.user_grads = {i: self._user_grad(i, p) for i, p in active}
         if self.grad_views is not None and any(
                 isinstance(g, GradShard) for g in self.user_grads.values()):
             # p.grad still the shard's view after the library's zero_grad (or a step that marked
@@ -348,6 +486,7 @@ class UnitState:
         if not self.unit.grad_sync:
             for i, g in self.user_grads.items():
                 self.params[i][1].grad = g
+            self.publish_grads()
             return
         views = self.gradient_views()
         for i, has in zip(sorted(self.trainable), got):
@@ -355,3 +494,4 @@ class UnitState:
                 self.params[i][1].grad = views[i] if has else None
             if not has or i not in self.user_grads:  # none anywhere, or frozen now
                 self.unit.set_grad_none(i)
+        self.publish_grads()

@@ -68,6 +68,7 @@ class FullyShard(Hooks, StateDicts):
                 self.states.append(UnitState(module, where, unit, fresh, policy,
                                              reshard_after_forward and not is_root
                                              and not self.find_unused_parameters))
+                self.states[-1].owner = self
             # Meta buffers no unit's module holds (a root without parameters of its own).
             _materialize.materialize(root, root, [], param_init_fn, replaced)
             if sync_module_states:  # buffers too, as DDP's and FSDP1's sync_module_states
@@ -100,6 +101,64 @@ class FullyShard(Hooks, StateDicts):
         self._wrap_root_forward()
         ctx.set_prefetch(prefetch, prefetch)
 
+    @classmethod
+    def _drop_in(cls, ctx, root, policy):
+        """An empty group for one fully_shard call on `root` (_fully_shard.py): no unit yet,
+        no hook; _adopt gives it its units."""
+        self = cls.__new__(cls)
+        self.ctx, self.root, self.root_policy = ctx, root, policy
+        self.find_unused_parameters = False
+        self._ignored = frozenset()
+        self.states, self._requests = [], []
+        self._in_backward, self._gathered = False, []
+        self.root_state = None
+        ctx.set_prefetch(True, True)
+        return self
+
+    def _adopt(self, groups, state):
+        """The units of earlier fully_shard calls' groups (`groups`, whose roots lie under this
+        one's), then `state` (this call's unit, or None): their hooks now run for this group,
+        whose root is this call's module."""
+        for group in groups:
+            for s in group.states:
+                s.owner = self
+                if s.requested_reshard is None:  # a root until now: a unit under this one
+                    s.reshard_after_forward = True
+                for m in s.modules:
+                    m.__dict__["_libfsdp_group"] = self
+                self.states.append(s)
+            group.root = None
+        if state is not None:
+            state.owner = self
+            self.states.append(state)
+        self.root_state = state
+        # Messages name modules and parameters as the root's named_modules() and
+        # named_parameters() do.
+        modules = {id(m): n for n, m in self.root.named_modules()}
+        params = {}
+        for n, p in self.root.named_parameters(remove_duplicate=False):
+            params.setdefault(id(p), n)
+        for s in self.states:
+            s.where = "+".join(modules.get(id(m)) or "<root>" for m in s.modules)
+            s.params = [(params.get(id(sh), name), p) for sh, (name, p)
+                        in zip(s.sharded_params(), s.params)]
+
+    def _contexts(self):
+        """Every context this group's units live in (begin_forward / begin_backward each)."""
+        out = {id(self.ctx): self.ctx}
+        for s in self.states:
+            out.setdefault(id(s.unit.context), s.unit.context)
+        return list(out.values())
+
+    def _begin_root_forward(self, module, args, kwargs):
+        """fully_shard's root pre-hook: the root's unit stays gathered after forward unless
+        reshard_after_forward was given (FSDP2's default for the root), then the iteration's
+        start as FullyShard's root."""
+        state = self.root_state
+        if state is not None and state.requested_reshard is None and not self._in_backward:
+            state.reshard_after_forward = False
+        return self._begin_forward_hook(module, args, kwargs)
+
     @property
     def units(self):
         """The libfsdp.Unit of each listed module, then the root's (for ctx.optimizer)."""
@@ -128,7 +187,7 @@ class FullyShard(Hooks, StateDicts):
     def _states_under(self, module, recurse=True):
         module = self.root if module is None else module
         inside = {id(m) for m in module.modules()} if recurse else {id(module)}
-        return [s for s in self.states if id(s.module) in inside]
+        return [s for s in self.states if any(id(m) in inside for m in s.modules)]
 
     def unshard(self, module=None):
         """FSDP2's unshard(): gathers the units of `module` and of every listed module under it
@@ -170,7 +229,7 @@ class FullyShard(Hooks, StateDicts):
     def _state_of(self, module, call, arg):
         module = self.root if module is None else module
         for state in self.states:
-            if state.module is module:
+            if any(m is module for m in state.modules):
                 return state
         name = next((n for n, m in self.root.named_modules() if m is module), None)
         what = (f"module '{name or '<root>'}'" if name is not None

@@ -1,0 +1,96 @@
+"""fully_shard's DeviceMesh and the libfsdp context behind it: the process group DTensor needs
+(the user's, or a gloo group over the library's world made here), the mesh (the user's, or one
+over the world) and the context whose sharding the mesh describes, one per kind of mesh."""
+import os
+import socket
+
+import numpy as np
+import torch
+
+from .. import _refuse, init
+
+_contexts = {}  # (strategy, sharding factor) -> the Context fully_shard's units of that mesh use
+_world_mesh = []  # the 1-D mesh over the world made for mesh=None
+
+
+def _world_context():
+    """The context of full sharding over MPI_COMM_WORLD (made once)."""
+    key = ("full", 0)
+    if key not in _contexts:
+        _contexts[key] = init()
+    return _contexts[key]
+
+
+def ensure_process_group(call):
+    """torch.distributed's default group, over the same ranks as the library's world: the user's
+    (checked), or a gloo group made here, its TCPStore's address broadcast by the library from
+    rank 0 (no init_process_group needed). Collective the first time."""
+    import torch.distributed as dist
+    ctx = _world_context()
+    rank, world = ctx.group("world")
+    if dist.is_initialized():
+        if (dist.get_rank(), dist.get_world_size()) != (rank, world):
+            _refuse(call, f"torch.distributed's default group is rank {dist.get_rank()} of "
+                    f"{dist.get_world_size()}, but MPI_COMM_WORLD is rank {rank} of {world}; "
+                    "fully_shard needs both over the same processes in the same order")
+        return
+    store = None
+    address = np.zeros(258, np.uint8)  # host name (<= 255 bytes), then the port (2 bytes)
+    if rank == 0:
+        host = os.environ.get("LIBFSDP_STORE_HOST") or socket.gethostname()
+        store = dist.TCPStore(host, 0, world, True, wait_for_workers=False)
+        name = host.encode()[:255]
+        address[:len(name)] = np.frombuffer(name, np.uint8)
+        address[256:258] = np.frombuffer(int(store.port).to_bytes(2, "little"), np.uint8)
+    address = ctx.broadcast(address)
+    if rank != 0:
+        host = bytes(address[:256]).rstrip(b"\0").decode()
+        port = int.from_bytes(bytes(address[256:258]), "little")
+        store = dist.TCPStore(host, port, world, False)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+
+
+def resolve(mesh, call):
+    """(context, mesh, placements of a parameter's shard) for fully_shard's `mesh` argument:
+    None, the world's 1-D mesh (full sharding); a 1-D mesh over every rank in order (full
+    sharding); a 2-D (replicate, shard) mesh over every rank, shard groups of consecutive ranks
+    (hybrid sharding). Any other mesh is refused naming it."""
+    from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard
+    ensure_process_group(call)
+    ctx = _world_context()
+    rank, world = ctx.group("world")
+    if mesh is None:
+        if not _world_mesh:
+            _world_mesh.append(init_device_mesh("cpu", (world,)))
+        return ctx, _world_mesh[0], (Shard(0),)
+    if not isinstance(mesh, DeviceMesh):
+        _refuse(call, f"mesh: a torch DeviceMesh or None is needed, got {type(mesh).__name__}")
+    if mesh.device_type != "cpu":
+        _refuse(call, f"mesh: device type {mesh.device_type!r}; fully_shard runs PyTorch on the "
+                "CPU (host memory): a \"cpu\" mesh is needed")
+    ranks = mesh.mesh.reshape(-1).tolist()
+    if ranks != list(range(world)):
+        _refuse(call, f"mesh: {mesh} covers ranks {ranks}; the library shards over every rank of "
+                f"MPI_COMM_WORLD (0..{world - 1}) in order")
+    if mesh.ndim == 1:
+        return ctx, mesh, (Shard(0),)
+    if mesh.ndim != 2:
+        _refuse(call, f"mesh: {mesh.ndim} dimensions; 1 (shard) or 2 (replicate, shard) are "
+                "supported")
+    factor = int(mesh.size(1))
+    key = ("hybrid", factor)
+    if key not in _contexts:
+        _contexts[key] = init(strategy="hybrid", sharding_factor=factor)
+    hybrid = _contexts[key]
+    if hybrid.group("shard") != (rank % factor, factor):
+        _refuse(call, f"mesh: its shard dimension ({factor} ranks) is not the library's hybrid "
+                f"shard group here (rank {hybrid.group('shard')[0]} of "
+                f"{hybrid.group('shard')[1]})")
+    return hybrid, mesh, (Replicate(), Shard(0))
+
+
+def contexts():
+    """Every context fully_shard made (each needs its own begin_forward / begin_backward)."""
+    return list(_contexts.values())
+
