@@ -654,6 +654,20 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_set_grad_sync(fsdp_unit_t unit, int enabled)
  * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_unit_grad_sync(fsdp_unit_t unit, int* enabled);
 
+/** Since 0.14: what this unit's reduced gradient is divided by (FSDP2's per-module
+ *  set_gradient_divide_factor): the gradient shard receives (sum over the W ranks of the
+ *  gradients) / factor, the sum in reduce_dtype and one division, as cfg->grad_reduction's mean
+ *  divides by W. factor 0 restores the context's rule (W under FSDP_REDUCE_MEAN, 1 under
+ *  FSDP_REDUCE_SUM); factor 1 gives the sum. Waits for the context's work in flight first: a
+ *  reduction started before completes with the old factor. Local; every rank must set the same
+ *  factor for the same units at the same point of its loop. Default 0.
+ *  @param[in] unit the unit
+ *  @param[in] factor > 0 and finite, or 0
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (negative, NaN or infinite; the unit keeps its
+ * factor); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad
+ * handle */
+FSDP_EXPORT fsdp_status_t fsdp_unit_set_grad_divide_factor(fsdp_unit_t unit, double factor);
+
 /* ------------------------------------------------------------------------------------------------
  * Units (flat parameters)
  * --------------------------------------------------------------------------------------------- */

@@ -3,7 +3,8 @@
  * the full gradient is kept and added to, and only the last micro-batch communicates), for the
  * whole context and for one unit beside another that communicates. Integer
  * gradients make every sum exact, so both must equal the reference bit for bit. While sync is
- * off, reduce_grads keeps the full gradient (it is local). */
+ * off, reduce_grads keeps the full gradient (it is local). A unit's own divide factor
+ * (fsdp_unit_set_grad_divide_factor) replaces the division by W. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,13 +32,19 @@ static void add_grad(fsdp_unit_t u, int micro) {
   for (size_t e = 0; e < N; ++e) g[e] += grad(th_rank(), e, micro);
 }
 
+/* u's gradient shard, its length and this rank's place in the shard group. */
+static float* grad_shard(fsdp_context_t ctx, fsdp_unit_t u, int* srank, size_t* shard_n) {
+  float* gs = NULL;
+  CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_SHARD, srank, NULL));
+  CHECK_OK(fsdp_shard_grad(u, (void**)&gs, shard_n));
+  return gs;
+}
+
 static int mismatches(fsdp_context_t ctx, fsdp_unit_t u, int per_micro_division) {
   const int W = th_size();
   int srank = 0;
   size_t shard_n = 0;
-  float* gs = NULL;
-  CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_SHARD, &srank, NULL));
-  CHECK_OK(fsdp_shard_grad(u, (void**)&gs, &shard_n));
+  const float* gs = grad_shard(ctx, u, &srank, &shard_n);
   int bad = 0;
   for (size_t j = 0; j < shard_n; ++j) {
     const size_t e = (size_t)srank * shard_n + j;
@@ -52,6 +59,43 @@ static int mismatches(fsdp_context_t ctx, fsdp_unit_t u, int per_micro_division)
     bad += gs[j] != want;
   }
   return bad;
+}
+
+/* Elements of u's gradient shard that differ from (sum over ranks of micro-batch 0) / divisor. */
+static int divided_mismatches(fsdp_context_t ctx, fsdp_unit_t u, float divisor) {
+  int srank = 0;
+  size_t shard_n = 0;
+  const float* gs = grad_shard(ctx, u, &srank, &shard_n);
+  int bad = 0;
+  for (size_t j = 0; j < shard_n; ++j) {
+    const size_t e = (size_t)srank * shard_n + j;
+    float sum = 0.0f;
+    for (int r = 0; r < th_size() && e < N; ++r) sum += grad(r, e, 0);
+    bad += gs[j] != sum / divisor;
+  }
+  return bad;
+}
+
+/* fsdp_unit_set_grad_divide_factor (FSDP2's set_gradient_divide_factor): 1 gives the sum, 3 the
+ * sum / 3, 0 the context's mean again; a bad factor is refused and changes nothing. */
+static void check_divide_factor(fsdp_context_t ctx) {
+  const float W = (float)th_size();
+  const double factors[3] = {1.0, 3.0, 0.0};
+  const float divisors[3] = {1.0f, 3.0f, W};
+  for (int k = 0; k < 3; ++k) {
+    fsdp_unit_t u = make_unit(ctx);
+    CHECK_OK(fsdp_unit_set_grad_divide_factor(u, 7.0));
+    CHECK_OK(fsdp_unit_set_grad_divide_factor(u, factors[k]));
+    CHECK_FAILS(fsdp_unit_set_grad_divide_factor(u, -1.0), FSDP_ERR_INVALID_ARGUMENT, "factor");
+    CHECK_FAILS(fsdp_unit_set_grad_divide_factor(u, NAN), FSDP_ERR_INVALID_ARGUMENT, "factor");
+    CHECK_FAILS(fsdp_unit_set_grad_divide_factor(u, INFINITY), FSDP_ERR_INVALID_ARGUMENT, "factor");
+    add_grad(u, 0);
+    CHECK_OK(fsdp_reduce_grads(u));
+    CHECK_MSG(divided_mismatches(ctx, u, divisors[k]) == 0,
+              "fsdp_unit_set_grad_divide_factor: the sum over ranks / factor");
+    CHECK_OK(fsdp_unit_destroy(&u));
+  }
+  CHECK_FAILS(fsdp_unit_set_grad_divide_factor(NULL, 1.0), FSDP_ERR_INVALID_HANDLE, "unit");
 }
 
 /* bfloat16 compute, float32 reduction, gradient sync off for all but the last of 16 micro-batches:
@@ -181,6 +225,8 @@ int main(int argc, char** argv) {
   CHECK_MSG(on == 1, "a refused switch changes nothing");
   CHECK_OK(fsdp_unit_destroy(&c));
   CHECK_OK(fsdp_unit_destroy(&d));
+
+  check_divide_factor(ctx);
 
   CHECK_FAILS(fsdp_set_grad_sync(ctx, 2), FSDP_ERR_INVALID_ARGUMENT, "enabled");
   CHECK_FAILS(fsdp_set_grad_sync(NULL, 1), FSDP_ERR_INVALID_HANDLE, "ctx");

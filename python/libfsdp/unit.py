@@ -152,6 +152,11 @@ class Unit:
         """Gradient sync for this unit alone (fsdp_unit_set_grad_sync); local."""
         _check(_lib.fsdp_unit_set_grad_sync(self._handle, 1 if enabled else 0))
 
+    def set_grad_divide_factor(self, factor):
+        """What this unit's reduced gradient is divided by (fsdp_unit_set_grad_divide_factor):
+        the sum over the ranks / factor; 0 restores the context's rule. Local."""
+        _check(_lib.fsdp_unit_set_grad_divide_factor(self._handle, float(factor)))
+
     @property
     def grad_sync(self):
         """Whether reduce_grads communicates now: this unit's and the context's setting both on

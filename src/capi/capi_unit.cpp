@@ -1,5 +1,6 @@
 // C entry points for units.
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -281,6 +282,16 @@ fsdp_status_t fsdp_unit_set_grad_sync(fsdp_unit_t unit, int enabled) {
     if (enabled != 0 && enabled != 1)
       fail(Errc::InvalidArgument, "enabled = " + std::to_string(enabled) + ": must be 0 or 1");
     u.set_grad_sync(enabled != 0);
+  });
+}
+
+fsdp_status_t fsdp_unit_set_grad_divide_factor(fsdp_unit_t unit, double factor) {
+  return guard(__func__, [&] {
+    Unit& u = unit_from(unit, "unit");
+    if (!std::isfinite(factor) || factor < 0.0)
+      fail(Errc::InvalidArgument,
+           "factor = " + std::to_string(factor) + ": must be > 0 and finite, or 0 (the context's)");
+    u.set_grad_divide_factor(factor);
   });
 }
 

@@ -530,11 +530,12 @@ void Unit::reduce_grads() {
 }
 
 // Reduce-scatter over the shard group (and all-reduce over replicas, or with HFSDP a
-// reduce-scatter across them) in reduce_dtype, divided by W once, stored or added into the
-// gradient shard in the storage dtype.
+// reduce-scatter across them) in reduce_dtype, divided once (by W, 1 under FSDP_REDUCE_SUM, or
+// the unit's own factor), stored or added into the gradient shard in the storage dtype.
 void Unit::reduce_into(const Located& full, DType r, void* out, Store store) {
   const ProcessGroups& groups = ctx_.groups();
-  const double divisor = ctx_.options().grad_reduction == GradReduction::Mean
+  const double divisor = grad_divide_factor_ > 0.0 ? grad_divide_factor_
+                         : ctx_.options().grad_reduction == GradReduction::Mean
                              ? static_cast<double>(groups.world().size)
                              : 1.0;
   const std::size_t n = layout_.trainable_shard_numel();
@@ -628,6 +629,11 @@ ShardSlice Unit::update_slice(std::size_t i) const {
 void Unit::set_grad_sync(bool on) {
   ctx_.scheduler().quiesce();
   own_grad_sync_ = on;
+}
+
+void Unit::set_grad_divide_factor(double factor) {
+  ctx_.scheduler().quiesce();
+  grad_divide_factor_ = factor;
 }
 
 bool Unit::grad_sync() const {

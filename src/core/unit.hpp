@@ -92,6 +92,9 @@ class Unit {
   // under it.
   void set_grad_sync(bool on);
   bool grad_sync() const;
+  // What the reduced gradient is divided by (fsdp_unit_set_grad_divide_factor): 0 is the
+  // context's rule. Waits for the context's work in flight first, as set_grad_sync.
+  void set_grad_divide_factor(double factor);
   // Ties this unit uses (alias index = num_params() + position), and units tied to this one.
   const std::vector<Tie>& ties() const { return ties_; }
   void add_tie(Tie t) { ties_.push_back(std::move(t)); }
@@ -252,6 +255,7 @@ class Unit {
   bool gathered_by_prefetch_ = false;  // the pending all-gather was a prefetch's
   bool grad_written_ = false;          // see grad_unreduced()
   bool own_grad_sync_ = true;          // see grad_sync()
+  double grad_divide_factor_ = 0.0;    // see set_grad_divide_factor(); 0: the context's rule
   std::vector<uint8_t> grad_none_;     // see set_grad_none(); empty: no parameter is marked
   int users_ = 0;
   std::vector<Tie> ties_;

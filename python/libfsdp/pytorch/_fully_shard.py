@@ -128,24 +128,27 @@ class FSDPModule(_TorchFSDPModule):
         next forward starts (no stream to wait for)."""
 
     def set_gradient_divide_factor(self, factor):
-        """The number the summed gradients are divided by: only the ranks' count (the default,
-        the mean over the reduction's ranks) is supported."""
-        self._reduction_refused("FSDPModule.set_gradient_divide_factor", f"factor={factor!r}",
-                                factor)
+        """This module's unit reduces its gradients as the ranks' sum divided by `factor` (one
+        division after the sum; 1.0: the sum, as torchtitan's disable_fsdp_gradient_division
+        sets); FSDP2 multiplies each rank's gradient by 1/factor before summing instead, the
+        same up to rounding (bitwise for 1.0 and for the ranks' count).
+        fsdp_unit_set_grad_divide_factor. Local; every rank sets the same factor."""
+        try:
+            value = float(factor)
+        except (TypeError, ValueError):
+            value = -1.0
+        if not value > 0 or value == float("inf"):
+            _refuse("FSDPModule.set_gradient_divide_factor", f"factor={factor!r}: a positive "
+                    "finite number is needed")
+        for state in self._own_states():
+            state.unit.set_grad_divide_factor(value)
 
     def set_force_sum_reduction_for_comms(self, enable):
-        """False (the default) only."""
-        if enable is not False:
-            self._reduction_refused("FSDPModule.set_force_sum_reduction_for_comms",
-                                    f"enable={enable!r}", None)
-
-    def _reduction_refused(self, call, what, factor):
-        ranks = self._libfsdp().ctx.group("world")[1]
-        if factor is not None and float(factor) == float(ranks):
-            return
-        _refuse(call, f"{what}: a unit's gradients are reduced as the mean over its "
-                f"{ranks} ranks (the context's grad_reduction); another divisor is not "
-                "supported per module")
+        """Accepted (True or False) and without effect: the library's reductions always sum in
+        communication and divide once afterwards, which is what True asks of FSDP2."""
+        if not isinstance(enable, bool):
+            _refuse("FSDPModule.set_force_sum_reduction_for_comms", f"enable: True or False, "
+                    f"got {enable!r}")
 
     def _get_fsdp_state(self):
         _refuse(CALL, f"{type(self).__name__}: a module libfsdp sharded has no FSDP2 state; "
