@@ -1,9 +1,9 @@
 """The seed's Table 3.1 on this machine (`make bench-gpt`): the seed's GPT (Small 6L/8H/512,
 Medium 12L/12H/768, Large 16L/16H/1024; vocabulary 16,384; embedding tied to the output head;
 period-5 pattern with 5% noise; AdamW lr 2e-4) trained on 2 ranks by PyTorch DDP, PyTorch FSDP2
-(fully_shard on each block and on the root, gloo), libfsdp (FullyShard the same way, default
-transport) and a run with no communication (each rank trains its own replica), in FP32, BF16 and
-FP16, without and with activation checkpointing. Methods run interleaved per cell, in a rotating
+(fully_shard on each block and on the root, gloo), libfsdp's drop-in fully_shard (the FSDP2
+program with libfsdp's import), libfsdp (FullyShard the same way, default transport) and a run
+with no communication (each rank trains its own replica), in FP32, BF16 and FP16, without and with activation checkpointing. Methods run interleaved per cell, in a rotating
 order. Step 0 is a warm-up; tokens/s comes from the median of the other steps. Peak RSS is the
 training loop's (VmHWM reset after construction), the largest of the ranks.
     bench_gpt.py --build build --mpiexec mpiexec.mpich --python VENV/bin/python --out DIR"""
@@ -18,9 +18,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(HERE, "..", "examples", "python")
 SIZES = {"Small": (6, 8, 512), "Medium": (12, 12, 768), "Large": (16, 16, 1024)}
-METHODS = ("DDP", "FSDP2", "libfsdp", "libfsdp+torch.optim", "no-comm")
-# libfsdp's two forms: its own sharded AdamW, and torch.optim.AdamW over the parameter views.
-LIBFSDP = ("libfsdp", "libfsdp+torch.optim")
+METHODS = ("DDP", "FSDP2", "fully_shard", "libfsdp", "libfsdp+torch.optim", "no-comm")
+# libfsdp's forms: the drop-in fully_shard (torch.optim.AdamW over its DTensor parameters),
+# FullyShard with its own sharded AdamW, and with torch.optim.AdamW over the parameter views.
+LIBFSDP = ("fully_shard", "libfsdp", "libfsdp+torch.optim")
 
 
 def run_cell(a, env, size, precision, ckpt, rotation, workdir):
@@ -33,14 +34,17 @@ def run_cell(a, env, size, precision, ckpt, rotation, workdir):
     commands = {
         "DDP": [a.python, script("train_gpt_ddp.py"), "--nproc", str(a.nproc)],
         "FSDP2": [a.python, script("train_gpt_fsdp2.py"), "--nproc", str(a.nproc)],
+        "fully_shard": [a.mpiexec, "-n", str(a.nproc), a.python,
+                        script("train_gpt_fully_shard.py")],
         "libfsdp": [a.mpiexec, "-n", str(a.nproc), a.python, script("train_gpt_libfsdp.py"),
                     "--no-save"],
         "libfsdp+torch.optim": [a.mpiexec, "-n", str(a.nproc), a.python,
                                 script("train_gpt_libfsdp.py"), "--no-save", "--torch-optim"],
         "no-comm": [a.python, script("train_gpt_ddp.py"), "--no-comm", "--nproc", str(a.nproc)],
     }
-    k = rotation % len(METHODS)
-    order = list(METHODS[k:] + METHODS[:k])
+    methods = [m for m in METHODS if m in a.methods.split(",")]
+    k = rotation % len(methods)
+    order = methods[k:] + methods[:k]
     cell = {}
     for method in order:
         tag = f"{size}-{precision}-{'ckpt' if ckpt else 'nockpt'}-{method}"
@@ -64,7 +68,7 @@ def run_cell(a, env, size, precision, ckpt, rotation, workdir):
             "methods": cell}
 
 
-def loss_gap(cell, method="libfsdp"):
+def loss_gap(cell, method):
     """libfsdp's largest relative loss difference per step to the run that computes the same
     thing: DDP in FP32 (the same arithmetic), FSDP2 under the same policy in BF16/FP16 (DDP uses
     autocast there, another arithmetic)."""
@@ -114,8 +118,10 @@ def summary(cells):
             if values:
                 lines.append(f"- {mine} {name}: {min(values):.2f} to {max(values):.2f} "
                              f"(median {statistics.median(values):.2f})")
-    fp32 = [loss_gap(c) for c in cells if c["precision"] == "fp32"]
-    low = [loss_gap(c) for c in cells if c["precision"] != "fp32"]
+    fp32 = [loss_gap(c, m) for c in cells if c["precision"] == "fp32"
+            for m in LIBFSDP if m in c["methods"]]
+    low = [loss_gap(c, m) for c in cells if c["precision"] != "fp32"
+           for m in LIBFSDP if m in c["methods"]]
     if fp32:
         lines.append(f"- FP32: largest relative loss difference to DDP at any step {max(fp32):.1e}")
     if low:
@@ -162,6 +168,9 @@ def main():
     p.add_argument("--sizes", default="Small,Medium,Large")
     p.add_argument("--precisions", default="fp32,bf16,fp16")
     p.add_argument("--ckpt", default="no,yes")
+    p.add_argument("--methods", default=",".join(METHODS),
+                   help="a subset of " + ",".join(METHODS) + " (DDP, FSDP2 and no-comm are "
+                   "the ratios' references)")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--batch", type=int, default=2)

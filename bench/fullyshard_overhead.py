@@ -1,7 +1,11 @@
-"""FullyShard's per-step overhead on a small model (issue 32 item 6): the median step time of
-    unsharded  the plain nn.Module with torch.optim.AdamW (no communication)
-    lib        FullyShard + the library's sharded AdamW (ctx.optimizer)
-    torch      FullyShard + torch.optim.AdamW over model.parameters() (the shard views)
+"""libfsdp.pytorch's per-step overhead on a small model (issue 32 item 6): the median step time of
+    unsharded    the plain nn.Module with torch.optim.AdamW (no communication)
+    lib          FullyShard + the library's sharded AdamW (ctx.optimizer)
+    torch        FullyShard + torch.optim.AdamW over model.parameters() (the shard views)
+    fully_shard  the drop-in fully_shard on each layer and the root + torch.optim.AdamW over its
+                 DTensor parameters (PyTorch >= 2.6)
+    FSDP2        PyTorch's fully_shard the same way, on gloo (the peer: its DTensor parameters
+                 cost torch.optim the same dispatch)
 and their ratios to `unsharded`, interleaved per round, medians after 5 warm-up steps.
     mpiexec -n 2 VENV/bin/python bench/fullyshard_overhead.py [--layers 8 --dim 128 --steps 40]"""
 import argparse
@@ -12,7 +16,8 @@ import torch
 import torch.nn as nn
 
 import libfsdp
-from libfsdp.pytorch import FullyShard
+from libfsdp.pytorch import FullyShard, fully_shard
+from libfsdp.pytorch._compat import TORCH_2_6
 
 
 def model(layers, dim):
@@ -40,6 +45,18 @@ def main():
         opt = (ctx.optimizer("adamw", sharded.units, lr=1e-3) if kind == "lib"
                else torch.optim.AdamW(m.parameters(), lr=1e-3))
         runs[kind] = (m, opt)
+    if TORCH_2_6:
+        m = model(a.layers, a.dim)
+        for layer in m:
+            fully_shard(layer)
+        fully_shard(m)
+        runs["fully_shard"] = (m, torch.optim.AdamW(m.parameters(), lr=1e-3))
+        from torch.distributed.fsdp import fully_shard as torch_fully_shard
+        m = model(a.layers, a.dim)  # on the gloo group the drop-in made
+        for layer in m:
+            torch_fully_shard(layer)
+        torch_fully_shard(m)
+        runs["FSDP2"] = (m, torch.optim.AdamW(m.parameters(), lr=1e-3))
     times = {k: [] for k in runs}
     for step in range(a.steps + 5):
         for kind, (m, opt) in runs.items():
@@ -54,7 +71,7 @@ def main():
         print(f"{world} ranks, {a.layers} x Linear({a.dim}, {a.dim}), batch {a.batch}, "
               f"{a.steps} steps, torch {torch.__version__}")
         for k, v in med.items():
-            print(f"  {k:9s} {v * 1e3:8.3f} ms/step  x{v / med['unsharded']:.2f} of unsharded")
+            print(f"  {k:11s} {v * 1e3:8.3f} ms/step  x{v / med['unsharded']:.2f} of unsharded")
 
 
 if __name__ == "__main__":

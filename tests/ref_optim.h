@@ -14,26 +14,31 @@ static float ref_maximum(float a, float b) {
 
 /* One AdamW step t (1-based) of n elements: p, m, v updated in place from gradient g; with
  * `amsgrad`, vmax (max_exp_avg_sq) too, else vmax is not read (may be NULL); `maximize` negates
- * the gradient first. */
+ * the gradient first. The scalars in double as Python computes them (bias_correction2 ** 0.5 is
+ * pow, not sqrt), each rounded once to float; lerp_ and addcmul_ fused as PyTorch's vectorized
+ * CPU kernels (AVX2, AVX-512) compute them, one rounding each (fmaf). */
 static void ref_adamw_step_flags(float* p, float* m, float* v, float* vmax, const float* g,
                                  size_t n, int t, double lr, double wd, double b1, double b2,
                                  float eps, int amsgrad, int maximize) {
   const float decay = (float)(1.0 - lr * wd);
-  const double bc1 = 1.0 - pow(b1, t), bc2 = sqrt(1.0 - pow(b2, t));
+  const double bc1 = 1.0 - pow(b1, t), bc2 = pow(1.0 - pow(b2, t), 0.5);
   const float step = (float)(-(lr / bc1)), bc2f = (float)bc2;
-  const float b1c = (float)(1.0 - b1), b2f = (float)b2, b2c = (float)(1.0 - b2);
+  const float w = (float)(1.0 - b1), b2f = (float)b2, b2c = (float)(1.0 - b2);
   for (size_t e = 0; e < n; ++e) {
     const float ge = maximize ? -g[e] : g[e];
     p[e] = p[e] * decay;
-    m[e] = m[e] + b1c * (ge - m[e]);
-    v[e] = v[e] * b2f + b2c * (ge * ge);
+    /* exp_avg.lerp_(grad, w): at::native::lerp_vec, two branches on |w| < 0.5 */
+    m[e] = fabsf(w) < 0.5f ? fmaf(w, ge - m[e], m[e]) : fmaf(w - 1.0f, ge - m[e], ge);
+    /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2): self + value * t1 * t2 */
+    v[e] = fmaf(b2c * ge, ge, v[e] * b2f);
     float second = v[e];
     if (amsgrad) {
       vmax[e] = ref_maximum(vmax[e], v[e]);
       second = vmax[e];
     }
     const float denom = sqrtf(second) / bc2f + eps;
-    p[e] = p[e] + step * (m[e] / denom);
+    /* param.addcdiv_(exp_avg, denom, value=-step_size): self + value * t1 / t2 */
+    p[e] = p[e] + (step * m[e]) / denom;
   }
 }
 

@@ -231,6 +231,37 @@ def check_gradient_division(rank, world):
         u.destroy()
 
 
+def check_meshes(rank, world):
+    """A 1-D mesh over every rank (full sharding) and 2-D (replicate, shard) meshes (hybrid
+    sharding): gradients and parameters after two AdamW steps equal the unsharded model's."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate
+    shapes = [(world,), (world, 1)] + ([(world // 2, 2)] if world % 2 == 0 else [])
+    for shape in shapes:
+        torch.manual_seed(4)
+        ref = Net()
+        mesh = init_device_mesh("cpu", shape)
+        model = shard(copy.deepcopy(ref), mesh=mesh)
+        want = (Shard(0),) if len(shape) == 1 else (Replicate(), Shard(0))
+        assert model.tok.weight.placements == want, (shape, model.tok.weight.placements)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2)
+        for step in range(2):
+            loss_of(model, ids_of(step, rank)).backward()
+            reference_step(ref, step, world)
+            for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+                if q.grad is not None:
+                    check_close(p.grad.full_tensor(), q.grad, f"mesh {shape}: gradient of {n}")
+            opt.step()
+            ref_opt.step()
+            opt.zero_grad()
+            ref_opt.zero_grad()
+        for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+            check_close(p.full_tensor(), q, f"mesh {shape}: {n}")
+        for u in units(model):
+            u.destroy()
+
+
 def check_mixed_precision(rank, world):
     """bf16 blocks, a float32 [norm, head] unit among them, output_dtype and
     cast_forward_inputs per module: against the same policy applied by PyTorch's fully_shard."""
@@ -272,6 +303,13 @@ def check_bad_input(rank, world):
     refused(lambda: fully_shard([model.blocks[0], 3]), "module[1]", "int")
     refused(lambda: fully_shard([model.blocks[0], model.blocks[0]]), "listed twice")
     refused(lambda: fully_shard(model.blocks[0], mesh="world"), "mesh", "DeviceMesh")
+    if world > 1:  # a mesh over some of the ranks
+        sub = dist.new_group([0])
+        from torch.distributed.device_mesh import DeviceMesh
+        if rank == 0:
+            refused(lambda: fully_shard(model.blocks[0], mesh=DeviceMesh("cpu", [0], _init_backend=False)),
+                    "mesh", "every rank")
+        del sub
     refused(lambda: fully_shard(model.blocks[0], reshard_after_forward=world + 5),
             "reshard_after_forward", str(world + 5))
     refused(lambda: fully_shard(model.blocks[0], reshard_after_forward="yes"),
@@ -308,7 +346,7 @@ def check_bad_input(rank, world):
 
 def main(rank, world):
     checks = [check_parameters_and_training, check_resharding, check_gradient_division,
-              check_mixed_precision, check_bad_input]
+              check_meshes, check_mixed_precision, check_bad_input]
     failed = 0
     for check in checks:
         error = None

@@ -16,19 +16,24 @@ ORDER = ["training", "autograd", "frozen", "mixed_precision", "state_dict", "ini
 def main(path):
     rows = [json.loads(line) for line in open(path) if line.strip()]
     passed = sum(r["lib"] for r in rows)
+    dropin = sum(r.get("dropin", False) for r in rows)
     control = sum(r["control"] for r in rows)
-    print(f"{len(rows)} behaviours; the control (`fully_shard`) passes {control} of {len(rows)}; "
-          f"FullyShard passes {passed} and differs in {len(rows) - passed}.")
+    print(f"{len(rows)} behaviours; the control (PyTorch's `fully_shard`) passes {control} of "
+          f"{len(rows)}; libfsdp's drop-in `fully_shard` passes {dropin} and differs in "
+          f"{len(rows) - dropin}; FullyShard passes {passed} and differs in {len(rows) - passed}.")
     files = {}
     for r in rows:
         files.setdefault(r["source"].split("::")[0], []).append(r)
     rank = {f"test_fully_shard_{k}.py": n for n, k in enumerate(ORDER)}
     for name, group in sorted(files.items(), key=lambda kv: (rank.get(kv[0], len(ORDER)), kv[0])):
-        print(f"\n**{name}**\n\n| behaviour | FSDP2 test | FullyShard |\n|---|---|---|")
+        print(f"\n**{name}**\n\n| behaviour | FSDP2 test | libfsdp `fully_shard` | FullyShard "
+              "|\n|---|---|---|---|")
         for r in sorted(group, key=lambda r: (r["source"], r["name"])):
             test = r["source"].split("::", 1)[1]
+            dropin = ("pass" if r.get("dropin") else
+                      f"differs: {r.get('dropin_known') or 'FAILS (unmarked)'}")
             status = "pass" if r["lib"] else f"differs: {r['known'] or 'FAILS (unmarked)'}"
-            print(f"| {r['name']} | `{test}` | {status} |")
+            print(f"| {r['name']} | `{test}` | {dropin} | {status} |")
 
 
 if __name__ == "__main__":
