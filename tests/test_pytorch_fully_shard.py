@@ -177,6 +177,33 @@ def check_parameters_and_training(rank, world):
     return model, ref
 
 
+def check_library_optimizer(rank, world):
+    """The library's AdamW over units(model) (weight decay, a module unused on some steps,
+    zero_grad alternating set_to_none): against torch.optim.AdamW on the unsharded model; the
+    unused module is not stepped when its gradient is None, as torch.optim leaves it."""
+    torch.manual_seed(5)
+    ref = Net()
+    model = copy.deepcopy(ref)
+    fully_shard(model.extra)  # a unit of its own, which no backward reaches on most steps
+    shard(model)
+    us = units(model)
+    opt = us[0].context.optimizer("adamw", us, lr=1e-2, weight_decay=0.1)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.1)
+    for step in range(5):
+        use_extra = step == 2
+        loss_of(model, ids_of(step, rank), use_extra).backward()
+        reference_step(ref, step, world, use_extra)
+        opt.step()
+        ref_opt.step()
+        opt.zero_grad(set_to_none=step % 2 == 1)
+        ref_opt.zero_grad(set_to_none=step % 2 == 1)
+        for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+            check_close(p.full_tensor(), q, f"step {step}: {n}")
+    opt.destroy()
+    for u in us:
+        u.destroy()
+
+
 def check_resharding(rank, world):
     torch.manual_seed(1)
     # FSDP2's default: the root stays gathered after forward (its registered parameters are
@@ -345,7 +372,7 @@ def check_bad_input(rank, world):
 
 
 def main(rank, world):
-    checks = [check_parameters_and_training, check_resharding, check_gradient_division,
+    checks = [check_parameters_and_training, check_library_optimizer, check_resharding, check_gradient_division,
               check_meshes, check_mixed_precision, check_bad_input]
     failed = 0
     for check in checks:

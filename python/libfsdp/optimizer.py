@@ -112,13 +112,20 @@ class Optimizer:
     def zero_grad(self, set_to_none=True):
         """torch.optim's zero_grad: every gradient of the optimizer's units None
         (fsdp_optimizer_zero_grad), or with set_to_none=False zero, so the next step still
-        updates every parameter (weight decay, momentum). Local."""
+        updates those parameters (weight decay, momentum); a parameter whose gradient is None
+        (fsdp_grad_none: it had none in the last backward) stays None, as torch.optim leaves a
+        None p.grad alone, so no step moves it. Local."""
+        none = {} if set_to_none else {id(u): u.grad_none() for u in self._units}
         _check(_lib.fsdp_optimizer_zero_grad(self._handle))
         if not set_to_none:  # fsdp_shard_grad writes the zeros: the gradients are zero, not None
             ptr = ctypes.c_void_p()
             for unit in self._units:
                 if any(unit.requires_grad):
                     _check(_lib.fsdp_shard_grad(unit._handle, ctypes.byref(ptr), None))
+                    for i, (was_none, trains) in enumerate(zip(none[id(unit)],
+                                                               unit.requires_grad)):
+                        if was_none and trains:
+                            unit.set_grad_none(i)
 
     def state(self, unit, name):
         """This rank's state buffer `name` of `unit` ("exp_avg", "exp_avg_sq"; "momentum"), a
