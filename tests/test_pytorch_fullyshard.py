@@ -432,6 +432,40 @@ def check_reinitialize():
     drop(sharded)
 
 
+class BufferHolder(nn.Module):
+    """FSDP2's test MLP with a buffer: the parameters are its children's, the buffer its own."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("buffer", torch.zeros(4))
+
+    def forward(self, x):
+        return self.lin(x) + self.buffer
+
+    def reset_parameters(self):
+        torch.nn.init.normal_(self.buffer)
+
+
+def check_reset_buffers():
+    """FullyShard.reset_parameters() resets the buffers of a module that holds no parameter of
+    its own (its reset_parameters()), as FSDP2's to_empty() + reset_parameters() do."""
+    model = nn.Sequential(BufferHolder(), BufferHolder())
+    sharded = FullyShard(ctx, model, list(model))
+    torch.manual_seed(9)
+    sharded.reset_parameters()
+    ref = nn.Sequential(BufferHolder(), BufferHolder())
+    torch.manual_seed(9)
+    for m in (ref[0].lin, ref[1].lin):  # the units' order, then the buffer holders
+        m.reset_parameters()
+    for m in ref:
+        m.reset_parameters()
+    got = sharded.state_dict()
+    check(all(torch.equal(got[k], v) for k, v in ref.state_dict().items()),
+          "reset_parameters(): parameters and the buffer-only modules' buffers as FSDP2's")
+    drop(sharded)
+
+
 class Features(nn.Module):
     """A model whose features are also asked for on their own (vit.forward_features)."""
 
@@ -945,6 +979,7 @@ check_no_sync()
 check_user_contract()
 check_requires_grad_after_wrap()
 check_reinitialize()
+check_reset_buffers()
 check_forward_method()
 check_loops_users_run()
 for pattern in ("chunked loss", "state dict between backward and step", "evaluation pass"):

@@ -318,6 +318,14 @@ class FullyShard(Hooks, StateDicts):
                         _materialize.broadcast_from_rank0(self.ctx, q.data)
                     full, q.data = q.data, st.shard_views[i]
                     st.write_part(i, full)
+        # A module that holds buffers but no parameter of its own (FSDP2's test MLP with its
+        # buffer) resets them too, as FSDP2's to_empty() + reset_parameters() of every module do.
+        with torch.no_grad():
+            for m in self.root.modules():
+                own = [q for q in m._parameters.values() if q is not None]
+                if not own and any(b is not None for b in m._buffers.values()) and (
+                        param_init_fn is not None or hasattr(m, "reset_parameters")):
+                    _materialize.initialize(m, param_init_fn)
         if sync_module_states:  # what reset_parameters() set beside them: buffers, ignored ones
             for t in list(self.root.buffers()) + [p for p in self.root.parameters()
                                                    if id(p) in self._ignored]:
