@@ -447,6 +447,30 @@ class BufferHolder(nn.Module):
         torch.nn.init.normal_(self.buffer)
 
 
+def check_root_resharding():
+    """reshard_after_forward: None (the default) keeps the root's unit gathered after forward,
+    True given explicitly reshards it too (FSDP2's rule); the gradients are the same."""
+    grads = {}
+    for value in (None, True):
+        model = nn.Sequential(nn.Linear(4, 6), nn.Linear(6, 4))
+        torch.manual_seed(11)
+        for m in model:
+            m.reset_parameters()
+        model.add_module("head", nn.Linear(4, 2))  # the root's own parameters
+        torch.manual_seed(12)
+        model.head.reset_parameters()
+        sharded = FullyShard(ctx, model, [model[0], model[1]], reshard_after_forward=value)
+        out = model(torch.ones(3, 4))
+        check(sharded.root_state.gathered == (value is None),
+              f"reshard_after_forward={value}: the root gathered after forward: "
+              f"{sharded.root_state.gathered}")
+        out.square().sum().backward()
+        grads[value] = {k: v.clone() for k, v in sharded.state_dict().items()}
+        drop(sharded)
+    check(all(torch.equal(grads[None][k], grads[True][k]) for k in grads[None]),
+          "the same values either way")
+
+
 def check_reset_buffers():
     """FullyShard.reset_parameters() resets the buffers of a module that holds no parameter of
     its own (its reset_parameters()), as FSDP2's to_empty() + reset_parameters() do."""
@@ -980,6 +1004,7 @@ check_user_contract()
 check_requires_grad_after_wrap()
 check_reinitialize()
 check_reset_buffers()
+check_root_resharding()
 check_forward_method()
 check_loops_users_run()
 for pattern in ("chunked loss", "state dict between backward and step", "evaluation pass"):

@@ -22,7 +22,7 @@ def unit_dtypes(params, policy):
 
 
 def plan(ctx, root, submodules, policy, param_init_fn, ignored_params=None,
-         reshard_after_forward=True):
+         reshard_after_forward=None):
     """([(module, name, [(parameter name, Parameter)])] in unit order (the listed submodules,
     then the root with what no listed module took; a module left without parameters gets no
     unit), the ids of the ignored parameters left out), or libfsdp.Error naming the argument,
@@ -35,10 +35,9 @@ def plan(ctx, root, submodules, policy, param_init_fn, ignored_params=None,
     if getattr(root, "_libfsdp_fully_shard", False):
         _refuse(call, "root: FullyShard was already applied to this module")
     ignored = ignored_ids(root, ignored_params)
-    if not isinstance(reshard_after_forward, bool):
-        _refuse(call, f"reshard_after_forward = {reshard_after_forward!r}: True or False; FSDP2's "
-                "int (reshard to a smaller group after forward) has no counterpart in libfsdp's "
-                "core, which gathers a unit over its whole shard group")
+    if reshard_after_forward is not None and not isinstance(reshard_after_forward, bool):
+        _refuse(call, f"reshard_after_forward = {reshard_after_forward!r}: None, True or False "
+                "(fully_shard, the drop-in, takes FSDP2's ints)")
     if param_init_fn is not None and not callable(param_init_fn):
         _refuse(call, "param_init_fn: a callable taking a module is needed")
     if isinstance(submodules, torch.nn.Module) and not isinstance(submodules,

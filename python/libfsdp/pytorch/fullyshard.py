@@ -22,8 +22,8 @@ class FullyShard(Hooks, StateDicts):
     mp_policy: a MixedPrecisionPolicy for every unit (None: compute in the parameters' dtype), or
     a dict {module: MixedPrecisionPolicy} over the listed submodules and the root, as FSDP2 takes
     one per fully_shard call (a module it leaves out: MixedPrecisionPolicy()).
-    reshard_after_forward:
-    False keeps every unit unsharded from forward to backward (ZeRO-2-like; the root always is).
+    reshard_after_forward: None (FSDP2's default) reshards every unit but the root's after forward,
+    True the root's too, False none (every unit unsharded from forward to backward, ZeRO-2-like).
     prefetch: the library all-gathers the next unit while this one computes. find_unused_parameters:
     as DDP's: ranks may leave different parameters without gradient; every unit then stays
     unsharded from forward to backward and every reduction waits for the end of backward, in unit
@@ -39,7 +39,7 @@ class FullyShard(Hooks, StateDicts):
     default they cost none, and unfreezing one is refused); while frozen they have no gradient
     (p.grad None) and no optimizer touches them."""
 
-    def __init__(self, ctx, root, submodules=(), *, mp_policy=None, reshard_after_forward=True,
+    def __init__(self, ctx, root, submodules=(), *, mp_policy=None, reshard_after_forward=None,
                  prefetch=True, find_unused_parameters=False, param_init_fn=None,
                  sync_module_states=True, ignored_params=None, frozen_may_train=False):
         ctx._host_memory("FullyShard")  # a CUDA context: refused before anything is touched
@@ -66,7 +66,8 @@ class FullyShard(Hooks, StateDicts):
                 # forward to backward: an unshard in backward is collective, and ranks whose
                 # losses use different units would issue different ones.
                 self.states.append(UnitState(module, where, unit, fresh, policy,
-                                             reshard_after_forward and not is_root
+                                             reshard_after_forward is not False
+                                             and (not is_root or reshard_after_forward is True)
                                              and not self.find_unused_parameters))
                 self.states[-1].owner = self
             # Meta buffers no unit's module holds (a root without parameters of its own).
