@@ -352,6 +352,7 @@ def check_bad_input(rank, world):
     assert not isinstance(model.blocks[0], FSDPModule), "the class is unchanged"
     fully_shard(model.blocks[0])
     refused(lambda: fully_shard(model.blocks[0]), "already applied")
+    refused(lambda: copy.deepcopy(model.blocks[0]), "deepcopy", "cannot be copied")
     refused(lambda: model.blocks[0].set_gradient_divide_factor(-1.0), "factor")
     refused(lambda: model.blocks[0].set_reshard_after_backward(False), "reshard_after_backward")
     refused(lambda: model.blocks[0].set_unshard_in_backward(False), "unshard_in_backward")

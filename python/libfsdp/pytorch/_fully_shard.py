@@ -38,6 +38,11 @@ class FSDPModule(_TorchFSDPModule):
         self.__init__(*args, **kwargs)
         return self
 
+    def __deepcopy__(self, memo):
+        _refuse("copy.deepcopy", f"{type(self).__name__}: a module fully_shard sharded cannot be "
+                "copied (its parameters are views of the library's shards); copy the model "
+                "before fully_shard, as FSDP2 requires")
+
     # ---- the module's unit --------------------------------------------------------------------
     def _libfsdp(self):
         group = self.__dict__.get("_libfsdp_group")
