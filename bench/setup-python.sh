@@ -8,7 +8,18 @@ venv=${1:-${FSDP_BENCH_VENV:-$HOME/.cache/libfsdp/bench-venv}}
 check='import torch, numpy, matplotlib
 major, minor = (int(x) for x in torch.__version__.split(".")[:2])
 assert (major, minor) >= (2, 6), torch.__version__'
+# torchtitan (tests/test_torchtitan_dropin.sh, which reports itself skipped without it), pinned,
+# without its declared dependencies (wandb, tensorboard, datasets, torchdata, ...: its trainer's,
+# not needed by the model, parallelize, loss, optimizer and checkpoint pieces the test uses; pip
+# would also replace huggingface_hub), plus the two it imports for those: spmd_types and tyro.
+tt() {
+  "$venv/bin/python" -c 'import torchtitan.models.llama3, torchtitan.components.checkpointer' \
+    2>/dev/null && return 0
+  "$venv/bin/pip" install -q --no-deps torchtitan==0.3.0 spmd_types==0.2.3 >&2 &&
+    "$venv/bin/pip" install -q tyro >&2 || echo "torchtitan not installed" >&2
+}
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" 2>/dev/null; then
+  tt
   echo "$venv/bin/python"
   exit 0
 fi
@@ -22,4 +33,5 @@ base=$(command -v python3)
 # which reports itself skipped without them.
 "$venv/bin/pip" install -q transformers safetensors >&2 || echo "transformers not installed" >&2
 "$venv/bin/python" -c "$check" >&2
+tt
 echo "$venv/bin/python"

@@ -103,8 +103,9 @@ static void cm_step(cm_model_t* m, int step) {
   CHECK_OK(fsdp_optimizer_zero_grad(m->opt));
 }
 
-/* The reference: parameter p after `steps` AdamW steps on whole arrays. */
-static float* cm_reference(int p, int steps) {
+/* The reference: parameter p after `steps` AdamW steps on whole arrays, the first `old_steps` of
+ * them in the arithmetic of libfsdp before 0.14 (a checkpoint such a version wrote). */
+static float* cm_reference_after(int p, int steps, int old_steps) {
   const size_t n = cm_numel(p);
   float* w = malloc(n * sizeof(float));
   float* mom = calloc(n, sizeof(float));
@@ -113,21 +114,30 @@ static float* cm_reference(int p, int steps) {
   for (size_t e = 0; e < n; ++e) w[e] = cm_init(p, e);
   for (int t = 1; cm_trainable[p] && t <= steps; ++t) {
     for (size_t e = 0; e < n; ++e) g[e] = cm_grad(p, e, t);
-    ref_adamw_step(w, mom, var, g, n, t, CM_LR, CM_WD, 0.9, 0.999, 1e-8f);
+    if (t <= old_steps)
+      ref_adamw_step_before_0_14(w, mom, var, g, n, t, CM_LR, CM_WD, 0.9, 0.999, 1e-8f);
+    else
+      ref_adamw_step(w, mom, var, g, n, t, CM_LR, CM_WD, 0.9, 0.999, 1e-8f);
   }
   free(mom), free(var), free(g);
   return w;
 }
 
-/* Every parameter of the model equals the reference after `steps` steps, bit for bit. */
-static void cm_check(cm_model_t* m, int steps, const char* when) {
+/* The reference: parameter p after `steps` AdamW steps on whole arrays. */
+static float* cm_reference(int p, int steps) {
+  return cm_reference_after(p, steps, 0);
+}
+
+/* Every parameter of the model equals the reference after `steps` steps (the first `old_steps`
+ * as libfsdp computed them before 0.14), bit for bit. */
+static void cm_check_after(cm_model_t* m, int steps, int old_steps, const char* when) {
   for (int u = 0; u < m->nunits; ++u) {
     CHECK_OK(fsdp_unshard(m->units[u]));
     for (int i = 0; m->params[u][i] >= 0; ++i) {
       const int p = m->params[u][i];
       float* got = NULL;
       CHECK_OK(fsdp_param_data(m->units[u], i, (void**)&got));
-      float* want = cm_reference(p, steps);
+      float* want = cm_reference_after(p, steps, old_steps);
       size_t bad = 0;
       for (size_t e = 0; got && e < cm_numel(p); ++e) bad += memcmp(&got[e], &want[e], 4) != 0;
       char msg[160];
@@ -138,6 +148,11 @@ static void cm_check(cm_model_t* m, int steps, const char* when) {
     }
     CHECK_OK(fsdp_reshard(m->units[u]));
   }
+}
+
+/* cm_check_after with every step in today's arithmetic. */
+static void cm_check(cm_model_t* m, int steps, const char* when) {
+  cm_check_after(m, steps, 0, when);
 }
 
 static void cm_destroy(cm_model_t* m) {

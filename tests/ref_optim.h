@@ -48,6 +48,25 @@ static void ref_adamw_step(float* p, float* m, float* v, const float* g, size_t 
   ref_adamw_step_flags(p, m, v, NULL, g, n, t, lr, wd, b1, b2, eps, 0, 0);
 }
 
+/* ref_adamw_step as libfsdp computed it before 0.14 (a checkpoint such a version wrote holds these
+ * values): PyTorch's operation order without fused multiply-adds, sqrt(1 - beta2^t), and the
+ * step size applied to exp_avg / denom rather than exp_avg to the step size first. */
+static void ref_adamw_step_before_0_14(float* p, float* m, float* v, const float* g, size_t n,
+                                       int t, double lr, double wd, double b1, double b2,
+                                       float eps) {
+  const float decay = (float)(1.0 - lr * wd);
+  const double bc1 = 1.0 - pow(b1, t), bc2 = sqrt(1.0 - pow(b2, t));
+  const float step = (float)(-(lr / bc1)), bc2f = (float)bc2;
+  const float b1c = (float)(1.0 - b1), b2f = (float)b2, b2c = (float)(1.0 - b2);
+  for (size_t e = 0; e < n; ++e) {
+    p[e] = p[e] * decay;
+    m[e] = m[e] + b1c * (g[e] - m[e]);
+    v[e] = v[e] * b2f + b2c * (g[e] * g[e]);
+    const float denom = sqrtf(v[e]) / bc2f + eps;
+    p[e] = p[e] + step * (m[e] / denom);
+  }
+}
+
 /* One SGD step of n elements: p and the momentum buffer buf updated in place from gradient g;
  * `first`: the buffer starts as the gradient (PyTorch's momentum_buffer None); `maximize`
  * negates the gradient first. */

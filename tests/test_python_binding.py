@@ -168,7 +168,8 @@ check(unit.grad_none() == [False, False], "after a reduction every parameter has
 check([opt.param_steps(unit, n) for n in unit.names] == [1, 1], "per-parameter counts")
 
 # Parameters without a gradient (fsdp_grad_set_none): the step skips fc.bias; zero_grad() leaves
-# every gradient None (a step changes nothing), zero_grad(set_to_none=False) a zero one.
+# every gradient None (a step changes nothing), zero_grad(set_to_none=False) a zero one where there
+# was a gradient.
 unit.write_grad("fc.weight", gw)
 unit.reduce_grads()
 unit.set_grad_none("fc.bias")
@@ -188,6 +189,11 @@ check(unit.grad_none() == [True, True], "zero_grad(): every gradient None")
 pre = unit.shard().copy()
 opt.step()
 check(np.array_equal(unit.shard(), pre), "a step with every gradient None changes nothing")
+opt.zero_grad(set_to_none=False)
+check(unit.grad_none() == [True, True],
+      "zero_grad(set_to_none=False) keeps a None gradient None (torch.optim's rule)")
+unit.write_grad("fc.weight", gw)
+unit.reduce_grads()
 opt.zero_grad(set_to_none=False)
 check(unit.grad_none() == [False, False], "zero_grad(set_to_none=False): zero gradients")
 opt.set_param_steps(unit, "fc.bias", 1)

@@ -1,6 +1,8 @@
 // The arithmetic of one element, shared by the host kernels (memory/host) and the CUDA kernels
-// (memory/cuda): compiled for both from this one text, with no fused multiply-add on either side
-// (nvcc -fmad=false), so a device result is bit for bit the host's.
+// (memory/cuda): compiled for both from this one text, so a device result is bit for bit the
+// host's. Nothing is contracted into a fused multiply-add on either side (-ffp-contract=off, nvcc
+// -fmad=false); where PyTorch's CPU kernels fuse one, the code says so with fused_multiply_add,
+// which rounds once on every target (IEEE fusedMultiplyAdd).
 //
 // bfloat16 and IEEE float16: storage types and conversions to and from float. Narrowing rounds to
 // nearest, ties to even; NaN stays NaN (quiet) and infinities stay infinite; float16 handles
@@ -133,6 +135,21 @@ FSDP_HD T narrow(C x) {
     return static_cast<T>(x);
 }
 
+// a * b + c rounded once. std::fma is the instruction where the target has one (the AVX2 kernels
+// are compiled for FMA too, memory/host/kernel_isa.hpp) and a correctly rounded libm call where
+// it has not; either way the same bits as the device's fma.
+template <class T>
+FSDP_HD T fused_multiply_add(T a, T b, T c) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>)
+    return fmaf(a, b, c);
+  else
+    return fma(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
 // float64 on either side computes in double, everything else in float.
 template <class A, class B>
 using Compute =
@@ -174,21 +191,30 @@ FSDP_HD void sgd_update(T& p, T g, T* buf, const SgdCoefficients<T>& c) {
   p = p + (-c.lr) * d;
 }
 
+// The scalars of an AdamW update, each computed in double as PyTorch computes it in Python and
+// then rounded once to the element type, as PyTorch's kernels round a Python float argument.
+// exp_avg.lerp_(grad, w) with w = 1 - beta1 computes, on PyTorch's vectorized CPU kernels (AVX2,
+// AVX-512; at::native::lerp_vec), fma(w, grad - exp_avg, exp_avg) when |w| < 0.5 and
+// fma(w - 1, grad - exp_avg, grad) otherwise: `lerp_weight` is w or w - 1 and `lerp_from_grad`
+// says which base.
 template <class T>
 struct AdamWCoefficients {
-  T decay, b1c, b2, b2c, eps, step, bc2;
-  bool amsgrad, maximize;
+  T decay, lerp_weight, b2, b2c, eps, step, bc2;
+  bool lerp_from_grad, amsgrad, maximize;
 };
 
 template <class T>
 AdamWCoefficients<T> adamw_coefficients(const AdamWArgs& a) {
+  const T w = static_cast<T>(1.0 - a.beta1);
+  const bool small = (w < T(0) ? -w : w) < T(0.5);  // at::native::is_lerp_weight_small
   return {static_cast<T>(1.0 - a.lr * a.weight_decay),
-          static_cast<T>(1.0 - a.beta1),
+          small ? w : w - T(1),
           static_cast<T>(a.beta2),
           static_cast<T>(1.0 - a.beta2),
           static_cast<T>(a.eps),
           static_cast<T>(-(a.lr / a.bias_correction1)),
           static_cast<T>(a.bias_correction2_sqrt),
+          !small,
           a.amsgrad,
           a.maximize};
 }
@@ -199,17 +225,25 @@ FSDP_HD T maximum(T a, T b) {
   return (b > a || b != b) ? b : a;
 }
 
-// PyTorch (decoupled weight decay): g = maximize ? -g : g; p *= 1 - lr * wd;
-// m = m + (1 - beta1) * (g - m) (lerp); v = v * beta2 + (1 - beta2) * g * g;
-// amsgrad: vmax = maximum(vmax, v), and vmax replaces v below;
-// denom = sqrt(v) / sqrt(1 - beta2^t) + eps; p += -(lr / (1 - beta1^t)) * (m / denom).
+// PyTorch's _single_tensor_adam (decoupled weight decay), operation by operation as its CPU
+// kernels compute them where they are vectorized with FMA (AVX2, AVX-512), measured bit for bit
+// (tests/check_optim_torch.py):
+//   g = maximize ? -g : g                           grad = -grads[i]
+//   p = p * (1 - lr wd)                             param.mul_(1 - lr * weight_decay)
+//   m = lerp(m, g, 1 - beta1)                       exp_avg.lerp_(grad, 1 - beta1), fused (above)
+//   v = fma((1 - beta2) g, g, v beta2)              exp_avg_sq.mul_(beta2).addcmul_(grad, grad,
+//                                                   1 - beta2): self + value * t1 * t2, contracted
+//   amsgrad: vmax = maximum(vmax, v), and vmax replaces v below
+//   denom = sqrt(v) / sqrt(1 - beta2^t) + eps      (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
+//   p = p + (-(lr / (1 - beta1^t)) m) / denom       param.addcdiv_(exp_avg, denom, -step_size):
+//                                                   self + value * t1 / t2, nothing to fuse
 // `vmax` is read and written only with amsgrad.
 template <class T>
 FSDP_HD void adamw_update(T& p, T g, T& m, T& v, T& vmax, const AdamWCoefficients<T>& c) {
   if (c.maximize) g = -g;
   p = p * c.decay;
-  m = m + c.b1c * (g - m);
-  v = v * c.b2 + c.b2c * (g * g);
+  m = fused_multiply_add(c.lerp_weight, g - m, c.lerp_from_grad ? g : m);
+  v = fused_multiply_add(c.b2c * g, g, v * c.b2);
   if (c.amsgrad) vmax = maximum(vmax, v);
   const T second = c.amsgrad ? vmax : v;
 #if defined(__CUDA_ARCH__)
@@ -218,7 +252,7 @@ FSDP_HD void adamw_update(T& p, T g, T& m, T& v, T& vmax, const AdamWCoefficient
   const T root = std::sqrt(second);
 #endif
   const T denom = root / c.bc2 + c.eps;
-  p = p + c.step * (m / denom);
+  p = p + (c.step * m) / denom;
 }
 
 }  // namespace fsdp::numeric

@@ -16,7 +16,7 @@ struct SgdArgs {
 struct AdamWArgs {
   double lr = 0.0, weight_decay = 0.0, beta1 = 0.0, beta2 = 0.0, eps = 0.0;
   double bias_correction1 = 1.0;       // 1 - beta1^t
-  double bias_correction2_sqrt = 1.0;  // sqrt(1 - beta2^t)
+  double bias_correction2_sqrt = 1.0;  // (1 - beta2^t)^0.5, by pow as Python's ** 0.5
   bool amsgrad = false;                // max_exp_avg_sq kept, and the denominator taken from it
   bool maximize = false;               // the gradient negated first
 };

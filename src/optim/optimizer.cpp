@@ -187,8 +187,10 @@ void Optimizer::update(UnitState& s, void* grad, std::size_t offset, std::size_t
     AdamWArgs a;
     a.lr = h.lr, a.weight_decay = h.weight_decay, a.beta1 = h.beta1, a.beta2 = h.beta2;
     a.eps = h.eps, a.amsgrad = h.amsgrad, a.maximize = h.maximize;
+    // As PyTorch in Python: 1 - beta1**step, and bias_correction2**0.5, which is pow(x, 0.5), not
+    // sqrt(x): glibc's pow rounds a few of these apart from the correctly rounded sqrt.
     a.bias_correction1 = 1.0 - std::pow(h.beta1, static_cast<double>(steps));
-    a.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(h.beta2, static_cast<double>(steps)));
+    a.bias_correction2_sqrt = std::pow(1.0 - std::pow(h.beta2, static_cast<double>(steps)), 0.5);
     kernels.adamw_step(param, g, s0, s1, s2, length, t, a);
   }
 }

@@ -69,7 +69,7 @@ echo "$out"
 "$py" -m pip wheel -q --no-deps -w "$work/wheels" "$src" > "$work/wheel.log" 2>&1 ||
   { tail -30 "$work/wheel.log"; fail "pip wheel . (see $work/wheel.log)"; }
 listing=$("$py" -m zipfile -l "$work"/wheels/libfsdp-*.whl)
-grep -q "libfsdp/libfsdp.so.0 " <<<"$listing" && grep -q "libfsdp/pytorch/fully_shard.py" <<<"$listing" ||
+grep -q "libfsdp/libfsdp.so.0 " <<<"$listing" && grep -q "libfsdp/pytorch/fullyshard.py" <<<"$listing" ||
   fail "the wheel lacks the library or the package: $listing"
 [ "$(grep -c 'libfsdp\.so' <<<"$listing")" = 1 ] || fail "more than one copy of the library"
 echo "pip wheel: $(basename "$work"/wheels/libfsdp-*.whl)"

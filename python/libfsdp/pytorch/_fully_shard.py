@@ -99,11 +99,12 @@ class FSDPModule(_TorchFSDPModule):
             state.reshard_after_forward = state.requested_reshard = reshard_after_forward
 
     def set_reshard_after_backward(self, reshard_after_backward, *, recurse=True):
-        """True (the default) only: a unit is resharded as soon as its gradients are in."""
-        if reshard_after_backward is not True:
-            _refuse("FSDPModule.set_reshard_after_backward", f"reshard_after_backward="
-                    f"{reshard_after_backward!r}: libfsdp reshards a unit when its gradients are "
-                    "in and hands them to its reduction; keeping it gathered is not supported")
+        """Accepted: True is what happens; with False (torchtitan's chunked loss) the unit is
+        still resharded when its gradients are in and all-gathered again at its next use: the
+        results are the same, at the cost of those all-gathers."""
+        if not isinstance(reshard_after_backward, bool):
+            _refuse("FSDPModule.set_reshard_after_backward", "reshard_after_backward: True or "
+                    f"False, got {reshard_after_backward!r}")
 
     def set_unshard_in_backward(self, unshard_in_backward):
         """True (the default) only: a unit is gathered for its backward."""
@@ -267,12 +268,15 @@ def _resharding(value, ctx, where):
 
 
 def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placement_fn=None,
-                mp_policy=None, offload_policy=None, ignored_params=None):
+                mp_policy=None, offload_policy=None, ignored_params=None, dp_mesh_dims=None):
     """FSDP2's fully_shard(module) with its arguments: see doc/pytorch.md. Returns `module`
     (the first of a list), its class swapped for an FSDPModule one. Collective."""
     if not TORCH_2_6:
         _refuse(CALL, f"PyTorch {torch.__version__}: fully_shard needs PyTorch >= 2.6 (DTensor "
                 "and FSDP2's classes); FullyShard runs on older versions")
+    if dp_mesh_dims is not None:
+        _refuse(CALL, f"dp_mesh_dims={dp_mesh_dims!r}: a full SPMD mesh with named data-parallel "
+                "dimensions is not supported; pass the data-parallel mesh itself (or None)")
     modules, policy = _check_args(module, reshard_after_forward, shard_placement_fn, mp_policy,
                                   offload_policy)
     ctx, mesh, placements = _mesh.resolve(mesh, CALL)

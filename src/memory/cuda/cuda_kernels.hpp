@@ -1,6 +1,7 @@
 // Element-wise kernels on device arrays, launched on a stream. Each element is computed by the
-// same function as on the host (memory/numeric.hpp, compiled without fused multiply-add), so
-// conversions, reduction epilogues and optimizer updates give the host's bits.
+// same function as on the host (memory/numeric.hpp, compiled without contraction into fused
+// multiply-adds; the ones it names are fused on both), so conversions, reduction epilogues and
+// optimizer updates give the host's bits.
 //
 // Reductions (norms) run in a fixed shape: `blocks` blocks of 256 threads, each thread summing a
 // fixed strided set of elements in order, then fixed trees; the result is the same run after run

@@ -58,10 +58,10 @@ void sgd(T* p, const T* g, T* buf, std::size_t n, const SgdArgs& a) {
   });
 }
 
-template <class T, bool Amsgrad, bool Maximize>
+template <class T, bool Amsgrad, bool Maximize, bool LerpFromGrad>
 void adamw_loop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
                 T* __restrict vmax, std::size_t n, numeric::AdamWCoefficients<T> c) {
-  c.amsgrad = Amsgrad, c.maximize = Maximize;
+  c.amsgrad = Amsgrad, c.maximize = Maximize, c.lerp_from_grad = LerpFromGrad;
   for (std::size_t i = 0; i < n; ++i) {
     T pi = p[i], mi = m[i], vi = v[i], xi = T(0);
     if constexpr (Amsgrad) xi = vmax[i];
@@ -76,7 +76,10 @@ void adamw(T* p, const T* g, T* m, T* v, T* vmax, std::size_t n, const AdamWArgs
   const numeric::AdamWCoefficients<T> c = numeric::adamw_coefficients<T>(a);
   with_flag(c.amsgrad, [&](auto amsgrad) {
     with_flag(c.maximize, [&](auto maximize) {
-      adamw_loop<T, decltype(amsgrad)::value, decltype(maximize)::value>(p, g, m, v, vmax, n, c);
+      with_flag(c.lerp_from_grad, [&](auto from_grad) {
+        adamw_loop<T, decltype(amsgrad)::value, decltype(maximize)::value,
+                   decltype(from_grad)::value>(p, g, m, v, vmax, n, c);
+      });
     });
   });
 }

@@ -27,8 +27,9 @@ bool all_finite(const void* x, std::size_t n, DType t);
 
 // The functions above exist once per instruction set, as host_kernels.hpp's do, with the same
 // guarantee: each element goes through the same IEEE operations in the same order in every build
-// (sqrt is the correctly rounded instruction, no fused multiply-add), so the results are the same
-// bits, but for which NaN an operation on two NaNs returns. The loops are vectorized (the
+// (sqrt is the correctly rounded instruction, a fused multiply-add only where numeric.hpp names
+// one, and then rounded once in every build), so the results are the same bits, but for which NaN
+// an operation on two NaNs returns. The loops are vectorized (the
 // updates' flags are hoisted out of them), the serial sums of norm_partial excepted.
 // tests/internal/test_optimizer_kernels.cpp checks each set against a scalar reference.
 struct OptimizerKernelSet {

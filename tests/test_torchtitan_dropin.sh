@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# torchtitan (PyPI) through libfsdp.pytorch.fully_shard on 2 CPU ranks: see
+# test_torchtitan_dropin.py. Usage: test_torchtitan_dropin.sh <python with PyTorch >= 2.6, or
+# empty> <libfsdp.so> <mpiexec and its options>
+# Exit 77 (skipped) without PyTorch >= 2.6 or torchtitan.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+py=${1:-}
+lib=${2:-${LIBFSDP_LIBRARY:-$root/build/src/libfsdp.so}}
+mpiexec=${3:-mpiexec.mpich}
+[ -n "$py" ] && [ -x "$py" ] || { echo "skipped: no Python with PyTorch >= 2.6"; exit 77; }
+[ -f "$lib" ] || { echo "skipped: no $lib (build first)"; exit 77; }
+# A free port for torch.distributed's env:// rendezvous (torchtitan's init_distributed).
+port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cd "$root"
+PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" LIBFSDP_LIBRARY="$lib" \
+  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
+  timeout "${LIBFSDP_TT_TIMEOUT:-900}" $mpiexec -n 2 "$py" "$here/test_torchtitan_dropin.py"
