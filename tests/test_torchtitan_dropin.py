@@ -91,8 +91,9 @@ torch.set_num_threads(1)
 
 # ---- process group: torchtitan's own init_distributed (env://, gloo on "cpu") ----------------
 def init_distributed():
-    rank = int(os.environ.get("PMI_RANK", os.environ.get("RANK", "0")))
-    world = int(os.environ.get("PMI_SIZE", os.environ.get("WORLD_SIZE", "1")))
+    env = os.environ  # MPICH's Hydra (PMI_*), Open MPI's mpiexec (OMPI_COMM_WORLD_*), env://
+    rank = int(env.get("PMI_RANK", env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", "0"))))
+    world = int(env.get("PMI_SIZE", env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", "1"))))
     os.environ.setdefault("RANK", str(rank))
     os.environ.setdefault("WORLD_SIZE", str(world))
     os.environ.setdefault("LOCAL_RANK", str(rank))
