@@ -8,11 +8,10 @@ import functools
 
 import torch
 
-from .. import Error, _refuse
+from .. import _refuse
 from . import _mesh, _plan
 from ._compat import TORCH_2_6, register_pre_hook
 from ._materialize import create_unit
-from ._structures import cast
 from ._unit_state import UnitState
 from .fullyshard import FullyShard
 from .policy import MixedPrecisionPolicy
@@ -297,7 +296,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         skip = [p for p in m.parameters() if id(p) in taken]
         if ignored_params is not None:
             skip += [p for p in ignored_params if any(p is q for q in m.parameters())]
-        plan, _, _ = _plan.plan(_mesh._world_context(), m, [], policy, lambda _: None, skip)
+        plan, _, _ = _plan.plan(ctx, m, [], policy, lambda _: None, skip)
         for _, _, ps, _ in plan:
             for name, p in ps:
                 if any(p is q for _, q in params):
@@ -408,4 +407,4 @@ def units(module):
     return [s.unit for s in group.states]
 
 
-__all__ = ["fully_shard", "FSDPModule", "units", "Error"]
+__all__ = ["fully_shard", "FSDPModule", "units"]

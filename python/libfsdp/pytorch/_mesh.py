@@ -89,8 +89,3 @@ def resolve(mesh, call):
                 f"{hybrid.group('shard')[1]})")
     return hybrid, mesh, (Replicate(), Shard(0))
 
-
-def contexts():
-    """Every context fully_shard made (each needs its own begin_forward / begin_backward)."""
-    return list(_contexts.values())
-
