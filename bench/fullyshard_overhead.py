@@ -4,6 +4,7 @@
     torch        FullyShard + torch.optim.AdamW over model.parameters() (the shard views)
     fully_shard  the drop-in fully_shard on each layer and the root + torch.optim.AdamW over its
                  DTensor parameters (PyTorch >= 2.6)
+    fully_shard+lib  the same model, the library's sharded AdamW over units(model)
     FSDP2        PyTorch's fully_shard the same way, on gloo (the peer: its DTensor parameters
                  cost torch.optim the same dispatch)
 and their ratios to `unsharded`, interleaved per round, medians after 5 warm-up steps.
@@ -16,7 +17,7 @@ import torch
 import torch.nn as nn
 
 import libfsdp
-from libfsdp.pytorch import FullyShard, fully_shard
+from libfsdp.pytorch import FullyShard, fully_shard, units
 from libfsdp.pytorch._compat import TORCH_2_6
 
 
@@ -51,6 +52,12 @@ def main():
             fully_shard(layer)
         fully_shard(m)
         runs["fully_shard"] = (m, torch.optim.AdamW(m.parameters(), lr=1e-3))
+        m = model(a.layers, a.dim)
+        for layer in m:
+            fully_shard(layer)
+        fully_shard(m)
+        drop_in = units(m)
+        runs["fully_shard+lib"] = (m, drop_in[0].context.optimizer("adamw", drop_in, lr=1e-3))
         from torch.distributed.fsdp import fully_shard as torch_fully_shard
         m = model(a.layers, a.dim)  # on the gloo group the drop-in made
         for layer in m:
@@ -71,7 +78,7 @@ def main():
         print(f"{world} ranks, {a.layers} x Linear({a.dim}, {a.dim}), batch {a.batch}, "
               f"{a.steps} steps, torch {torch.__version__}")
         for k, v in med.items():
-            print(f"  {k:11s} {v * 1e3:8.3f} ms/step  x{v / med['unsharded']:.2f} of unsharded")
+            print(f"  {k:15s} {v * 1e3:8.3f} ms/step  x{v / med['unsharded']:.2f} of unsharded")
 
 
 if __name__ == "__main__":

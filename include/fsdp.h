@@ -131,6 +131,10 @@ typedef enum fsdp_group {
   FSDP_GROUP_WORLD = 0,     /**< the context's duplicate of the communicator given to fsdp_init */
   FSDP_GROUP_SHARD = 1,     /**< the F ranks over which each unit is sharded */
   FSDP_GROUP_REPLICATE = 2, /**< the W/F ranks that hold the same shard */
+  /** Since 0.14: hpZ's node group (fsdp_config_t.hpz, doc/hpz.md): the ranks of this rank's
+   *  shard group on its node, the group a unit is resharded to after forward. This rank alone
+   *  (size 1) where hpZ is off or keeps nothing (every shard group inside one node). */
+  FSDP_GROUP_NODE = 3,
   FSDP_GROUP_COUNT
 } fsdp_group_t;
 
@@ -201,7 +205,9 @@ typedef struct fsdp_config {
   /** Since 0.2: mixed precision for every unit (a unit may override it, fsdp_unit_options_t).
    * param_dtype: unsharded parameters and the full gradients the caller writes; AUTO = the
    * parameters' own dtype. reduce_dtype: gradient communication; AUTO = param_dtype. The shard
-   * (the master copy the optimizer updates) and the gradient shard stay in the parameters' dtype.
+   * (the master copy the optimizer updates) and the gradient shard stay in the parameters' dtype;
+   * a reduced gradient is rounded to reduce_dtype (its sum, then its division) before it is
+   * widened into a wider gradient shard, as PyTorch's reduce-scatter in that dtype rounds it.
    * float32 parameters may compute and reduce in float32, bfloat16 or float16; float64 ones only
    * in float64. Conversions round to nearest even and keep NaN and infinities. */
   fsdp_dtype_t param_dtype;
@@ -506,7 +512,7 @@ FSDP_EXPORT fsdp_status_t fsdp_finalize(fsdp_context_t* ctx);
 
 /** This rank's position in one of the context's groups. Local. Either output may be NULL.
  *  @param[in] ctx the context
- *  @param[in] group FSDP_GROUP_WORLD, FSDP_GROUP_SHARD or FSDP_GROUP_REPLICATE
+ *  @param[in] group FSDP_GROUP_WORLD, FSDP_GROUP_SHARD, FSDP_GROUP_REPLICATE or FSDP_GROUP_NODE
  *  @param[out] rank may be NULL; this rank's rank in the group
  *  @param[out] size may be NULL; the group's size
  *  @return FSDP_SUCCESS; INVALID_ARGUMENT (group not an enum); FSDP_ERR_INVALID_HANDLE,
@@ -592,7 +598,7 @@ FSDP_EXPORT fsdp_status_t fsdp_trim_pool(fsdp_context_t ctx);
  *  a unit. Collective over the group; every rank of the context calls it with the same group,
  *  root and bytes (checked: a refused argument on any rank fails every rank).
  *  @param[in] ctx the context
- *  @param[in] group FSDP_GROUP_WORLD, FSDP_GROUP_SHARD or FSDP_GROUP_REPLICATE
+ *  @param[in] group FSDP_GROUP_WORLD, FSDP_GROUP_SHARD, FSDP_GROUP_REPLICATE or FSDP_GROUP_NODE
  *  @param[in] root the sending rank, in the group's numbering
  *  @param[in,out] data the root's value; the others receive it here (NULL only when bytes is 0)
  *  @param[in] bytes its size
@@ -608,7 +614,7 @@ FSDP_EXPORT fsdp_status_t fsdp_broadcast(fsdp_context_t ctx, fsdp_group_t group,
  *  rank of the context calls it with the same group, op and count (checked: a refused argument
  *  on any rank fails every rank).
  *  @param[in] ctx the context
- *  @param[in] group FSDP_GROUP_WORLD, FSDP_GROUP_SHARD or FSDP_GROUP_REPLICATE
+ *  @param[in] group FSDP_GROUP_WORLD, FSDP_GROUP_SHARD, FSDP_GROUP_REPLICATE or FSDP_GROUP_NODE
  *  @param[in] op FSDP_OP_SUM, FSDP_OP_MAX or FSDP_OP_MIN
  *  @param[in,out] data this rank's values; the results (NULL only when count is 0)
  *  @param[in] count how many

@@ -169,6 +169,22 @@ static void read_trace(const char* dir, int F, Run* r) {
 
 /* `prefetch`: prefetch on in both phases (secondaries then read on the progress thread, and
  * prefetches released unused). */
+/* FSDP_GROUP_NODE: with hpZ keeping a partition, the shard group's ranks on this node (the
+ * emulated nodes are consecutive ranks); else this rank alone. Its allreduce sums world ranks. */
+static void check_node_group(fsdp_context_t ctx, int keeps) {
+  const int r = th_rank();
+  int nrank = -1, nsize = -1, srank = -1;
+  CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_NODE, &nrank, &nsize));
+  CHECK_OK(fsdp_group_info(ctx, FSDP_GROUP_SHARD, &srank, NULL));
+  CHECK_MSG(keeps ? nsize == RPN && nrank == srank % RPN : nsize == 1 && nrank == 0,
+            "fsdp_group_info(FSDP_GROUP_NODE): hpZ's node group, or this rank alone");
+  double sum = (double)r;
+  CHECK_OK(fsdp_allreduce(ctx, FSDP_GROUP_NODE, FSDP_OP_SUM, &sum, 1));
+  const int first = r - r % RPN;
+  CHECK_MSG(sum == (keeps ? (double)(RPN * first + RPN * (RPN - 1) / 2) : (double)r),
+            "fsdp_allreduce over FSDP_GROUP_NODE sums the node group's ranks");
+}
+
 static void train(fsdp_transport_t transport, fsdp_sharding_strategy_t strategy, int F, int hpz,
                   int prefetch, const char* trace_dir, Run* r) {
   memset(r, 0, sizeof *r);
@@ -189,6 +205,7 @@ static void train(fsdp_transport_t transport, fsdp_sharding_strategy_t strategy,
   fsdp_transport_t got = FSDP_TRANSPORT_AUTO;
   CHECK_OK(fsdp_context_placement(ctx, NULL, NULL, NULL, &got));
   CHECK(got == transport);
+  check_node_group(ctx, hpz && strategy == FSDP_FULL_SHARD);
 
   static const int64_t wshape[2] = {40, 8}, fshape[1] = {NF};
   const fsdp_param_desc_t d[2] = {{"w", 2, wshape, FSDP_FLOAT32, 1},

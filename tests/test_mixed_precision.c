@@ -185,7 +185,13 @@ static void check_reduce(fsdp_context_t ctx, fsdp_dtype_t param, fsdp_dtype_t re
       double sum = 0.0;
       if (e < (p ? N1 : N0)) /* else padding */
         for (int r = 0; r < W; ++r) sum += grad_value(r, p, e, round);
-      want += (float)sum / (float)W;
+      /* The float32 mean, or (a 16-bit reduce into the float32 shard) the sum and its
+       * division each rounded to reduce_dtype, as PyTorch's reduce-scatter rounds them. */
+      float mean = (float)sum / (float)W;
+      if (reduce != FSDP_FLOAT32)
+        mean = (float)ref_round((float)ref_round(sum, format_of(reduce)) / (float)W,
+                                format_of(reduce));
+      want += mean;
     }
     if (shard[j] != want && bad++ < 5)
       fprintf(stderr, "rank %d elem %zu: %g, want %g\n", th_rank(), k, shard[j], want);

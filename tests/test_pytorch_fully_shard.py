@@ -6,6 +6,8 @@ saved on one rank count and loaded on another, and bad input refused by name, ch
 
 Usage (mpiexec -n N python test_pytorch_fully_shard.py MODE [DIR]):
   main            every check above but the checkpoint's (2 ranks)
+  hpz             reshard_after_forward=2 against True and FSDP2's, 4 ranks as 2 nodes of 2
+                  (FSDP_RANKS_PER_NODE=2); refused on one node (without it)
   save DIR        trains 3 steps, saves model and optimizer with DCP into DIR, then trains 2 more
                   and writes the reference losses of those 2 steps to DIR/losses.pt
   load DIR        a fresh model and optimizer (any rank count), DCP load from DIR, the same 2
@@ -373,9 +375,10 @@ def check_bad_input(rank, world):
         u.destroy()
 
 
-def main(rank, world):
-    checks = [check_parameters_and_training, check_library_optimizer, check_resharding, check_gradient_division,
-              check_meshes, check_mixed_precision, check_bad_input]
+def main(rank, world, checks=None):
+    checks = checks or [check_parameters_and_training, check_library_optimizer, check_resharding,
+                        check_gradient_division, check_meshes, check_mixed_precision,
+                        check_bad_input]
     failed = 0
     for check in checks:
         error = None
@@ -391,6 +394,65 @@ def main(rank, world):
             print(f"[{' ok ' if ok else 'FAIL'}] {check.__name__}"
                   + (f": {error}" if error is not None else ""), flush=True)
     return failed
+
+
+# ---- reshard_after_forward as an int (hpZ) ------------------------------------------------------
+def hpz(rank, world):
+    """4 ranks. With FSDP_RANKS_PER_NODE=2 (two emulated nodes): reshard_after_forward=2 on the
+    blocks trains bit for bit like reshard_after_forward=True and within FSDP2's tolerance of
+    PyTorch's fully_shard with the same int (4 ranks sum in another order), and between forward
+    and backward the blocks' units hold their node-local secondary partition (hpZ). On one node
+    (no FSDP_RANKS_PER_NODE) the int is refused, naming the module, changing nothing."""
+    from torch.distributed.fsdp import fully_shard as torch_fully_shard
+    torch.manual_seed(0)
+    ref = Net()
+    if not os.environ.get("FSDP_RANKS_PER_NODE"):
+        model = copy.deepcopy(ref)
+        refused(lambda: fully_shard(model.blocks[0], reshard_after_forward=2),
+                "module 'Block'", "reshard_after_forward=2", "inside one node")
+        assert not isinstance(model.blocks[0], FSDPModule), "the class is unchanged"
+        assert all(not isinstance(p, DTensor) for p in model.parameters()), "parameters unchanged"
+        return
+
+    def sharded(fs, ranks):
+        model = copy.deepcopy(ref)
+        for b in model.blocks:
+            fs(b, reshard_after_forward=ranks)
+        fs([model.norm, model.head], reshard_after_forward=False)
+        fs(model)
+        return model
+    # FSDP2 with the same int; libfsdp with it, and with True (hpZ must not change a bit).
+    models = [sharded(torch_fully_shard, 2), sharded(fully_shard, 2), sharded(fully_shard, True)]
+    ctx = units(models[1].blocks[0])[0].context
+    assert ctx.group("node") == (ctx.group("shard")[0] % 2, 2), ctx.group("node")
+    assert units(models[2].blocks[0])[0].context.group("node")[1] == 1, "True: no node group"
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in models]
+    losses, held = [[], [], []], []
+    for step in range(3):
+        ids = ids_of(step, rank)
+        for k, (m, opt) in enumerate(zip(models, opts)):
+            loss = loss_of(m, ids)
+            if k == 1:
+                held.append(ctx.memory_stats()["secondary_bytes"])
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses[k].append(loss.detach())
+    # Checked once every rank is done (a rank failing alone would leave the others in a step).
+    assert all(h > 0 for h in held), f"secondary partition bytes after forward: {held}"
+    for step in range(3):
+        assert torch.equal(losses[1][step], losses[2][step]), \
+            f"step {step}: hpZ changed the loss: {losses[1][step]} != {losses[2][step]}"
+        check_close(losses[1][step], losses[0][step], f"step {step}: the loss against FSDP2's")
+    for (n, p), (_, q), (_, t) in zip(*(m.named_parameters() for m in models)):
+        assert torch.equal(q.full_tensor(), t.full_tensor()), f"{n}: hpZ changed the parameter"
+        check_close(q.full_tensor(), p.full_tensor(), f"{n} against FSDP2's")
+    held = held[0]
+    refused(lambda: fully_shard(Net().blocks[0], reshard_after_forward=3),
+            "reshard_after_forward=3", "factor")
+    if rank == 0:
+        print(f"reshard_after_forward=2: {held} secondary bytes held after forward on "
+              f"{world} ranks", flush=True)
 
 
 # ---- checkpoints through torch.distributed.checkpoint ------------------------------------------
@@ -449,8 +511,8 @@ if __name__ == "__main__":
     from libfsdp.pytorch import _mesh
     _mesh.ensure_process_group("test")  # the group fully_shard makes: used by the checks too
     rank, world = dist.get_rank(), dist.get_world_size()
-    if mode == "main":
-        status = main(rank, world)
+    if mode in ("main", "hpz"):
+        status = main(rank, world, [hpz] if mode == "hpz" else None)
         if rank == 0:
             print("PASS: fully_shard drop-in" if status == 0 else f"{status} checks failed",
                   flush=True)

@@ -89,7 +89,7 @@ STRATEGIES = _table("fsdp_sharding_strategy_t", {"full": "FSDP_FULL_SHARD",
 REDUCTIONS = _table("fsdp_grad_reduction_t", {"mean": "FSDP_REDUCE_MEAN",
                                               "sum": "FSDP_REDUCE_SUM"})
 GROUPS = _table("fsdp_group_t", {k: f"FSDP_GROUP_{k.upper()}"
-                                 for k in ("world", "shard", "replicate")})
+                                 for k in ("world", "shard", "replicate", "node")})
 OPS = _table("fsdp_reduce_op_t", {k: f"FSDP_OP_{k.upper()}" for k in ("sum", "max", "min")})
 OPTIMIZERS = _table("fsdp_optimizer_kind_t", {"sgd": "FSDP_OPTIMIZER_SGD",
                                               "adamw": "FSDP_OPTIMIZER_ADAMW"})

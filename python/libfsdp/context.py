@@ -28,7 +28,8 @@ class Context:
 
     # ---- groups and state --------------------------------------------------------------------
     def group(self, which="world"):
-        """(rank, size) of this rank in "world", "shard" or "replicate". Local."""
+        """(rank, size) of this rank in "world", "shard", "replicate" or "node" (hpZ's node
+        group, FSDP_GROUP_NODE). Local."""
         rank, size = ctypes.c_int(), ctypes.c_int()
         g = _choice("fsdp_group_info", "group", _capi.GROUPS, which)
         _check(_lib.fsdp_group_info(self._handle, g, ctypes.byref(rank), ctypes.byref(size)))

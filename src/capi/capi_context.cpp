@@ -52,6 +52,11 @@ const fsdp::Group& group_of(const Context& c, int group) {
     case FSDP_GROUP_WORLD: return c.groups().world();
     case FSDP_GROUP_SHARD: return c.groups().shard();
     case FSDP_GROUP_REPLICATE: return c.groups().replicate();
+    case FSDP_GROUP_NODE: {
+      static const fsdp::Group alone{MPI_COMM_SELF, 0, 1};  // hpZ off or keeping nothing
+      const fsdp::Group& node = c.groups().node_shard();
+      return node.comm != MPI_COMM_NULL ? node : alone;
+    }
     default:
       fail(Errc::InvalidArgument, "group = " + std::to_string(group) + ": not an fsdp_group_t");
   }

@@ -155,6 +155,18 @@ template <class A, class B>
 using Compute =
     std::conditional_t<std::is_same_v<A, double> || std::is_same_v<B, double>, double, float>;
 
+// A reduction's value as its reduce dtype In holds it, where it is stored into a wider Out (a
+// bfloat16 reduce into float32 gradient shards): rounded to In, as PyTorch's reduce-scatter in
+// reduce_dtype rounds its sum and then its division, and widened back. Where Out is no wider
+// than In, `v` is left to the one rounding into Out.
+template <class Out, class In, class C>
+FSDP_HD C as_reduced(C v) {
+  if constexpr (sizeof(Out) > sizeof(In))
+    return static_cast<C>(widen(narrow<In>(v)));
+  else
+    return v;
+}
+
 // ---- Optimizer updates of one element (float or double), PyTorch's single-tensor order ----
 
 // The scalars of an SGD update, converted once to the element type.

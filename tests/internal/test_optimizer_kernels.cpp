@@ -526,6 +526,15 @@ double compute(double v, DType a, DType b) {
   return a == DType::Float64 || b == DType::Float64 ? v : static_cast<float>(v);
 }
 
+// A reduction's value stored into a wider out_t: rounded to in_t, its reduce dtype, first
+// (the sum and the division each; memory/numeric.hpp's as_reduced).
+double as_reduced(double v, DType in_t, DType out_t) {
+  if (dtype_size(out_t) <= dtype_size(in_t)) return v;
+  if (in_t == DType::Float32) return static_cast<float>(v);
+  const Half& h = in_t == DType::BFloat16 ? kBf16 : kF16;
+  return ref_widen(ref_narrow(static_cast<float>(v), h), h);
+}
+
 void cast_cases(const host::KernelSet& k) {
   const DType types[4] = {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16};
   for (const std::size_t n : kLengths) {
@@ -567,12 +576,13 @@ void cast_cases(const host::KernelSet& k) {
             for (const Store st : {Store::Assign, Store::Accumulate}) {
               if (n > 100000 && d == 1.0) continue;
               const bool acc = st == Store::Accumulate;
-              // scaled: out (+)= x / d, in the compute type.
+              // scaled: out (+)= x / d, in the compute type, as in_t holds it.
               for (std::size_t i = 0; i < n; ++i) {
-                const double q =
+                const double q = as_reduced(
                     d == 1.0 ? compute(get(x, i), in_t, out_t)
                              : compute(compute(get(x, i), in_t, out_t) / compute(d, in_t, out_t),
-                                       in_t, out_t);
+                                       in_t, out_t),
+                    in_t, out_t);
                 put(want, i, acc ? compute(get(start, i) + q, in_t, out_t) : q);
               }
               a.fill(start.raw.data());
@@ -581,11 +591,14 @@ void cast_cases(const host::KernelSet& k) {
                   " divisor " + std::to_string(int(d)) + (acc ? " accumulate" : " assign");
               check(same_elements(static_cast<unsigned char*>(a.data()), want, n, true),
                     what + " scaled" + how);
-              // add_pair_scaled: out (+)= (x + y) / d.
+              // add_pair_scaled: out (+)= (x + y) / d, each as in_t holds it.
               for (std::size_t i = 0; i < n; ++i) {
-                const double s = compute(
-                    compute(get(x, i), in_t, out_t) + compute(get(y, i), in_t, out_t), in_t, out_t);
-                const double q = d == 1.0 ? s : compute(s / compute(d, in_t, out_t), in_t, out_t);
+                const double s = as_reduced(
+                    compute(compute(get(x, i), in_t, out_t) + compute(get(y, i), in_t, out_t), in_t,
+                            out_t),
+                    in_t, out_t);
+                const double q = as_reduced(
+                    d == 1.0 ? s : compute(s / compute(d, in_t, out_t), in_t, out_t), in_t, out_t);
                 put(want, i, acc ? compute(get(start, i) + q, in_t, out_t) : q);
               }
               a.fill(start.raw.data());

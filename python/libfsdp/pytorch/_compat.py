@@ -5,6 +5,21 @@ import torch
 
 # PyTorch >= 2.6 has FSDP2's fully_shard and public DTensor, which fully_shard (the drop-in) needs.
 TORCH_2_6 = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 6)
+def _reduce_none_is_own_dtype():
+    if not TORCH_2_6:  # no FSDP2; and importing torch.distributed.fsdp can fail on old releases
+        return False
+    try:
+        from torch.distributed.fsdp._fully_shard._fsdp_param import FSDPParam
+    except ImportError:
+        return False
+    return hasattr(FSDPParam, "unsharded_grad_dtype")
+
+
+# MixedPrecisionPolicy(reduce_dtype=None): FSDP2 of newer PyTorch (FSDPParam.unsharded_grad_dtype;
+# 2.15 has it, 2.6 not) gives the gathered parameters' gradients the parameters' own dtype and
+# reduces in it; older FSDP2 reduces in param_dtype, the dtype the gradients were computed in.
+REDUCE_NONE_IS_OWN_DTYPE = _reduce_none_is_own_dtype()
+
 # PyTorch >= 2.1 hooks a gradient's arrival on the tensor; older versions on its AccumulateGrad
 # node.
 POST_ACCUMULATE = hasattr(torch.Tensor, "register_post_accumulate_grad_hook")

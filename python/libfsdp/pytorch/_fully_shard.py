@@ -250,20 +250,22 @@ def _policy(mp_policy):
 
 
 def _resharding(value, ctx, where):
-    """reshard_after_forward as a bool (None stays None: True, but False for the root): an int
-    is the number of ranks to reshard to (hpZ's); the shard group's size is True's, 1 is
-    False's; others are refused."""
+    """(reshard_after_forward as a bool, the context of the unit): None stays None (True, but
+    False for the root); an int is FSDP2's number of ranks to reshard to after forward: the
+    shard group's size is True, 1 is False, the shard group's ranks on one node are hpZ's (the
+    unit goes to _mesh.hpz_variant's context); other factors, and ints that are not factors of
+    the shard group's size, are refused."""
     if value is None or isinstance(value, bool):
-        return value
+        return value, ctx
     shard = ctx.group("shard")[1]
+    if value < 1 or value > shard or shard % value:
+        _refuse(CALL, f"module '{where}': reshard_after_forward={value}: an int must be a factor "
+                f"of the shard group's size {shard} (FSDP2's rule)")
     if value == shard:
-        return True
+        return True, ctx
     if value == 1:
-        return False
-    _refuse(CALL, f"module '{where}': reshard_after_forward={value}: an int must be the shard "
-            f"group's size ({shard}, as True) or 1 (as False); resharding to a group of {value} "
-            "ranks after forward is not supported per module (the context's hpz=True keeps a "
-            "node-local partition for every unit)")
+        return False, ctx
+    return True, _mesh.hpz_variant(ctx, value, CALL, where)
 
 
 def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placement_fn=None,
@@ -282,7 +284,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     first = modules[0]
     where = type(first).__name__ if len(modules) == 1 else \
         "[" + ", ".join(type(m).__name__ for m in modules) + "]"
-    requested = _resharding(reshard_after_forward, ctx, where)
+    requested, ctx = _resharding(reshard_after_forward, ctx, where)
     # The groups of earlier calls on modules under these: their units come first.
     adopted = []
     for m in modules:

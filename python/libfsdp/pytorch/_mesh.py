@@ -7,9 +7,9 @@ import socket
 import numpy as np
 import torch
 
-from .. import _refuse, init
+from .. import Error, _refuse, init
 
-_contexts = {}  # (strategy, sharding factor) -> the Context fully_shard's units of that mesh use
+_contexts = {}  # (strategy, sharding factor[, "hpz"]) -> the Context of fully_shard's units
 _world_mesh = []  # the 1-D mesh over the world made for mesh=None
 
 
@@ -89,3 +89,29 @@ def resolve(mesh, call):
                 f"{hybrid.group('shard')[1]})")
     return hybrid, mesh, (Replicate(), Shard(0))
 
+
+
+def hpz_variant(ctx, ranks, call, where):
+    """The context of `ctx`'s mesh with hpZ on (fsdp_config_t.hpz, made once): its units are
+    resharded after forward to the `ranks` ranks of their shard group on one node, FSDP2's
+    reshard_after_forward=ranks. libfsdp.Error naming the module when the library's node group
+    (FSDP_GROUP_NODE) is not of `ranks` ranks. Collective the first time."""
+    key = next(k for k, c in _contexts.items() if c is ctx) + ("hpz",)
+    what = f"module '{where}': reshard_after_forward={ranks}"
+    if key not in _contexts:
+        try:
+            made = init(strategy=key[0], sharding_factor=key[1], hpz=True)
+        except Error as e:
+            _refuse(call, f"{what}: {e}")
+        node = made.group("node")[1]
+        if node != ranks:
+            made.finalize()
+            shard = ctx.group("shard")[1]
+            if node == 1:
+                _refuse(call, f"{what}: each shard group of {shard} ranks lies inside one node "
+                        "here, where the library keeps no smaller post-forward group (hpZ "
+                        "reshards to a shard group's ranks on one node); pass True")
+            _refuse(call, f"{what}: the library reshards after forward to the shard group's "
+                    f"ranks on one node ({node}, hpZ), not to groups of {ranks}")
+        _contexts[key] = made
+    return _contexts[key]

@@ -5,6 +5,7 @@ import torch
 from .. import Error, _refuse
 from ..context import Context
 from ..unit import resolve_precision, storage_dtype
+from ._compat import REDUCE_NONE_IS_OWN_DTYPE
 from .policy import LIB_DTYPE, MixedPrecisionPolicy
 
 
@@ -12,13 +13,18 @@ def unit_dtypes(params, policy):
     """(storage, param_dtype, reduce_dtype) as library names for the unit of `params` [(name,
     Parameter)] under `policy`: the library's storage dtype of the parameters' dtype
     (fsdp_storage_dtype), the policy's dtypes (None: the default), and for a low-precision model
-    without a policy param_dtype its own dtype (FSDP2 computes in the parameters' dtype)."""
+    without a policy param_dtype its own dtype (FSDP2 computes in the parameters' dtype). Without
+    a reduce_dtype, gradients reduce in what the installed PyTorch's FSDP2 reduces them in
+    (_compat.REDUCE_NONE_IS_OWN_DTYPE: the parameters' own dtype, else param_dtype)."""
     own = LIB_DTYPE[params[0][1].dtype]
     storage = storage_dtype(own)
     compute = LIB_DTYPE.get(policy.param_dtype)
     if compute is None and own != storage:
         compute = own
-    return storage, compute, LIB_DTYPE.get(policy.reduce_dtype)
+    reduce = LIB_DTYPE.get(policy.reduce_dtype)
+    if reduce is None and REDUCE_NONE_IS_OWN_DTYPE:
+        reduce = own
+    return storage, compute, reduce
 
 
 def plan(ctx, root, submodules, policy, param_init_fn, ignored_params=None,

@@ -11,6 +11,7 @@
 namespace fsdp::cuda {
 namespace {
 
+using numeric::as_reduced;
 using numeric::Compute;
 using numeric::narrow;
 using numeric::widen;
@@ -68,7 +69,7 @@ __global__ void scaled_kernel(Out* __restrict__ out, const In* __restrict__ x, s
   const C divisor = static_cast<C>(divisor_d);
   const bool divide = divisor != C(1);
   FSDP_GRID_STRIDE(i, n) {
-    const C v = divide ? C(widen(x[i])) / divisor : C(widen(x[i]));
+    const C v = as_reduced<Out, In>(divide ? C(widen(x[i])) / divisor : C(widen(x[i])));
     out[i] = accumulate ? narrow<Out>(widen(out[i]) + v) : narrow<Out>(v);
   }
 }

@@ -15,6 +15,7 @@
 namespace fsdp::host {
 namespace {
 
+using numeric::as_reduced;
 using numeric::Compute;
 using numeric::narrow;
 using numeric::widen;
@@ -33,23 +34,26 @@ struct Scale {
 };
 
 // One loop per (store, divisor == 1, scaling) case so each vectorizes without a branch inside.
+// The value stored is the reduce dtype's (In) one: as_reduced (memory/numeric.hpp).
 template <class Out, class In, class C, class F>
 void pair_loop(Out* __restrict out, const In* __restrict a, const In* __restrict b, std::size_t n,
                Store store, F scale) {
+  const auto value = [&](std::size_t i) {
+    return as_reduced<Out, In>(scale(as_reduced<Out, In>(C(widen(a[i])) + C(widen(b[i])))));
+  };
   if (store == Store::Accumulate)
-    for (std::size_t i = 0; i < n; ++i)
-      out[i] = narrow<Out>(widen(out[i]) + scale(C(widen(a[i])) + C(widen(b[i]))));
+    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(widen(out[i]) + value(i));
   else
-    for (std::size_t i = 0; i < n; ++i)
-      out[i] = narrow<Out>(scale(C(widen(a[i])) + C(widen(b[i]))));
+    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(value(i));
 }
 
 template <class Out, class In, class C, class F>
 void single_loop(Out* __restrict out, const In* __restrict x, std::size_t n, Store store, F scale) {
+  const auto value = [&](std::size_t i) { return as_reduced<Out, In>(scale(C(widen(x[i])))); };
   if (store == Store::Accumulate)
-    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(widen(out[i]) + scale(C(widen(x[i]))));
+    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(widen(out[i]) + value(i));
   else
-    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(scale(C(widen(x[i]))));
+    for (std::size_t i = 0; i < n; ++i) out[i] = narrow<Out>(value(i));
 }
 
 template <class Out, class In>
