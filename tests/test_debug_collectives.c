@@ -129,6 +129,35 @@ static void matching_and_mismatched_calls(void) {
   CHECK(params_equal(ua, a));
   CHECK_OK(fsdp_reshard(ua));
 
+  /* Context-wide collectives are compared too: rank 0 creates an optimizer (then a grad scaler,
+   * then ties a parameter) while rank 1 unshards. Each side fails naming the other's call, and
+   * nothing was created, tied or gathered. */
+  static const char* const context_calls[3] = {"fsdp_optimizer_create", "fsdp_grad_scaler_create",
+                                               "fsdp_unit_tie"};
+  for (int k = 0; k < 3; ++k) {
+    fsdp_optimizer_t opt = NULL;
+    fsdp_grad_scaler_t scaler = NULL;
+    if (th_rank() == 0) {
+      fsdp_status_t rc = FSDP_SUCCESS;
+      if (k == 0) rc = fsdp_optimizer_create(ctx, FSDP_OPTIMIZER_SGD, NULL, 1, &ua, &opt);
+      if (k == 1) rc = fsdp_grad_scaler_create(ctx, 1024.0, 2.0, 0.5, 10, &scaler);
+      if (k == 2) rc = fsdp_unit_tie(ub, "alias", ua, 0, NULL);
+      CHECK_MSG(rc == FSDP_ERR_MISMATCH && strstr(fsdp_last_error(), "fsdp_unshard"),
+                fsdp_last_error());
+      CHECK_MSG(strstr(fsdp_last_error(), context_calls[k]), fsdp_last_error());
+    } else {
+      CHECK_FAILS(fsdp_unshard(ua), FSDP_ERR_MISMATCH, context_calls[k]);
+    }
+    CHECK(opt == NULL && scaler == NULL);
+    CHECK_FAILS(fsdp_param_data(ua, 0, &(void*){NULL}), FSDP_ERR_STATE, "sharded");
+  }
+  int nparams = 0;
+  CHECK_OK(fsdp_unit_info(ub, &nparams, NULL));
+  CHECK_MSG(nparams == 1, "no tie was made"); /* and the agreeing calls still work: */
+  fsdp_optimizer_t opt = NULL;
+  CHECK_OK(fsdp_optimizer_create(ctx, FSDP_OPTIMIZER_SGD, NULL, 1, &ua, &opt));
+  CHECK_OK(fsdp_optimizer_destroy(&opt));
+
   CHECK_OK(fsdp_unit_destroy(&ua));
   CHECK_OK(fsdp_unit_destroy(&ub));
   CHECK_OK(fsdp_finalize(&ctx));

@@ -1,6 +1,7 @@
 // C entry points for asynchronous operations, requests and prefetch.
 #include <string>
 
+#include "capi/arguments.hpp"
 #include "capi/calls.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
@@ -66,7 +67,7 @@ fsdp_status_t fsdp_unit_wait(fsdp_unit_t unit) {
 fsdp_status_t fsdp_context_async(fsdp_context_t ctx, int* progress_thread) {
   return guard(__func__, [&] {
     fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
-    if (!progress_thread) fail(Errc::InvalidArgument, "progress_thread: NULL output pointer");
+    fsdp::capi::require_output(progress_thread, "progress_thread");
     *progress_thread = c.worker().threaded() ? 1 : 0;
   });
 }

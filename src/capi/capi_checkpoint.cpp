@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/agreement.hpp"
+#include "capi/arguments.hpp"
 #include "capi/calls.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
@@ -107,7 +108,7 @@ fsdp_status_t fsdp_checkpoint_save_async(fsdp_context_t ctx, const char* path,
     std::optional<Error> local;
     fsdp::ckpt::SaveRequest r;
     local = fsdp::attempt([&] {
-      if (!req) fail(Errc::InvalidArgument, "req: NULL output pointer");
+      fsdp::capi::require_output(req, "req");
       r = read_save(c, path, options);
     });
     auto task = fsdp::ckpt::CheckpointService::of(c).save_async(r, local);
@@ -120,7 +121,7 @@ fsdp_status_t fsdp_checkpoint_save_async(fsdp_context_t ctx, const char* path,
 fsdp_status_t fsdp_test(fsdp_request_t req, int* done) {
   return guard(__func__, [&] {
     fsdp::Request& r = fsdp::capi::request_from(req, "req");
-    if (!done) fail(Errc::InvalidArgument, "done: NULL output pointer");
+    fsdp::capi::require_output(done, "done");
     *done = !r.task || r.task->done() ? 1 : 0;
   });
 }

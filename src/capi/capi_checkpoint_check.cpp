@@ -7,6 +7,7 @@
 #include "base/fingerprint.hpp"
 #include "base/group.hpp"
 #include "base/mpi_check.hpp"
+#include "capi/arguments.hpp"
 #include "capi/guard.hpp"
 #include "capi/mpi_args.hpp"
 #include "capi/sized_struct.hpp"
@@ -52,7 +53,7 @@ void collective(MPI_Comm comm, std::vector<std::pair<const char*, const char*>> 
     if (r.options.model_only != 0 && r.options.model_only != 1)
       fail(Errc::InvalidArgument,
            "options->model_only = " + std::to_string(r.options.model_only) + ": expected 0 or 1");
-    if (!result) fail(Errc::InvalidArgument, std::string(result_arg) + ": NULL output pointer");
+    fsdp::capi::require_output(result, result_arg);
   });
   fsdp::Group g = fsdp::capi::duplicate_caller_comm(comm);
   try {

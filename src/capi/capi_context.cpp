@@ -7,6 +7,7 @@
 #include "base/agreement.hpp"
 #include "base/fingerprint.hpp"
 #include "base/mpi_check.hpp"
+#include "capi/arguments.hpp"
 #include "capi/calls.hpp"
 #include "capi/config.hpp"
 #include "capi/guard.hpp"
@@ -35,7 +36,7 @@ fsdp_status_t init(const char* call, MPI_Comm comm, const fsdp_config_t* cfg, fs
     std::optional<Error> local;
     fsdp::ContextOptions options;
     local = fsdp::attempt([&] {
-      if (!ctx) fail(Errc::InvalidArgument, "ctx: NULL output pointer");
+      fsdp::capi::require_output(ctx, "ctx");
       options = fsdp::capi::options_from_config(cfg);
       fsdp::apply_environment(options);
     });

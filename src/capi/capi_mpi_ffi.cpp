@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "base/mpi_check.hpp"
+#include "capi/arguments.hpp"
 #include "capi/guard.hpp"
 #include "fsdp.h"
 
@@ -20,7 +21,7 @@ extern "C" {
 
 fsdp_status_t fsdp_mpi_init(int thread_multiple, int* provided_multiple, int* world_fcomm) {
   return guard(__func__, [&] {
-    if (!world_fcomm) fail(Errc::InvalidArgument, "world_fcomm: NULL output pointer");
+    fsdp::capi::require_output(world_fcomm, "world_fcomm");
     if (thread_multiple != 0 && thread_multiple != 1)
       fail(Errc::InvalidArgument, "thread_multiple: must be 0 or 1");
     int initialized = 0, finalized = 0;

@@ -7,6 +7,7 @@
 
 #include "base/agreement.hpp"
 #include "base/fingerprint.hpp"
+#include "capi/arguments.hpp"
 #include "capi/calls.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
@@ -56,13 +57,14 @@ fsdp_status_t fsdp_optimizer_create(fsdp_context_t ctx, fsdp_optimizer_kind_t ki
                                     const fsdp_unit_t* units, fsdp_optimizer_t* opt) {
   return guard(__func__, [&] {
     fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+    const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_optimizer_create"));
     std::optional<Error> local;
     std::vector<fsdp::Unit*> list;
     HyperParams h;
     const int kind_int = enum_int(kind);
     const OptimizerKind k = static_cast<OptimizerKind>(kind_int);
     local = fsdp::attempt([&] {
-      if (!opt) fail(Errc::InvalidArgument, "opt: NULL output pointer");
+      fsdp::capi::require_output(opt, "opt");
       if (kind_int < 0 || kind_int >= FSDP_OPTIMIZER_KIND_COUNT)
         fail(Errc::InvalidArgument,
              "kind = " + std::to_string(kind_int) + ": not an fsdp_optimizer_kind_t");
@@ -102,6 +104,8 @@ fsdp_status_t fsdp_optimizer_add_group(fsdp_optimizer_t opt, const char* pattern
                                        const fsdp_hyperparams_t* hp, int* group, int* nmatched) {
   return guard(__func__, [&] {
     Optimizer& o = optimizer_from(opt, "opt");
+    const fsdp::CallScope call =
+        o.context().begin_call(fsdp::capi::context_call("fsdp_optimizer_add_group", o.id()));
     o.context().scheduler().quiesce();
     std::optional<Error> local;
     HyperParams h;
@@ -281,8 +285,9 @@ fsdp_status_t fsdp_grad_scaler_create(fsdp_context_t ctx, double init_scale, dou
                                       fsdp_grad_scaler_t* scaler) {
   return guard(__func__, [&] {
     fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
+    const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_grad_scaler_create"));
     std::optional<Error> local = fsdp::attempt([&] {
-      if (!scaler) fail(Errc::InvalidArgument, "scaler: NULL output pointer");
+      fsdp::capi::require_output(scaler, "scaler");
       if (!(init_scale > 0) || std::isinf(init_scale))
         fail(Errc::InvalidArgument,
              "init_scale = " + std::to_string(init_scale) + ": must be finite and > 0");
@@ -316,7 +321,7 @@ fsdp_status_t fsdp_grad_scaler_destroy(fsdp_grad_scaler_t* scaler) {
 fsdp_status_t fsdp_grad_scaler_scale(fsdp_grad_scaler_t scaler, double* scale) {
   return guard(__func__, [&] {
     const GradScaler& s = grad_scaler_from(scaler, "scaler");
-    if (!scale) fail(Errc::InvalidArgument, "scale: NULL output pointer");
+    fsdp::capi::require_output(scale, "scale");
     *scale = s.scale();
   });
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/dtype.hpp"
+#include "capi/arguments.hpp"
 #include "capi/config.hpp"
 #include "capi/descriptors.hpp"
 #include "capi/guard.hpp"
@@ -35,14 +36,11 @@ using fsdp::fail;
 using fsdp::capi::enum_int;
 using fsdp::capi::guard;
 using fsdp::capi::plan_from;
+using fsdp::capi::require_output;
 using fsdp::plan::PlanJob;
 using fsdp::plan::PlanModel;
 
 namespace {
-
-void require_output(const void* p, const char* arg) {
-  if (!p) fail(Errc::InvalidArgument, std::string(arg) + ": NULL output pointer");
-}
 
 // The job's fields over FSDP_PLAN_JOB_INIT, its config as fsdp_init reads one (environment
 // included), and the optimizer's hyperparameters as fsdp_optimizer_create reads them.

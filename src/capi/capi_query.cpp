@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "capi/arguments.hpp"
 #include "capi/config.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
@@ -20,6 +21,7 @@ using fsdp::fail;
 using fsdp::OptimizerKind;
 using fsdp::capi::enum_int;
 using fsdp::capi::guard;
+using fsdp::capi::require_output;
 
 namespace {
 
@@ -45,10 +47,6 @@ DType dtype_from(const fsdp_dtype_t& dtype, const char* arg) {
     fail(Errc::InvalidArgument, std::string(arg) + " = " + std::to_string(t) +
                                     ": not an fsdp_dtype_t (FSDP_DTYPE_AUTO is not one here)");
   return static_cast<DType>(t);
-}
-
-void require_output(const void* p, const char* arg) {
-  if (!p) fail(Errc::InvalidArgument, std::string(arg) + ": NULL output pointer");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/agreement.hpp"
+#include "capi/arguments.hpp"
 #include "capi/calls.hpp"
 #include "capi/config.hpp"
 #include "capi/descriptors.hpp"
@@ -19,6 +20,7 @@ using fsdp::fail;
 using fsdp::Unit;
 using fsdp::capi::guard;
 using fsdp::capi::param_index;
+using fsdp::capi::require_output;
 using fsdp::capi::unit_from;
 
 namespace {
@@ -44,10 +46,6 @@ Resolved resolve(Unit& u, int index) {
   fail(Errc::OutOfRange, u.label() + ": index = " + std::to_string(index) + ": the unit has " +
                              std::to_string(own) + " parameters and " + std::to_string(ties) +
                              " tied ones (0.." + std::to_string(own + ties - 1) + ")");
-}
-
-void require_output(const void* p, const char* arg) {
-  if (!p) fail(Errc::InvalidArgument, std::string(arg) + ": NULL output pointer");
 }
 
 // Reads at most options->size bytes; newer fields keep their defaults.
@@ -145,6 +143,8 @@ fsdp_status_t fsdp_unit_tie(fsdp_unit_t user, const char* alias, fsdp_unit_t own
                             int* alias_index) {
   return guard(__func__, [&] {
     Unit& u = unit_from(user, "user");
+    const fsdp::CallScope call =
+        u.context().begin_call(fsdp::capi::context_call("fsdp_unit_tie", u.id()));
     std::optional<Error> local;
     Unit* o = nullptr;
     std::size_t idx = 0;
@@ -298,7 +298,7 @@ fsdp_status_t fsdp_unit_set_grad_divide_factor(fsdp_unit_t unit, double factor) 
 fsdp_status_t fsdp_unit_grad_sync(fsdp_unit_t unit, int* enabled) {
   return guard(__func__, [&] {
     const Unit& u = unit_from(unit, "unit");
-    if (!enabled) fail(Errc::InvalidArgument, "enabled: NULL output pointer");
+    fsdp::capi::require_output(enabled, "enabled");
     *enabled = u.grad_sync() ? 1 : 0;
   });
 }
@@ -306,7 +306,7 @@ fsdp_status_t fsdp_unit_grad_sync(fsdp_unit_t unit, int* enabled) {
 fsdp_status_t fsdp_unit_zero_copy(fsdp_unit_t unit, int* zero_copy) {
   return guard(__func__, [&] {
     const Unit& u = unit_from(unit, "unit");
-    if (!zero_copy) fail(Errc::InvalidArgument, "zero_copy: NULL output pointer");
+    fsdp::capi::require_output(zero_copy, "zero_copy");
     *zero_copy = u.zero_copy() ? 1 : 0;
   });
 }
