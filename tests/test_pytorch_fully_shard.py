@@ -262,15 +262,30 @@ def check_gradient_division(rank, world):
 
 def check_meshes(rank, world):
     """A 1-D mesh over every rank (full sharding) and 2-D (replicate, shard) meshes (hybrid
-    sharding): gradients and parameters after two AdamW steps equal the unsharded model's."""
+    sharding), also named and given as torch 2.15's dp_mesh_dims: gradients and parameters after
+    two AdamW steps equal the unsharded model's."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate
+    try:  # torch 2.15's dp_mesh_dims naming the dimensions of the same meshes
+        from torch.distributed.fsdp import DataParallelMeshDims
+    except ImportError:
+        DataParallelMeshDims = None
     shapes = [(world,), (world, 1)] + ([(world // 2, 2)] if world % 2 == 0 else [])
+    if DataParallelMeshDims is not None:
+        shapes += [("named",) + shape for shape in shapes]
     for shape in shapes:
         torch.manual_seed(4)
         ref = Net()
-        mesh = init_device_mesh("cpu", shape)
-        model = shard(copy.deepcopy(ref), mesh=mesh)
+        kw = {}
+        if shape[0] == "named":
+            shape = shape[1:]
+            names = ("dp_shard",) if len(shape) == 1 else ("dp_replicate", "dp_shard")
+            kw["dp_mesh_dims"] = DataParallelMeshDims(
+                shard="dp_shard", replicate=None if len(shape) == 1 else "dp_replicate")
+            mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
+        else:
+            mesh = init_device_mesh("cpu", shape)
+        model = shard(copy.deepcopy(ref), mesh=mesh, **kw)
         want = (Shard(0),) if len(shape) == 1 else (Replicate(), Shard(0))
         assert model.tok.weight.placements == want, (shape, model.tok.weight.placements)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
@@ -358,6 +373,15 @@ def check_bad_input(rank, world):
     refused(lambda: model.blocks[0].set_gradient_divide_factor(-1.0), "factor")
     refused(lambda: model.blocks[0].set_reshard_after_backward("no"), "reshard_after_backward")
     refused(lambda: fully_shard(model.blocks[1], dp_mesh_dims=("dp",)), "dp_mesh_dims")
+    try:  # torch 2.15's full SPMD mesh: a model-parallel dimension beside the data-parallel one
+        from torch.distributed.fsdp import DataParallelMeshDims
+    except ImportError:
+        DataParallelMeshDims = None
+    if DataParallelMeshDims is not None:
+        tp = init_device_mesh("cpu", (world, 1), mesh_dim_names=("dp", "tp"))
+        refused(lambda: fully_shard(model.blocks[1], mesh=tp,
+                                    dp_mesh_dims=DataParallelMeshDims(shard="dp")),
+                "dp_mesh_dims", "('dp', 'tp')")
     refused(lambda: model.blocks[0].set_unshard_in_backward(False), "unshard_in_backward")
     refused(lambda: model.blocks[0].set_custom_all_gather(None), "set_custom_all_gather")
     refused(lambda: model.blocks[0].set_requires_gradient_sync("no"), "requires_gradient_sync")

@@ -18,13 +18,16 @@ FSDP2 uses for a divide factor of 1.0; libfsdp accepts the call without effect).
 
 Checks (each must hold): (1) losses and gradient norms of every step bitwise equal to torch's
 fully_shard, and the parameters after the last step; (2) CheckpointManager saves at step K,
-a fresh model resumes from it and continues exactly like the uninterrupted run (bitwise);
-(3) disable_fsdp_gradient_division (set_gradient_divide_factor(1.0)) takes effect.
+a fresh model resumes from it and continues exactly like the uninterrupted run (bitwise), and
+with LIBFSDP_TT_KEEP=DIR then LIBFSDP_TT_RESUME_FROM=DIR on 4 ranks, the 2-rank checkpoint resumes
+on 4 ranks with the same global batch and continues like the 2-rank run within float32
+tolerance (test_torchtitan_dropin.sh runs both); (3) disable_fsdp_gradient_division (set_gradient_divide_factor(1.0)) takes effect.
 Probes (reported, and failures only under LIBFSDP_TT_STRICT=1): the ChunkedLossWrapper that
 torchtitan's Llama3 configs use by default (set_reshard_after_backward(False), unshard() on
-lm_head), the default spmd_backend "spmd_types" (fully_shard(..., dp_mesh_dims=...)),
-bf16 mixed precision (torchtitan's default mixed_precision_param), and a checkpoint that
-torch's fully_shard saved loaded through libfsdp's.
+lm_head), the default spmd_backend "spmd_types" (fully_shard(..., dp_mesh_dims=...)), and a checkpoint
+that torch's fully_shard saved loaded through libfsdp's. Checked too (it fails the test): bf16
+mixed precision (torchtitan's default mixed_precision_param), losses within 1e-4 relative of
+torch's fully_shard's.
 
 Run: mpiexec.mpich -n 2 python test_torchtitan_dropin.py   (or test_torchtitan_dropin.sh).
 Exit 77 (skipped) without PyTorch >= 2.6 or torchtitan; 0 and "PASS: torchtitan drop-in" on
@@ -149,7 +152,7 @@ def build(impl, *, spmd_backend="partial_dtensor", param_dtype="float32"):
     dist_utils.set_spmd_backend(spmd_backend)
     pdims = ParallelDims.from_config(parallelism, dist.get_world_size())
     pdims.build_mesh()
-    training = TrainingConfig(local_batch_size=BATCH, seq_len=SEQ, steps=STEPS,
+    training = TrainingConfig(local_batch_size=local_rows(), seq_len=SEQ, steps=STEPS,
                               mixed_precision_param=param_dtype,
                               mixed_precision_reduce="float32")
     cfg = model_config()
@@ -187,10 +190,19 @@ def build(impl, *, spmd_backend="partial_dtensor", param_dtype="float32"):
     return model, optimizers, lr_schedulers, pdims
 
 
+def local_rows():
+    """Rows of a step per rank: the 2-rank run's global batch (2 x BATCH) split over the ranks."""
+    return 2 * BATCH // dist.get_world_size()
+
+
 def batch(step):
-    """This rank's (inputs, labels) of a step: the same in every run."""
-    g = torch.Generator().manual_seed(1000 * step + dist.get_rank())
-    t = torch.randint(0, 2048, (BATCH, SEQ + 1), generator=g)
+    """This rank's (inputs, labels) of a step: the same global batch in every run and on every
+    rank count (global row g is row g % BATCH of the 2-rank run's rank g // BATCH)."""
+    rows = []
+    for g in range(dist.get_rank() * local_rows(), (dist.get_rank() + 1) * local_rows()):
+        gen = torch.Generator().manual_seed(1000 * step + g // BATCH)
+        rows.append(torch.randint(0, 2048, (BATCH, SEQ + 1), generator=gen)[g % BATCH])
+    t = torch.stack(rows)
     return t[:, :-1].contiguous(), t[:, 1:].contiguous()
 
 
@@ -317,13 +329,36 @@ def short_exc(exc):
     return f"{type(exc).__name__}: {exc} [at {' <- '.join(reversed(where))}]"
 
 
+def resume_elsewhere(folder):
+    """On another rank count (4): resume the 2-rank run's checkpoint (kept in `folder` with its
+    reference) through CheckpointManager and fully_shard, and continue like the uninterrupted
+    2-rank run: the same global batch, sums over 4 ranks in another order, so within float32
+    tolerance rather than bitwise."""
+    ref = torch.load(os.path.join(folder, "reference.pt"))
+    losses, _, params, _ = run(lf.fully_shard, range(SAVE_AT + 1, STEPS + 1),
+                               resume_from=os.path.join(folder, "libfsdp"))
+    tail = ref["losses"][SAVE_AT:]
+    ldiff = max(abs(a - b) / abs(b) for a, b in zip(losses, tail))
+    pdiff = max_diff(params, ref["params"])
+    record(f"CheckpointManager: 2-rank save at {SAVE_AT}, resumed on {dist.get_world_size()} "
+           f"ranks, steps {SAVE_AT + 1}..{STEPS}", ldiff < 1e-5 and pdiff < 1e-5,
+           f"losses max relative diff {ldiff:.3g} vs the uninterrupted 2-rank run, params max "
+           f"|diff| {pdiff:.3g}; resumed: " + " ".join(f"{x:.6f}" for x in losses))
+
+
 def main():
     world = init_distributed()
+    resume = os.environ.get("LIBFSDP_TT_RESUME_FROM")
+    if resume:
+        resume_elsewhere(resume)
+        return finish(f"PASS: torchtitan resumed on {world} ranks")
     if world != 2:
         log(f"note: written for 2 ranks, running on {world}")
+    keep = os.environ.get("LIBFSDP_TT_KEEP")  # the checkpoint and reference kept for a resume
     tmp = None
     if dist.get_rank() == 0:
-        tmp = tempfile.mkdtemp(prefix="libfsdp_tt_")
+        tmp = keep or tempfile.mkdtemp(prefix="libfsdp_tt_")
+        os.makedirs(tmp, exist_ok=True)
     box = [tmp]
     dist.broadcast_object_list(box, src=0)
     tmp = box[0]
@@ -375,6 +410,9 @@ def main():
            + (f" (unit factors {factors})" if factors != [None] else ""))
     del model
 
+    if keep and dist.get_rank() == 0:
+        torch.save({"losses": losses, "params": params}, os.path.join(tmp, "reference.pt"))
+
     # Resume through torchtitan's CheckpointManager from step SAVE_AT.
     try:
         r_losses, r_norms, r_params, _ = run(lf.fully_shard, range(SAVE_AT + 1, STEPS + 1),
@@ -394,8 +432,12 @@ def main():
     probe(tmp, ref_losses, ref_params)
 
     dist.barrier()
-    if dist.get_rank() == 0:
+    if dist.get_rank() == 0 and not keep:
         shutil.rmtree(tmp, ignore_errors=True)
+    finish()
+
+
+def finish(passed="PASS: torchtitan drop-in"):
     bad = [r for r in results if not r[1] and (not r[3] or STRICT)]
     gaps = [r for r in results if not r[1] and r[3]]
     log(f"summary: {sum(r[1] for r in results)} ok, {len(bad)} failed, "
@@ -408,7 +450,7 @@ def main():
         sys.stdout.flush()
         dist.barrier()
         os._exit(1)
-    log("PASS: torchtitan drop-in")
+    log(passed)
 
 
 def probe(tmp, ref_losses, ref_params):
@@ -430,14 +472,16 @@ def probe(tmp, ref_losses, ref_params):
     try:
         ref, _, _, _ = run(TORCH_FULLY_SHARD, steps2, param_dtype="bfloat16")
         got, _, _, _ = run(lf.fully_shard, steps2, param_dtype="bfloat16")
-        d = max(abs(a - b) for a, b in zip(got, ref))
-        record("mixed_precision_param=bfloat16", d == 0,
-               f"losses {got} vs torch {ref}, max |diff| {d:.3g}"
+        d = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
+        # Within 1e-4 relative (bf16's own tolerance in torch.testing is 1.6e-2); bitwise only
+        # where FSDP2 accumulates like libfsdp.
+        record("mixed_precision_param=bfloat16: losses within 1e-4 of torch's", d <= 1e-4,
+               f"losses {got} vs torch {ref}, max relative diff {d:.3g}"
                + ("" if d == 0 else " (PyTorch >= 2.15's FSDP2 sets grad_dtype=reduce_dtype on "
                   "the unsharded bf16 parameters, so RMSNorm's weight gradient stays fp32; "
-                  "libfsdp's are rounded to bf16)"), probe=True)
+                  "libfsdp's are rounded to bf16)"))
     except Exception as exc:
-        record("mixed_precision_param=bfloat16", False, short_exc(exc), probe=True)
+        record("mixed_precision_param=bfloat16", False, short_exc(exc))
 
     # (c) ChunkedLossWrapper, the loss of torchtitan's Llama3 configs.
     try:

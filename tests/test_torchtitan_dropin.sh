@@ -12,8 +12,17 @@ mpiexec=${3:-mpiexec.mpich}
 [ -n "$py" ] && [ -x "$py" ] || { echo "skipped: no Python with PyTorch >= 2.6"; exit 77; }
 [ -f "$lib" ] || { echo "skipped: no $lib (build first)"; exit 77; }
 # A free port for torch.distributed's env:// rendezvous (torchtitan's init_distributed).
-port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+keep=$(mktemp -d)
+trap 'rm -rf "$keep"' EXIT
 cd "$root"
-PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" LIBFSDP_LIBRARY="$lib" \
-  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
-  timeout "${LIBFSDP_TT_TIMEOUT:-900}" $mpiexec -n 2 "$py" "$here/test_torchtitan_dropin.py"
+run() {  # ranks, then environment assignments
+  local n=$1
+  shift
+  env "$@" PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" LIBFSDP_LIBRARY="$lib" \
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$(port) OMP_NUM_THREADS=1 \
+    timeout "${LIBFSDP_TT_TIMEOUT:-900}" $mpiexec -n "$n" "$py" "$here/test_torchtitan_dropin.py"
+}
+# 2 ranks against torch's fully_shard, keeping the checkpoint; then resumed on 4 ranks.
+run 2 LIBFSDP_TT_KEEP="$keep/run" || exit $?
+run 4 LIBFSDP_TT_RESUME_FROM="$keep/run"

@@ -268,6 +268,22 @@ def _resharding(value, ctx, where):
     return True, _mesh.hpz_variant(ctx, value, CALL, where)
 
 
+def _data_parallel_dims(mesh, dims):
+    """FSDP2's dp_mesh_dims (torch 2.15: `mesh` is the full SPMD mesh, `dims` names its
+    data-parallel dimensions) where they are the whole mesh: a 1-D mesh whose dimension is the
+    shard one, or a 2-D (replicate, shard) mesh; the mesh is then the one libfsdp shards over.
+    Other layouts (model-parallel dimensions beside them, flattened dimensions) are refused
+    naming them."""
+    names = getattr(mesh, "mesh_dim_names", None) or ()
+    shard = tuple(getattr(dims, "shard_names", ()) or ())
+    replicate = tuple(getattr(dims, "replicate_names", ()) or ())
+    if mesh is None or not names or (shard, replicate) not in (
+            (tuple(names), ()), (tuple(names[1:]), tuple(names[:1]))) or len(shard) != 1:
+        _refuse(CALL, f"dp_mesh_dims={dims!r}: with mesh dimensions {tuple(names)}; libfsdp "
+                "takes a mesh whose dimensions are all data-parallel: (shard,) or (replicate, "
+                "shard), one name each")
+
+
 def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placement_fn=None,
                 mp_policy=None, offload_policy=None, ignored_params=None, dp_mesh_dims=None):
     """FSDP2's fully_shard(module) with its arguments: see doc/pytorch.md. Returns `module`
@@ -276,8 +292,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         _refuse(CALL, f"PyTorch {torch.__version__}: fully_shard needs PyTorch >= 2.6 (DTensor "
                 "and FSDP2's classes); FullyShard runs on older versions")
     if dp_mesh_dims is not None:
-        _refuse(CALL, f"dp_mesh_dims={dp_mesh_dims!r}: a full SPMD mesh with named data-parallel "
-                "dimensions is not supported; pass the data-parallel mesh itself (or None)")
+        _data_parallel_dims(mesh, dp_mesh_dims)
     modules, policy = _check_args(module, reshard_after_forward, shard_placement_fn, mp_policy,
                                   offload_policy)
     ctx, mesh, placements = _mesh.resolve(mesh, CALL)
