@@ -29,7 +29,8 @@ at all is not reduced, but under find_unused_parameters), every reduction is wai
 p.grad shows the gradient shards.
 
 Mixed precision (`MixedPrecisionPolicy`, FSDP2's fields): shards and optimizer state stay float32,
-unshard casts to param_dtype, gradients reduce in reduce_dtype (default: param_dtype). Parameters
+unshard casts to param_dtype, gradients reduce in reduce_dtype (default: what the installed
+PyTorch's FSDP2 reduces in, the parameters' own dtype on 2.15, param_dtype on 2.6). Parameters
 that are bfloat16 or float16 in the model get float32 masters and compute in their own dtype.
 float16 steps go through `libfsdp.GradScaler`. Activation checkpointing
 (torch.utils.checkpoint, use_reentrant=False): recomputation finds the unit unsharded for backward.

@@ -11,7 +11,8 @@ LIB_DTYPE = {torch.float32: "float32", torch.float64: "float64", torch.bfloat16:
 @dataclasses.dataclass(frozen=True)
 class MixedPrecisionPolicy:
     """FSDP2's MixedPrecisionPolicy. param_dtype: what unsharded parameters (and full gradients)
-    are; reduce_dtype: what gradients are reduced in (None: param_dtype); output_dtype: the root's
+    are; reduce_dtype: what gradients are reduced in (None: what the installed PyTorch's FSDP2
+    reduces in, _compat.REDUCE_NONE_IS_OWN_DTYPE); output_dtype: the root's
     floating outputs are cast to it; cast_forward_inputs: each unit's floating inputs (positional
     and keyword, inside structured values too) are cast to its param_dtype."""
     param_dtype: torch.dtype = None
