@@ -483,66 +483,31 @@ def probe(tmp, ref_losses, ref_params):
     except Exception as exc:
         record("mixed_precision_param=bfloat16", False, short_exc(exc))
 
-    # (c) ChunkedLossWrapper, the loss of torchtitan's Llama3 configs.
+    # (c) ChunkedLossWrapper, the loss of torchtitan's Llama3 configs
+    # (lm_head.set_reshard_after_backward(False), unshard()); (d) spmd_backend="spmd_types"
+    # (torchtitan's default): fully_shard(..., dp_mesh_dims=...).
+    against_torch("ChunkedLossWrapper (lm_head.set_reshard_after_backward(False), unshard())",
+                  steps2, loss_cls="chunked")
     try:
-        ref, _, _, _ = run(TORCH_FULLY_SHARD, steps2, loss_cls="chunked")
-    except Exception as exc:
-        ref = None
-        record("ChunkedLossWrapper (torch's fully_shard, control)", False, short_exc(exc),
-               probe=True)
-    try:
-        got, _, _, _ = run(lf.fully_shard, steps2, loss_cls="chunked")
-        record("ChunkedLossWrapper (lm_head.set_reshard_after_backward(False), unshard())",
-               ref is not None and got == ref,
-               f"losses {got} vs torch {ref}", probe=True)
-    except libfsdp.Error as exc:
-        record("ChunkedLossWrapper (lm_head.set_reshard_after_backward(False), unshard())",
-               False, short_exc(exc), probe=True)
-        # What is left once the refusal goes: the same run with set_reshard_after_backward
-        # accepted without effect (in this process only; libfsdp's files are not touched).
-        cls = lf.FSDPModule
-        saved = cls.__dict__["set_reshard_after_backward"]
-        cls.set_reshard_after_backward = lambda self, value, *, recurse=True: None
-        try:
-            got, _, _, _ = run(lf.fully_shard, steps2, loss_cls="chunked")
-            record("  ... with set_reshard_after_backward a no-op", ref is not None and got == ref,
-                   f"losses {got} vs torch {ref}", probe=True)
-        except Exception as exc2:
-            record("  ... with set_reshard_after_backward a no-op", False, short_exc(exc2),
-                   probe=True)
-        finally:
-            cls.set_reshard_after_backward = saved
-    except Exception as exc:
-        record("ChunkedLossWrapper (lm_head.set_reshard_after_backward(False), unshard())",
-               False, short_exc(exc), probe=True)
-
-    # (d) spmd_backend="spmd_types" (torchtitan's default): fully_shard(..., dp_mesh_dims=...).
-    try:
-        ref, _, _, _ = run(TORCH_FULLY_SHARD, steps2, spmd_backend="spmd_types")
-    except Exception as exc:
-        ref = None
-        record("spmd_backend=spmd_types (torch's fully_shard, control)", False, short_exc(exc),
-               probe=True)
-    try:
-        got, _, _, _ = run(lf.fully_shard, steps2, spmd_backend="spmd_types")
-        record("spmd_backend=spmd_types (fully_shard(..., dp_mesh_dims=...))",
-               ref is not None and got == ref, f"losses {got} vs torch {ref}", probe=True)
-    except Exception as exc:
-        record("spmd_backend=spmd_types (fully_shard(..., dp_mesh_dims=...))", False,
-               short_exc(exc), probe=True)
-        if isinstance(exc, TypeError) and "dp_mesh_dims" in str(exc):
-            # What is left: the same run with dp_mesh_dims dropped before libfsdp's fully_shard
-            # (a 1-D mesh whose one dimension is the shard dimension: nothing to translate).
-            def without_dims(module, *, dp_mesh_dims=None, **kw):
-                return lf.fully_shard(module, **kw)
-            try:
-                got, _, _, _ = run(without_dims, steps2, spmd_backend="spmd_types")
-                record("  ... with dp_mesh_dims dropped", ref is not None and got == ref,
-                       f"losses {got} vs torch {ref}", probe=True)
-            except Exception as exc2:
-                record("  ... with dp_mesh_dims dropped", False, short_exc(exc2), probe=True)
+        against_torch("spmd_backend=spmd_types (fully_shard(..., dp_mesh_dims=...))", steps2,
+                      spmd_backend="spmd_types")
     finally:
         dist_utils.set_spmd_backend("partial_dtensor")
+
+
+def against_torch(name, steps, **kw):
+    """A probe: the same run through torch's fully_shard (the control) and libfsdp's, losses
+    equal."""
+    try:
+        ref, _, _, _ = run(TORCH_FULLY_SHARD, steps, **kw)
+    except Exception as exc:
+        ref = None
+        record(f"{name}: torch's fully_shard (control)", False, short_exc(exc), probe=True)
+    try:
+        got, _, _, _ = run(lf.fully_shard, steps, **kw)
+        record(name, ref is not None and got == ref, f"losses {got} vs torch {ref}", probe=True)
+    except Exception as exc:
+        record(name, False, short_exc(exc), probe=True)
 
 
 if __name__ == "__main__":
