@@ -131,11 +131,7 @@ fsdp_status_t fsdp_optimizer_get_hyperparams(fsdp_optimizer_t opt, int group,
     const Optimizer& o = optimizer_from(opt, "opt");
     const int g = group_index(o, group, false);
     if (!hp) fail(Errc::InvalidArgument, "hp: NULL");
-    const HyperParams& p = o.group(g);
-    const fsdp_hyperparams_t h = {sizeof h,    p.lr,       p.weight_decay, p.momentum,
-                                  p.dampening, p.nesterov, p.beta1,        p.beta2,
-                                  p.eps,       p.amsgrad,  p.maximize};
-    fsdp::capi::write_sized(hp, h, "hp");
+    fsdp::capi::write_sized(hp, fsdp::capi::to_struct(o.group(g)), "hp");
   });
 }
 

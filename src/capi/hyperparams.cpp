@@ -33,4 +33,18 @@ HyperParams read_hyperparams(const fsdp_hyperparams_t* hp, OptimizerKind kind, c
   return p;
 }
 
+fsdp_hyperparams_t to_struct(const HyperParams& p) {
+  return {sizeof(fsdp_hyperparams_t),
+          p.lr,
+          p.weight_decay,
+          p.momentum,
+          p.dampening,
+          p.nesterov,
+          p.beta1,
+          p.beta2,
+          p.eps,
+          p.amsgrad,
+          p.maximize};
+}
+
 }  // namespace fsdp::capi

@@ -29,21 +29,20 @@ const Table<OptimizerInfo>& optimizer_fields() {
   return t;
 }
 
-// Every group stores every hyperparameter, whichever kind reads it.
+// Every group stores every hyperparameter, whichever kind reads it: the optimizer's table
+// (optim/hyperparams.hpp), each field required unless a later version added it.
 const Table<OptimizerGroupInfo>& optimizer_group_fields() {
-  static const Table<OptimizerGroupInfo> t = {
-      {"pattern", &OptimizerGroupInfo::pattern},
-      {"lr", &HyperParams::lr},
-      {"weight_decay", &HyperParams::weight_decay},
-      {"momentum", &HyperParams::momentum},
-      {"dampening", &HyperParams::dampening},
-      {"nesterov", &HyperParams::nesterov},
-      {"beta1", &HyperParams::beta1},
-      {"beta2", &HyperParams::beta2},
-      {"eps", &HyperParams::eps},
-      {"amsgrad", &HyperParams::amsgrad, since("0.10")},
-      {"maximize", &HyperParams::maximize, since("0.10")},
-  };
+  static const Table<OptimizerGroupInfo> t = [] {
+    Table<OptimizerGroupInfo> fields = {{"pattern", &OptimizerGroupInfo::pattern}};
+    for (const HyperParamField& h : hyperparam_fields()) {
+      const Presence p = h.since ? since(h.since) : kRequired;
+      if (h.real)
+        fields.emplace_back(h.name, h.real, p);
+      else
+        fields.emplace_back(h.name, h.flag, p);
+    }
+    return fields;
+  }();
   return t;
 }
 

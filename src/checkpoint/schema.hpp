@@ -5,10 +5,11 @@
 //   - the attributes a save writes and a load reads (catalog_attrs.hpp);
 //   - the broadcast of the catalog from rank 0 to the others (catalog_wire.cpp);
 //   - the JSON of fsdp_checkpoint_describe (catalog_json.cpp).
-// Adding a value to the format is one row here (plus the code that uses it): e.g. AdamW's amsgrad
-// is a member of HyperParams and the row {"amsgrad", &HyperParams::amsgrad, since("0.10")} in
-// optimizer_group_fields(). State buffers are the optimizer's own list (fsdp::state_names): its
-// new buffer max_exp_avg_sq needed no change here.
+// Adding a value to the format is one row here (plus the code that uses it). Hyperparameters are
+// the optimizer's own table (fsdp::hyperparam_fields): AdamW's amsgrad is its row
+// {"amsgrad", ..., "0.10"}, which optimizer_group_fields() reads as since("0.10"). State buffers
+// are the optimizer's own list (fsdp::state_names): its new buffer max_exp_avg_sq needed no change
+// here.
 #pragma once
 
 #include <cstdint>

@@ -20,12 +20,30 @@ void require(bool ok, const std::string& who, const char* field, double value, c
 
 }  // namespace
 
+const std::vector<HyperParamField>& hyperparam_fields() {
+  using H = HyperParams;
+  static const std::vector<HyperParamField> t = {
+      {"lr", &H::lr, nullptr, true, true, nullptr},
+      {"weight_decay", &H::weight_decay, nullptr, true, true, nullptr},
+      {"momentum", &H::momentum, nullptr, true, false, nullptr},
+      {"dampening", &H::dampening, nullptr, true, false, nullptr},
+      {"nesterov", nullptr, &H::nesterov, true, false, nullptr},
+      {"beta1", &H::beta1, nullptr, false, true, nullptr},
+      {"beta2", &H::beta2, nullptr, false, true, nullptr},
+      {"eps", &H::eps, nullptr, false, true, nullptr},
+      {"amsgrad", nullptr, &H::amsgrad, false, true, "0.10"},
+      {"maximize", nullptr, &H::maximize, true, true, "0.10"},
+  };
+  return t;
+}
+
 uint64_t HyperParams::fingerprint() const {
   Fingerprint f;
-  for (double d : {lr, weight_decay, momentum, dampening, beta1, beta2, eps}) f.add_double(d);
-  f.add(static_cast<uint64_t>(nesterov));
-  f.add(static_cast<uint64_t>(amsgrad));
-  f.add(static_cast<uint64_t>(maximize));
+  for (const HyperParamField& h : hyperparam_fields())
+    if (h.real)
+      f.add_double(this->*h.real);
+    else
+      f.add(static_cast<uint64_t>(this->*h.flag));
   return f.value();
 }
 
@@ -64,10 +82,14 @@ void validate(const HyperParams& h, OptimizerKind kind, const std::string& who) 
 }
 
 const KindReads& kind_reads(OptimizerKind kind) {
-  static const KindReads sgd{
-      {"lr", "weight_decay", "momentum", "dampening", "nesterov", "maximize"}, false};
-  static const KindReads adamw{
-      {"lr", "weight_decay", "beta1", "beta2", "eps", "amsgrad", "maximize"}, true};
+  const auto reads = [](OptimizerKind k, bool step_count) {
+    KindReads r{{}, step_count};
+    for (const HyperParamField& h : hyperparam_fields())
+      if (h.read_by(k)) r.hyperparams.push_back(h.name);
+    return r;
+  };
+  static const KindReads sgd = reads(OptimizerKind::Sgd, false);
+  static const KindReads adamw = reads(OptimizerKind::AdamW, true);
   return kind == OptimizerKind::AdamW ? adamw : sgd;
 }
 

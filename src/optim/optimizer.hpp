@@ -14,28 +14,17 @@
 #include <string>
 #include <vector>
 
+#include "optim/hyperparams.hpp"
+
 namespace fsdp {
 
 class Context;
 class Unit;
 
-enum class OptimizerKind : int { Sgd = 0, AdamW = 1 };
-
 // "sgd" or "adamw", as checkpoints name the kind.
 inline const char* kind_name(OptimizerKind k) {
   return k == OptimizerKind::AdamW ? "adamw" : "sgd";
 }
-
-// One group's hyperparameters. The kinds' defaults are not here: fsdp.h's FSDP_SGD_DEFAULTS and
-// FSDP_ADAMW_DEFAULTS state them, once, and the C API starts every caller's struct from them.
-struct HyperParams {
-  double lr = 0.0, weight_decay = 0.0, momentum = 0.0, dampening = 0.0;
-  bool nesterov = false;
-  double beta1 = 0.0, beta2 = 0.0, eps = 0.0;
-  bool amsgrad = false;   // AdamW only
-  bool maximize = false;  // either kind
-  uint64_t fingerprint() const;
-};
 
 // Throws InvalidArgument naming `who` and the field for a value the kind cannot use.
 void validate(const HyperParams& h, OptimizerKind kind, const std::string& who);
