@@ -25,6 +25,7 @@
 #include "checkpoint/names.hpp"
 #include "checkpoint/partial_checksums.hpp"
 #include "checkpoint/piece_writer.hpp"
+#include "checkpoint/posix_file.hpp"
 
 namespace fsdp::ckpt {
 
@@ -210,14 +211,11 @@ void commit_rename(const std::string& tmp, const std::string& path) {
     if (!displaced.empty()) ::unlink(displaced.c_str());
     fail(Errc::Io, "renaming '" + tmp + "' to '" + path + "': " + std::strerror(saved));
   }
-  const std::string dir = directory_of(path);
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) fail(Errc::Io, "opening directory '" + dir + "': " + std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int saved = errno;
-  ::close(fd);
+  // The rename is durable once the directory is: PosixFile's fsync (Errc::Io naming it).
+  const std::optional<Error> synced =
+      attempt([&] { PosixFile(directory_of(path), O_RDONLY | O_DIRECTORY).sync(); });
   if (!displaced.empty()) remove_later(displaced);
-  if (rc != 0) fail(Errc::Io, "fsync of directory '" + dir + "': " + std::strerror(saved));
+  if (synced) throw *synced;
 }
 
 std::string utc_timestamp() {
