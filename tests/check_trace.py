@@ -1,7 +1,8 @@
 """Reads the timelines test_trace wrote (FSDP_TRACE=<dir>) with Python's own JSON parser and
 checks them: one valid Chrome trace per rank, complete ("X") spans of every kind the library
 records, unit names (escaped quotes included) and byte counts matching what test_trace did, and
-each unit's all-gather inside its unshard-to-wait window.
+each unit's all-gather inside its unshard-to-wait window, and the checkpoint load's six phases
+once each, one after another, naming the file.
 
 usage: check_trace.py <dir> <ranks> <float32 bytes of each unit, padded, in order>..."""
 import json
@@ -41,6 +42,18 @@ def main():
                                 f"{len(gathers)} all_gather spans, want 1 and 1")
             elif gathers[0]["ts"] < starts[0]:
                 failures.append(f"rank {rank}: {unit}: all_gather starts before its unshard")
+        phases = [e for e in spans if e["name"].startswith("checkpoint_load_")]
+        want = ["checkpoint_load_" + p
+                for p in ("prepare", "catalog", "match", "verify", "place", "apply")]
+        if [e["name"] for e in sorted(phases, key=lambda e: e["ts"])] != want:
+            failures.append(f"rank {rank}: load phases {[e['name'] for e in phases]}, want {want}")
+        else:
+            for a, b in zip(phases, phases[1:]):
+                if b["ts"] < a["ts"] + a["dur"]:
+                    failures.append(f"rank {rank}: {b['name']} starts inside {a['name']}")
+            for e in phases:
+                if not e["args"]["unit"].endswith("/ckpt.h5"):
+                    failures.append(f"rank {rank}: {e['name']} names {e['args']['unit']!r}")
     for f in failures:
         print("FAILED", f)
     print(f"check_trace: {ranks} rank file(s), {len(failures)} failure(s)")

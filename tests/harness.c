@@ -39,6 +39,13 @@ void th_record(int ok, const char* file, int line, const char* expr, const char*
   fflush(stderr);
 }
 
+void th_check_ok(fsdp_status_t got, const char* file, int line, const char* expr) {
+  char detail[1200];
+  if (got != FSDP_SUCCESS)
+    snprintf(detail, sizeof detail, "status %d: %s", (int)got, fsdp_last_error());
+  th_record(got == FSDP_SUCCESS, file, line, expr, got == FSDP_SUCCESS ? "" : detail);
+}
+
 void th_expect_failure(fsdp_status_t got, fsdp_status_t want, const char* needle, const char* file,
                        int line, const char* expr) {
   char detail[1024];

@@ -17,8 +17,10 @@ void th_record(int ok, const char* file, int line, const char* expr, const char*
 
 #define CHECK(cond) th_record((cond) != 0, __FILE__, __LINE__, #cond, "")
 #define CHECK_MSG(cond, msg) th_record((cond) != 0, __FILE__, __LINE__, #cond, (msg))
-#define CHECK_OK(call) \
-  th_record((call) == FSDP_SUCCESS, __FILE__, __LINE__, #call, fsdp_last_error())
+/* The call must succeed; a failure prints its status and message (read after the call: C leaves
+ * the order of a call's arguments unspecified). */
+#define CHECK_OK(call) th_check_ok((call), __FILE__, __LINE__, #call)
+void th_check_ok(fsdp_status_t got, const char* file, int line, const char* expr);
 /* The call must fail with `status`, and its message must name `needle` (call and argument). */
 #define CHECK_FAILS(call, status, needle) \
   th_expect_failure((call), (status), (needle), __FILE__, __LINE__, #call)

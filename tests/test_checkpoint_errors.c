@@ -252,6 +252,21 @@ int main(int argc, char** argv) {
   CHECK_FAILS(fsdp_checkpoint_save(ctx, other, &o), FSDP_ERR_INVALID_ARGUMENT, "layer0.weight");
   CHECK_OK(fsdp_unit_destroy(&twin));
 
+#ifdef FSDP_TEST_HOOKS
+  /* A file truncated after it was verified (the test hook truncates it between the passes; the
+   * values come through a memory mapping): FSDP_ERR_IO on every rank, never SIGBUS. The shards
+   * may hold part of the file's values; the load below restores them. */
+  copy_file(good, other);
+  setenv("FSDP_CKPT_TEST_TRUNCATE_LOAD", "1", 1);
+  {
+    fsdp_checkpoint_options_t lo = FSDP_CHECKPOINT_OPTIONS_INIT;
+    lo.noptimizers = 1, lo.optimizers = &m.opt;
+    CHECK_FAILS(fsdp_checkpoint_load(ctx, other, &lo, NULL), FSDP_ERR_IO,
+                "truncated or failed while it was being loaded");
+  }
+  unsetenv("FSDP_CKPT_TEST_TRUNCATE_LOAD");
+#endif
+
   /* After all that, the good file still loads. */
   CHECK_OK(fsdp_checkpoint_load(ctx, good, &o, NULL));
   cm_check(&m, 1, "final load");

@@ -31,6 +31,7 @@ const EnvVar kVars[kEnvCount] = {
     {"FSDP_TRACE", false, "directory: each rank writes a Chrome trace there"},
     {"FSDP_CKPT_TEST_KILL_RANK", true, "test hook: that rank dies inside a checkpoint save"},
     {"FSDP_CKPT_TEST_REFUSE_DIRECT", false, "open|write, test hook: O_DIRECT refused there"},
+    {"FSDP_CKPT_TEST_TRUNCATE_LOAD", false, "1, test hook: a load's file emptied once verified"},
 };
 
 }  // namespace

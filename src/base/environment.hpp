@@ -31,11 +31,13 @@ enum class Env : int {
   ProgressThread,
   Trace,
   // Test hooks: kills a rank inside a checkpoint save (tests/fault/checkpoint_kill.sh); acts as
-  // a filesystem that refuses O_DIRECT (checkpoint/piece_writer.cpp).
+  // a filesystem that refuses O_DIRECT (checkpoint/piece_writer.cpp); truncates the file a load
+  // reads after verifying it (checkpoint/checkpoint_load.cpp).
   CkptTestKillRank,
   CkptTestRefuseDirect,
+  CkptTestTruncateLoad,
 };
-constexpr int kEnvCount = static_cast<int>(Env::CkptTestRefuseDirect) + 1;
+constexpr int kEnvCount = static_cast<int>(Env::CkptTestTruncateLoad) + 1;
 
 struct EnvVar {
   const char* name;

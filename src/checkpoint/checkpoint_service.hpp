@@ -1,11 +1,14 @@
-// Checkpoints of a context (fsdp_checkpoint_save / _save_async / _load): which datasets a model,
-// its optimizers and grad scaler become, which element ranges each rank writes or reads, and the
-// checks that make a load all-or-nothing. The file itself is written by writer.hpp and read
-// through catalog_reader.hpp (structure) and posix_file.hpp (values, with pread).
+// Checkpoints of a context (fsdp_checkpoint_save / _save_async / _load): the service that owns
+// their communicators and background thread. Saving is checkpoint_save.cpp (which datasets a
+// model, its optimizers and grad scaler become, this rank's pieces; the file written by
+// writer.hpp); loading is checkpoint_load.cpp, in named phases (the catalog matched by
+// load_match.hpp, every checksum verified, then the values placed through file_mapping.hpp), all
+// or nothing.
 #pragma once
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,6 +49,10 @@ struct LoadReport {
   int loaded = 0, missing = 0, unexpected = 0, mismatched = 0;
   std::string details;  // one line per parameter not loaded
 };
+
+// What every rank must pass alike to a save or a load (compared by agree()).
+uint64_t request_fingerprint(const SaveRequest& r);
+uint64_t request_fingerprint(const LoadRequest& r);
 
 class CheckpointService final : public ContextPart {
  public:

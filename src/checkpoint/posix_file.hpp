@@ -1,7 +1,7 @@
 // The one file-I/O class of the checkpoint code: a file descriptor for positioned reads and
 // writes of whole ranges (short transfers and EINTR continued), fsync, and errors as fsdp::Error
-// naming the file; closed when it goes. Checkpoint data is read with pread, never mapped: a file
-// truncated or failing under a read gives an error, not the SIGBUS a mapping would.
+// naming the file; closed when it goes. A load also maps the file it reads (file_mapping.hpp,
+// whose accesses turn SIGBUS into an error).
 #pragma once
 
 #include <fcntl.h>

@@ -2,9 +2,10 @@
 // fsdp_finalize, a Chrome trace (Perfetto, chrome://tracing) of the library's spans: unshard,
 // all_gather, all_gather_node (hpZ: over the shard group's ranks on this node), wait, reshard,
 // reduce, reduce_scatter, clip_grad_norm, optimizer_step, unscale, prefetch_unused,
-// prefetch_skipped_limit, each with its unit's name and bytes. Thread 0 is the caller, thread 1 the
-// progress thread. Recording costs one clock read and one append per span; nothing when FSDP_TRACE
-// is unset.
+// prefetch_skipped_limit, each with its unit's name and bytes; and a checkpoint load's phases
+// (checkpoint_load_prepare, _catalog, _match, _verify, _place, _apply) with the file's path. Thread
+// 0 is the caller, thread 1 the progress thread. Recording costs one clock read and one append per
+// span; nothing when FSDP_TRACE is unset.
 #pragma once
 
 #include <chrono>
