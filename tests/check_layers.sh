@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The layers of src/ (doc/architecture.md), checked on every #include "...": a folder includes
-# only what its line of src/layers.txt names (the folders below it, or single headers of one).
+# The layers of src/ (doc/architecture.md), checked on every #include "..." (and <fsdp*.h>): a
+# folder includes only what its line of src/layers.txt names (the folders below it, single headers
+# of one, or a public header of include/ such as fsdp.h).
 # The build checks the calls against the same lines (src/CMakeLists.txt, fsdp_layer_check_*).
 # Usage: check_layers.sh [source dir]
 set -euo pipefail
@@ -28,7 +29,8 @@ while IFS= read -r -d '' file; do
       echo "$rel includes \"$inc\": $layer/ may include only: ${allowed[$layer]}"
       bad=1
     fi
-  done < <(sed -n 's/^#include "\([^"]*\/[^"]*\)".*/\1/p' "$file")
+  done < <(sed -n -e 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' \
+    -e 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*<\(fsdp[^>]*\)>.*/\1/p' "$file")
 done < <(find "$src" -mindepth 2 \( -name '*.hpp' -o -name '*.cpp' -o -name '*.cu' \) -print0)
 [ $bad = 0 ] && echo "layers: every include goes downwards"
 exit $bad

@@ -34,7 +34,7 @@ typedef struct {
 } Run;
 
 /* Each section of a unit: numel rounded up to F blocks of a multiple of 8 elements
- * (doc/memory.md), in bfloat16. */
+ * (doc/concepts.md), in bfloat16. */
 static size_t block(size_t numel, int F) {
   const size_t b = (numel + (size_t)F - 1) / (size_t)F;
   return (b + 7) / 8 * 8;

@@ -5,7 +5,12 @@
 # MPI's mpiexec refuses more ranks than cores unless told (OMPI_MCA_rmaps_base_oversubscribe=1, set
 # for every test, or FSDP_MPIEXEC_FLAGS="--oversubscribe": extra flags the stand-in passes on).
 #   test_slurm_script.sh <source dir> <work dir> <mpiexec> <program>
+# Exits 77 (skipped) when <program> is "" (the C MLP example was not built: no OpenBLAS).
 set -euo pipefail
+if [ -z "$4" ]; then
+  echo "SKIP: no program (the C MLP example, examples/mlp, needs OpenBLAS)"
+  exit 77
+fi
 src=$1 work=$2 mpiexec=$3 program=$(realpath "$4")
 rm -rf "$work" && mkdir -p "$work/bin"
 cat > "$work/bin/srun" <<STUB

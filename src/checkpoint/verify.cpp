@@ -7,25 +7,12 @@
 
 #include "base/agreement.hpp"
 #include "base/crc32c.hpp"
+#include "base/human_bytes.hpp"
 #include "checkpoint/dataset_scan.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/partial_checksums.hpp"
 
 namespace fsdp::ckpt {
-
-namespace {
-
-std::string human(uint64_t bytes) {
-  char buf[32];
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
-  return buf;
-}
-
-}  // namespace
 
 bool verify_checkpoint(MPI_Comm comm, const std::string& path, const ReportSink& out) {
   int rank = 0, size = 1;
@@ -74,7 +61,7 @@ bool verify_checkpoint(MPI_Comm comm, const std::string& path, const ReportSink&
     else if (index_wrong)
       out.line("FAILED: the index is wrong");
     else
-      out.line("OK: " + std::to_string(ds.size()) + " datasets, " + human(c.total_bytes()) +
+      out.line("OK: " + std::to_string(ds.size()) + " datasets, " + human_bytes(c.total_bytes()) +
                " verified");
   }
   return bad.empty() && !index_wrong;

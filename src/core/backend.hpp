@@ -16,7 +16,7 @@
 #include <memory>
 
 #include "base/memory_accounting.hpp"
-#include "core/placement.hpp"
+#include "core/memory_and_transport.hpp"
 #include "core/process_groups.hpp"
 #include "memory/memory_space.hpp"
 #include "runtime/buffer_pool.hpp"

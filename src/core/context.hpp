@@ -22,7 +22,7 @@
 #include "core/context_options.hpp"
 #include "core/context_part.hpp"
 #include "core/flat_layout.hpp"
-#include "core/placement.hpp"
+#include "core/memory_and_transport.hpp"
 #include "core/precision.hpp"
 #include "core/process_groups.hpp"
 #include "core/scheduler.hpp"

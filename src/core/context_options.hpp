@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/placement.hpp"
+#include "core/memory_and_transport.hpp"
 #include "core/precision.hpp"
 #include "core/process_groups.hpp"
 #include "transport/transport_options.hpp"

@@ -15,7 +15,6 @@ struct Precision {
   DType storage = DType::Float32;
   DType param = DType::Float32;
   DType reduce = DType::Float32;
-  bool mixed() const { return param != storage || reduce != storage; }
 };
 
 // Requested dtypes; unset ones default: param to storage, reduce to param.

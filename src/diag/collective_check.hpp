@@ -35,7 +35,6 @@ class CollectiveCheck {
   // After a timeout or a stop, the exchange is left unfinished and the check refuses further use.
   void check(const CallInfo& call, double timeout_s, const CallLog& log,
              const std::function<void()>& stop);
-  uint64_t checked() const { return checked_; }
 
  private:
   Group world_;

@@ -8,7 +8,7 @@
 #include "memory/cuda/cuda_api.hpp"
 #include "memory/host/host_memory_space.hpp"
 #include "placement/device_identity.hpp"
-#include "placement/transport_table.hpp"
+#include "placement/table_backend.hpp"
 
 namespace fsdp {
 namespace {
@@ -29,14 +29,7 @@ class WorldAgreement final : public Agreement {
   const Group& world_;
 };
 
-// The placement's memory: plain host memory, or the CUDA device (and pinned host memory for the
-// shards under CPU offload). Collective over the world group: every rank sets up its device, or
-// every rank throws.
-struct PlacementMemory {
-  std::unique_ptr<MemorySpace> buffers, offload;  // offload: the shards' memory, or nullptr
-  int device = -1;
-};
-
+// Collective over the world group: every rank sets up its device, or every rank throws.
 PlacementMemory set_up_memory(const PlacementRequest& request, const Group& world,
                               const Topology& topo) {
   PlacementMemory m;
@@ -67,61 +60,6 @@ PlacementMemory set_up_memory(const PlacementRequest& request, const Group& worl
   return m;
 }
 
-// The placement's memory and the link the table chose; every member is set.
-class TableBackend final : public Backend {
- public:
-  TableBackend(const Placement& placement, std::unique_ptr<MemorySpace> host,
-               PlacementMemory memory, Chosen chosen, MemoryAccounting& accounting)
-      : placement_(placement),
-        host_(std::move(host)),
-        memory_(std::move(memory)),
-        link_(std::move(chosen.link)),
-        pool_(std::make_unique<BufferPool>(link_->buffers(), accounting)),
-        storage_(link_->make_storage(*pool_)) {
-    placement_.transport = chosen.entry->resolved;
-  }
-  ~TableBackend() override;
-
-  const Placement& placement() const override { return placement_; }
-  MemorySpace& buffers() override { return link_->buffers(); }
-  MemorySpace& shards() override { return memory_.offload ? *memory_.offload : *memory_.buffers; }
-  MemorySpace& host() override { return *host_; }
-  Transport& transport() override { return link_->transport(); }
-  UnshardedStorage& unsharded() override { return *storage_; }
-  BufferPool& pool() override { return *pool_; }
-  void trim() override {
-    memory_.buffers->synchronize();  // no queued device copy may still use what is freed
-    pool_->trim();
-    link_->trim();
-  }
-  void before_cpu_touches_shards() override {
-    if (memory_.offload) memory_.buffers->synchronize();
-  }
-  uint64_t allocation_calls() const override {
-    uint64_t n = host_->allocation_calls() + memory_.buffers->allocation_calls();
-    if (memory_.offload) n += memory_.offload->allocation_calls();
-    return n + link_->allocation_calls();
-  }
-
- private:
-  Placement placement_;
-  std::unique_ptr<MemorySpace> host_;
-  PlacementMemory memory_;
-  std::unique_ptr<Link> link_;
-  std::unique_ptr<BufferPool> pool_;  // after the memory spaces: freed before them
-  std::unique_ptr<UnshardedStorage> storage_;
-};
-
-TableBackend::~TableBackend() {
-  storage_.reset();
-  pool_.reset();  // before the memory spaces its buffers came from
-  try {
-    memory_.buffers->synchronize();  // nothing queued may outlive the memory it uses
-  } catch (...) {
-  }
-  link_.reset();
-}
-
 }  // namespace
 
 std::unique_ptr<Backend> make_backend(const PlacementRequest& request,
@@ -138,7 +76,7 @@ std::unique_ptr<Backend> make_backend(const PlacementRequest& request,
     // GPUs are told apart by UUID: under CUDA_VISIBLE_DEVICES every rank may see its GPU as 0.
     facts.shared_gpu = ranks_sharing_a_device(world, cuda::device_uuid(memory.device));
   }
-  const LinkInputs inputs{request, mpi, groups, topo, accounting, *memory.buffers, memory.device};
+  const StackInputs inputs{request, mpi, groups, topo, accounting, *memory.buffers, memory.device};
   WorldAgreement agreement(world);
   Chosen chosen = walk_transport_table(facts, inputs, agreement);
   Placement placement;

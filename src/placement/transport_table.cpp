@@ -51,33 +51,41 @@ Serves mpi(const SelectionFacts& f) {
 }
 
 const TransportEntry kTransports[] = {
-    {"nccl", TransportKind::Nccl, nccl, "NCCL communicator setup", make_nccl_link},
+    {"nccl", TransportKind::Nccl, nccl, "NCCL communicator setup", make_nccl_stack, nullptr},
     {"zero-copy", TransportKind::ShmZeroCopy, zero_copy,
      "shared-memory transport setup (cfg->transport = FSDP_TRANSPORT_SHM_ZERO_COPY)",
-     make_zero_copy_link},
+     make_zero_copy_stack, "mpi"},
     {"shm", TransportKind::Shm, shm,
-     "shared-memory transport setup (cfg->transport = FSDP_TRANSPORT_SHM)", make_shm_link},
-    {"staged", TransportKind::Mpi, staged, "transport selection", make_staged_link},
-    {"mpi", TransportKind::Mpi, mpi, "transport selection", make_mpi_link},
+     "shared-memory transport setup (cfg->transport = FSDP_TRANSPORT_SHM)", make_shm_stack, "mpi"},
+    {"staged", TransportKind::Mpi, staged, "transport selection", make_staged_stack, "mpi"},
+    {"mpi", TransportKind::Mpi, mpi, "transport selection", make_mpi_stack, nullptr},
 };
+
+// The builder of the entry named `name`.
+StackBuilder builder(const char* name) {
+  for (const TransportEntry& e : kTransports)
+    if (std::string(e.name) == name) return e.build;
+  fail(Errc::Internal, std::string("transport table: no entry '") + name + "'");
+}
 
 }  // namespace
 
-Chosen walk_transport_table(const SelectionFacts& facts, const LinkInputs& inputs,
+Chosen walk_transport_table(const SelectionFacts& facts, const StackInputs& inputs,
                             Agreement& agreement) {
   for (const TransportEntry& entry : kTransports) {
     Serves how = Serves::No;
     agreement.all_or_none("transport selection", attempt([&] { how = entry.serves(facts); }));
     if (how == Serves::No) continue;
-    LinkInputs in = inputs;
+    StackInputs in = inputs;
     in.tried = how == Serves::Try;
+    in.delegate = entry.delegate ? builder(entry.delegate) : nullptr;
     Chosen c{&entry, nullptr};
-    const std::optional<Error> failed = attempt([&] { c.link = entry.build(in); });
+    const std::optional<Error> failed = attempt([&] { c.stack = entry.build(in); });
     if (how == Serves::Must) {
       agreement.all_or_none(entry.setup, failed);
       return c;
     }
-    if (agreement.everywhere(!failed && c.link->worth_it())) return c;
+    if (agreement.everywhere(!failed && c.stack->worth_it())) return c;
     // The next entry, on every rank. Letting this one go is collective over the groups it set up,
     // whose members all built it.
   }

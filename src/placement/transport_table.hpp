@@ -5,15 +5,20 @@
 // rank: falling back is choosing the next entry. An entry asked for (FSDP_TRANSPORT_SHM, _NCCL)
 // that cannot be built is an error on every rank.
 //
-//   entry       memory  serves                                           resolves to
-//   nccl        CUDA    asked for (an error if NCCL is missing or ranks  NCCL
+// Falling back at run time is delegation (transport/delegating_transport.hpp): an entry may name
+// a delegate entry, which its stack builds (build_delegate) and owns; the entry's transport carries
+// what it can and hands every other operation to the delegate's transport: other groups,
+// inter-node steps, the bytes it stages, and what node shared memory cannot hold.
+//
+//   entry       memory  serves                                           resolves to    delegate
+//   nccl        CUDA    asked for (an error if NCCL is missing or ranks  NCCL           -
 //                       share a GPU); any request but MPI when NCCL is
 //                       built and no two ranks share a GPU
-//   zero-copy   host    asked for                                        SHM_ZERO_COPY
-//   shm         host    asked for; tried under AUTO (and NCCL, which     SHM
+//   zero-copy   host    asked for                                        SHM_ZERO_COPY  mpi
+//   shm         host    asked for; tried under AUTO (and NCCL, which     SHM            mpi
 //                       means AUTO for host memory)
-//   staged      CUDA    always (MPI through pinned host buffers)         MPI
-//   mpi         host    always                                           MPI
+//   staged      CUDA    always (MPI through pinned host buffers)         MPI            mpi
+//   mpi         host    always                                           MPI            -
 #pragma once
 
 #include <memory>
@@ -21,8 +26,8 @@
 #include <utility>
 
 #include "base/error.hpp"
-#include "core/placement.hpp"
-#include "placement/link.hpp"
+#include "core/memory_and_transport.hpp"
+#include "placement/transport_stack.hpp"
 
 namespace fsdp {
 
@@ -43,7 +48,9 @@ struct TransportEntry {
   // Throws Errc::Unsupported where the entry is asked for and cannot serve.
   Serves (*serves)(const SelectionFacts& facts);
   const char* setup;  // names its setup in the error every rank reports
-  std::unique_ptr<Link> (*build)(const LinkInputs& in);
+  StackBuilder build;
+  // The entry whose transport takes what this one's does not carry; nullptr: none.
+  const char* delegate;
 };
 
 // How the walk agrees across ranks: over the world group in a context.
@@ -58,12 +65,12 @@ class Agreement {
 
 struct Chosen {
   const TransportEntry* entry = nullptr;
-  std::unique_ptr<Link> link;
+  std::unique_ptr<TransportStack> stack;
 };
 
 // Collective over the agreement's ranks and the groups the entries set up; every rank chooses the
 // same entry.
-Chosen walk_transport_table(const SelectionFacts& facts, const LinkInputs& inputs,
+Chosen walk_transport_table(const SelectionFacts& facts, const StackInputs& inputs,
                             Agreement& agreement);
 
 }  // namespace fsdp

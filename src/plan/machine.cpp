@@ -54,12 +54,6 @@ const Preset kPresets[] = {
 
 }  // namespace
 
-std::vector<std::string> machine_preset_names() {
-  std::vector<std::string> names;
-  for (const Preset& p : kPresets) names.push_back(p.name);
-  return names;
-}
-
 Machine machine_preset(const std::string& name) {
   std::string known;
   for (const Preset& p : kPresets) {

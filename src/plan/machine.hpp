@@ -27,7 +27,6 @@ struct Machine {
 
 // Throws InvalidArgument naming the preset (and listing the known ones) for an unknown name.
 Machine machine_preset(const std::string& name);
-std::vector<std::string> machine_preset_names();
 
 // Throws InvalidArgument naming the field ("machine->...") of a value that is not finite and
 // positive (latencies may be 0; the efficiency is at most 1).

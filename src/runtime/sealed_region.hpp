@@ -17,7 +17,6 @@ class SealedRegion {
   void unseal(char* data, std::size_t span);
   // Whether the first `bytes` are still those sealed; true when not sealed.
   bool intact(const char* data, std::size_t bytes) const;
-  bool sealed() const { return sealed_; }
 
  private:
   uint32_t crc_ = 0;

@@ -1,6 +1,6 @@
 // Where a unit's unsharded parameters live while it is unsharded: the one interface through which
 // a unit gets that storage, whatever the placement. The backend chooses the implementation with
-// the transport (placement/links.cpp): buffers from the context's pool (MPI, NCCL, staging), or
+// the transport (placement/transport_stacks.cpp): buffers from the context's pool (MPI, NCCL, staging), or
 // the node's shared copy (the shared-memory transport: node slots, and zero-copy storage that
 // keeps a unit's shards at their places in its unsharded copy for its whole life).
 //

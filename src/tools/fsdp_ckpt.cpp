@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.hpp"
+#include "base/human_bytes.hpp"
 #include "base/json_reader.hpp"
 #include "fsdp.h"
 
@@ -47,23 +49,14 @@ void check_call(fsdp_status_t st) {
   if (st != FSDP_SUCCESS) throw Failure(fsdp_last_error());
 }
 
-std::string human(uint64_t bytes) {
-  char buf[32];
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
-  return buf;
-}
-
-// Bytes per element of the dtypes a checkpoint stores, by fsdp_checkpoint_describe's names.
+// Bytes per element of the dtypes a checkpoint stores, by fsdp_checkpoint_describe's names
+// (base/dtype.hpp's).
 uint64_t dtype_bytes(const std::string& name) {
-  const std::map<std::string, uint64_t> sizes = {
-      {"float32", 4}, {"float64", 8}, {"bfloat16", 2}, {"float16", 2}};
-  const auto it = sizes.find(name);
-  if (it == sizes.end()) throw Failure("checkpoint description: unknown dtype '" + name + "'");
-  return it->second;
+  for (int k = 0; k < fsdp::kDTypeCount; ++k) {
+    const auto t = static_cast<fsdp::DType>(k);
+    if (name == fsdp::dtype_name(t)) return fsdp::dtype_size(t);
+  }
+  throw Failure("checkpoint description: unknown dtype '" + name + "'");
 }
 
 // The hyperparameters the optimizer kind named `kind` (as checkpoints name it) reads, as the
@@ -104,7 +97,7 @@ int info(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw Failure("cannot stat '" + path + "'");
   std::printf("file:            %s (%s)\n", path.c_str(),
-              human(static_cast<uint64_t>(st.st_size)).c_str());
+              fsdp::human_bytes(static_cast<uint64_t>(st.st_size)).c_str());
   std::printf("format:          fsdp-checkpoint version %lld, written by libfsdp %s on %s\n",
               c["format_version"].integer(), c["library_version"].text.c_str(),
               c["created"].text.c_str());
@@ -163,7 +156,7 @@ int info(const std::string& path) {
   }
   std::printf("%zu parameters, %llu elements, %s of values (%s with optimizer state)\n",
               c["params"].items.size(), static_cast<unsigned long long>(params),
-              human(bytes).c_str(), human(total).c_str());
+              fsdp::human_bytes(bytes).c_str(), fsdp::human_bytes(total).c_str());
   return 0;
 }
 
@@ -177,7 +170,7 @@ void draw_progress(uint64_t done, uint64_t total, void* user) {
   if (!bar.asked && !(isatty(2) && total > (uint64_t{64} << 20))) return;
   const int pct = total ? static_cast<int>(100 * done / total) : 100;
   std::fprintf(stderr, "\rverify: [%-40s] %3d%% %s", std::string(pct * 40 / 100, '#').c_str(), pct,
-               human(done).c_str());
+               fsdp::human_bytes(done).c_str());
   bar.drawn = true;
 }
 

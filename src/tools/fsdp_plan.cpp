@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/dtype.hpp"
+#include "base/human_bytes.hpp"
 #include "base/json_reader.hpp"
 #include "fsdp.h"
 
@@ -337,18 +338,9 @@ std::string grouped(unsigned long long n) {
   return s;
 }
 
-std::string human(unsigned long long bytes) {
-  char buf[32];
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 5) v /= 1024, ++u;
-  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, unit[u]);
-  return buf;
-}
-
 void row(const char* what, unsigned long long bytes) {
-  std::printf("  %-34s %12s  %22s\n", what, human(bytes).c_str(), grouped(bytes).c_str());
+  std::printf("  %-34s %12s  %22s\n", what, fsdp::human_bytes(bytes, 2).c_str(),
+              grouped(bytes).c_str());
 }
 
 const char* format_name(fsdp_plan_model_format_t f) {
@@ -399,7 +391,7 @@ void table(const Args& a, const fsdp::json::Value& d, const fsdp_plan_memory_t* 
   std::printf("\n%-37s%12s  %22s\n", "traffic per rank per training step", "calls", "bytes");
   auto line = [](const char* what, unsigned long long calls, unsigned long long bytes) {
     std::printf("  %-34s %12s  %22s  (%s)\n", what, grouped(calls).c_str(), grouped(bytes).c_str(),
-                human(bytes).c_str());
+                fsdp::human_bytes(bytes, 2).c_str());
   };
   line("all-gather", t.all_gather_calls, t.all_gather_bytes);
   line("reduce-scatter", t.reduce_scatter_calls, t.reduce_scatter_bytes);
@@ -412,9 +404,11 @@ void table(const Args& a, const fsdp::json::Value& d, const fsdp_plan_memory_t* 
   if (a.config.hpz)
     line("all-gather inside the node (hpZ)", t.node_all_gather_calls, t.node_all_gather_bytes);
   std::printf("  %-34s %12s  %22s  (%s)\n", "sent inside the node", "",
-              grouped(t.intra_node_bytes).c_str(), human(t.intra_node_bytes).c_str());
+              grouped(t.intra_node_bytes).c_str(),
+              fsdp::human_bytes(t.intra_node_bytes, 2).c_str());
   std::printf("  %-34s %12s  %22s  (%s)\n", "sent to other nodes", "",
-              grouped(t.inter_node_bytes).c_str(), human(t.inter_node_bytes).c_str());
+              grouped(t.inter_node_bytes).c_str(),
+              fsdp::human_bytes(t.inter_node_bytes, 2).c_str());
 }
 
 std::string seconds(double s) {
@@ -451,7 +445,7 @@ void time_table(const Args& a, const fsdp::json::Value& d) {
   const fsdp::json::Value& fits = d["fits"];
   if (fits.kind == fsdp::json::Value::Kind::Bool)
     std::printf("  %-34s %12s  (HBM %s)\n", "fits", fits.boolean ? "yes" : "no",
-                human(a.machine.hbm_bytes).c_str());
+                fsdp::human_bytes(a.machine.hbm_bytes, 2).c_str());
 }
 
 std::string sweep_text(fsdp_plan_t plan, const Args& a, const fsdp_plan_job_t& job) {
@@ -469,7 +463,7 @@ void sweep_table(const Args& a, const fsdp::json::Value& s) {
       "configurations of %s on %d ranks (%d per node) that fit %s per rank on %s, "
       "fastest first: %zu\n",
       a.model.c_str(), a.job.world_size, a.job.ranks_per_node,
-      human(static_cast<unsigned long long>(s["budget_bytes"].number)).c_str(),
+      fsdp::human_bytes(static_cast<unsigned long long>(s["budget_bytes"].number), 2).c_str(),
       a.machine_name.c_str(), configs.size());
   std::printf("%-13s %5s %-9s %4s %7s %6s %12s %12s %12s %10s %9s %8s\n", "strategy", "F", "dtype",
               "ckpt", "offload", "batch", "device", "host", "step", "exposed", "TFLOPS", "tok/s");
@@ -480,15 +474,17 @@ void sweep_table(const Args& a, const fsdp::json::Value& s) {
     const auto& m = c["memory"];
     const std::string strategy = c["strategy"].text + (c["hfsdp"].boolean ? "+HFSDP" : "") +
                                  (c["hpz"].boolean ? "+hpZ" : "");
-    std::printf("%-13s %5lld %-9s %4s %7s %6lld %12s %12s %12s %10s %9.1f %8.0f\n",
-                strategy.c_str(), c["sharding_factor"].integer(), c["param_dtype"].text.c_str(),
-                c["activation_checkpointing"].boolean ? "on" : "off",
-                c["cpu_offload"].boolean ? "on" : "off", c["batch_size"].integer(),
-                human(static_cast<unsigned long long>(m["device_total_bytes"].number)).c_str(),
-                human(static_cast<unsigned long long>(m["host_total_bytes"].number)).c_str(),
-                seconds(c["time"]["step_s"].number).c_str(),
-                seconds(c["time"]["exposed_comm_s"].number).c_str(),
-                c["time"]["tflops_per_gpu"].number, c["tokens_per_s"].number);
+    std::printf(
+        "%-13s %5lld %-9s %4s %7s %6lld %12s %12s %12s %10s %9.1f %8.0f\n", strategy.c_str(),
+        c["sharding_factor"].integer(), c["param_dtype"].text.c_str(),
+        c["activation_checkpointing"].boolean ? "on" : "off",
+        c["cpu_offload"].boolean ? "on" : "off", c["batch_size"].integer(),
+        fsdp::human_bytes(static_cast<unsigned long long>(m["device_total_bytes"].number), 2)
+            .c_str(),
+        fsdp::human_bytes(static_cast<unsigned long long>(m["host_total_bytes"].number), 2).c_str(),
+        seconds(c["time"]["step_s"].number).c_str(),
+        seconds(c["time"]["exposed_comm_s"].number).c_str(), c["time"]["tflops_per_gpu"].number,
+        c["tokens_per_s"].number);
   }
   if (shown < configs.size())
     std::printf("... and %zu slower (--top 0 lists all)\n", configs.size() - shown);

@@ -2,8 +2,8 @@
 // placement and requested transport, which entry is built, which ones are tried and given up for
 // the next, and what is an error. The expectations are written from doc/environment.md and
 // doc/shared-memory.md (what each FSDP_TRANSPORT value picks), not from the table. The builders
-// below replace placement/links.cpp: they record the order in which they are asked, and fail or
-// find themselves not worth it as each case says. Agreement is simulated: "some other rank"
+// below replace placement/transport_stacks.cpp: they record the order in which they are asked, and
+// fail or find themselves not worth it as each case says. Agreement is simulated: "some other rank"
 // failing is a flag.
 #include <mpi.h>
 
@@ -31,9 +31,9 @@ struct Script {
   std::string pending;             // built, its outcome not yet agreed on
 } script;
 
-class FakeLink final : public Link {
+class FakeStack final : public TransportStack {
  public:
-  FakeLink(const LinkInputs& in, std::string name) : in_(in), name_(std::move(name)) {}
+  FakeStack(const StackInputs& in, std::string name) : in_(in), name_(std::move(name)) {}
   Transport& transport() override { throw Error(Errc::Internal, "not used"); }
   MemorySpace& buffers() override { return in_.buffers; }
   std::unique_ptr<UnshardedStorage> make_storage(BufferPool&) override { return nullptr; }
@@ -41,18 +41,19 @@ class FakeLink final : public Link {
   uint64_t allocation_calls() const override { return 0; }
   bool worth_it() const override { return script.not_worth_it != name_; }
   bool tried() const { return in_.tried; }
+  StackBuilder delegate() const { return in_.delegate; }
 
  private:
-  LinkInputs in_;
+  StackInputs in_;
   std::string name_;
 };
 
-std::unique_ptr<Link> build(const char* name, const LinkInputs& in) {
+std::unique_ptr<TransportStack> build(const char* name, const StackInputs& in) {
   script.built.push_back(name);
   script.pending = name;
   if (script.fails_here == name)
     throw Error(Errc::OutOfMemory, std::string(name) + ": no memory here");
-  return std::make_unique<FakeLink>(in, name);
+  return std::make_unique<FakeStack>(in, name);
 }
 
 // Two ranks in spirit: this one, and another whose outcome the script gives.
@@ -103,19 +104,19 @@ const char* kind_name(TransportKind k) {
 }  // namespace
 
 namespace fsdp {
-std::unique_ptr<Link> make_nccl_link(const LinkInputs& in) {
+std::unique_ptr<TransportStack> make_nccl_stack(const StackInputs& in) {
   return build("nccl", in);
 }
-std::unique_ptr<Link> make_zero_copy_link(const LinkInputs& in) {
+std::unique_ptr<TransportStack> make_zero_copy_stack(const StackInputs& in) {
   return build("zero-copy", in);
 }
-std::unique_ptr<Link> make_shm_link(const LinkInputs& in) {
+std::unique_ptr<TransportStack> make_shm_stack(const StackInputs& in) {
   return build("shm", in);
 }
-std::unique_ptr<Link> make_staged_link(const LinkInputs& in) {
+std::unique_ptr<TransportStack> make_staged_stack(const StackInputs& in) {
   return build("staged", in);
 }
-std::unique_ptr<Link> make_mpi_link(const LinkInputs& in) {
+std::unique_ptr<TransportStack> make_mpi_stack(const StackInputs& in) {
   return build("mpi", in);
 }
 }  // namespace fsdp
@@ -376,7 +377,7 @@ int main(int argc, char** argv) {
       PlacementRequest request;
       request.memory = c.memory;
       request.transport = c.requested;
-      const LinkInputs in{request, mpi, groups, topo, accounting, memory, -1};
+      const StackInputs in{request, mpi, groups, topo, accounting, memory, -1};
       FakeAgreement agreement;
       const std::string label = std::string(c.what) + " (" + kind_name(c.requested) + ")";
       try {
@@ -386,8 +387,14 @@ int main(int argc, char** argv) {
               label + ": chose " + got.entry->name);
         check(got.entry->resolved == c.resolved,
               label + ": resolved to " + kind_name(got.entry->resolved));
-        check(static_cast<FakeLink&>(*got.link).tried() == c.chosen_tried,
+        check(static_cast<FakeStack&>(*got.stack).tried() == c.chosen_tried,
               label + ": tried (what it cannot hold goes to MPI) or asked for");
+        // The entries that delegate what they do not carry, and to whom (the table's comment).
+        const std::string name = got.entry->name;
+        const bool delegates = name == "shm" || name == "zero-copy" || name == "staged";
+        check(static_cast<FakeStack&>(*got.stack).delegate() ==
+                  (delegates ? &fsdp::make_mpi_stack : nullptr),
+              label + ": its delegate is the mpi entry, or none");
       } catch (const Error& e) {
         check(c.error == e.code(), label + ": error " + e.what());
         check(std::strstr(e.what(), c.message) != nullptr, label + ": message " + e.what());

@@ -19,9 +19,9 @@ constexpr std::size_t kChunkBytes = std::size_t(32) << 10;
 
 }  // namespace
 
-ShmTransport::ShmTransport(const Group& shard, int node_key, MpiTransport& mpi,
+ShmTransport::ShmTransport(const Group& shard, int node_key, Transport& delegate,
                            MemoryAccounting& accounting, bool protect_slots, bool tried)
-    : mpi_(mpi) {
+    : DelegatingTransport(delegate) {
   team_ = std::make_unique<NodeTeam>(shard, node_key);
   fallback_ = std::make_unique<Fallback>(*team_, tried);
   slots_ = std::make_unique<NodeSlots>(*team_, protect_slots, *fallback_);
@@ -50,19 +50,19 @@ uint64_t ShmTransport::allocation_calls() const {
 
 void ShmTransport::abort() {
   team_->abort(Errc::Aborted);
-  mpi_.abort();
+  DelegatingTransport::abort();
 }
 
 void ShmTransport::interrupt_for_timeout() {
   team_->abort(Errc::Timeout);
-  mpi_.abort();
+  DelegatingTransport::interrupt_for_timeout();
 }
 
 void ShmTransport::all_gather(const void* shard, const Located& full, std::size_t count, DType t,
                               const Group& g) {
   const bool node_only = !carries(g) && full.where.kind == Where::Kind::NodeCopy && is_team(g);
   if (!node_only && (!carries(g) || full.where.kind != Where::Kind::NodeCopy))
-    return mpi_.all_gather(shard, full, count, t, g);
+    return DelegatingTransport::all_gather(shard, full, count, t, g);
   const std::size_t block = count * dtype_size(t);
   char* out = static_cast<char*>(full.data);
   if (shard) std::memcpy(out + static_cast<std::size_t>(g.rank) * block, shard, block);
@@ -86,7 +86,7 @@ void ShmTransport::all_gather_pieces(const void* shard, const Located& full, std
                                      DType t, const Group& g,
                                      const std::vector<BlockPiece>& pieces) {
   if (!carries(g) || full.where.kind != Where::Kind::NodeCopy)
-    return mpi_.all_gather_pieces(shard, full, count, t, g, pieces);
+    return DelegatingTransport::all_gather_pieces(shard, full, count, t, g, pieces);
   const std::size_t es = dtype_size(t);
   char* out = static_cast<char*>(full.data);
   // The pieces of group rank r's block, found at `block`.
@@ -151,7 +151,7 @@ void ShmTransport::team_sum(const std::vector<const char*>& x, std::size_t offse
 
 void ShmTransport::reduce_scatter(const Located& full, std::size_t block_count, DType t,
                                   const Group& g, const ReduceEpilogue& epilogue) {
-  if (!carries(g)) return mpi_.reduce_scatter(full, block_count, t, g, epilogue);
+  if (!carries(g)) return DelegatingTransport::reduce_scatter(full, block_count, t, g, epilogue);
   const std::size_t esize = dtype_size(t), block = block_count * esize;
   const std::size_t bytes = block * static_cast<std::size_t>(g.size);
   NodeTeam& team = *team_;
@@ -196,7 +196,7 @@ void ShmTransport::reduce_scatter(const Located& full, std::size_t block_count, 
         team.barrier();  // every rank read the mailboxes before any posts again
         if (staged) arena_->deallocate(staged, bytes);
         staged = nullptr;
-        return mpi_.reduce_scatter(full, block_count, t, g, epilogue);
+        return DelegatingTransport::reduce_scatter(full, block_count, t, g, epilogue);
       }
       if (!shared && !staged) {
         stage();  // fits now: the growth covers every refused request, this one included
@@ -220,7 +220,7 @@ void ShmTransport::reduce_scatter(const Located& full, std::size_t block_count, 
         team_sum(x, where, block_count, t,
                  {partial + static_cast<std::size_t>(c) * block, t, 1.0, Store::Assign});
       }
-      mpi_.reduce_scatter(Located::private_memory(partial), block_count, t, cross, epilogue);
+      delegate().reduce_scatter(Located::private_memory(partial), block_count, t, cross, epilogue);
     }
     team.barrier();  // every rank is done reading the others' gradients
   } catch (...) {

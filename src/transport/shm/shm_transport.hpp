@@ -1,6 +1,8 @@
 // Collectives of one shard group through the node's shared memory (fsdp_transport_t
-// FSDP_TRANSPORT_SHM), with MPI for the inter-node part and for other groups (but hpZ's node
-// group, the shard group's ranks on this node, whose all-gather into a node copy is the team's).
+// FSDP_TRANSPORT_SHM). A DelegatingTransport: its delegate, MPI, carries the inter-node steps,
+// every other group (but hpZ's node group, the shard group's ranks on this node, whose all-gather
+// into a node copy is the team's), all-reduces, and what node shared memory cannot hold
+// (Fallback).
 //
 // All-gather: the output is a node slot (NodeSlots; its lease says so, Where::Kind::NodeCopy),
 // so each rank writes only its own block and the team synchronizes once; a node holds one
@@ -18,7 +20,7 @@
 
 #include "base/memory_accounting.hpp"
 #include "runtime/scratch.hpp"
-#include "transport/mpi/mpi_transport.hpp"
+#include "transport/delegating_transport.hpp"
 #include "transport/shm/fallback.hpp"
 #include "transport/shm/node_slots.hpp"
 #include "transport/shm/node_team.hpp"
@@ -27,12 +29,12 @@
 
 namespace fsdp::shm {
 
-class ShmTransport final : public Transport {
+class ShmTransport final : public DelegatingTransport {
  public:
-  // Collective over `shard`. `mpi` (the transport table's next entry) carries every other group,
-  // the inter-node parts, and what node shared memory cannot hold when `tried` (Fallback).
-  // `protect_slots`: debug mode, see NodeSlots.
-  ShmTransport(const Group& shard, int node_key, MpiTransport& mpi, MemoryAccounting& accounting,
+  // Collective over `shard`. `delegate`: the MPI transport (the table's delegate entry) that
+  // carries what this one does not, what node shared memory cannot hold included when `tried`
+  // (Fallback). `protect_slots`: debug mode, see NodeSlots.
+  ShmTransport(const Group& shard, int node_key, Transport& delegate, MemoryAccounting& accounting,
                bool protect_slots, bool tried);
   ~ShmTransport() override;
   const char* name() const override { return "shm"; }
@@ -40,15 +42,16 @@ class ShmTransport final : public Transport {
                   const Group& g) override;
   // Into a node copy, each rank writes its own block's pieces at their places (the dim-0
   // layout costs no copy more than the flat one); across nodes, each team rank receives the
-  // blocks of its team index into scratch and places them. Any other output: MPI's.
-  bool places_pieces(const Group& g) override { return carries(g) || mpi_.places_pieces(g); }
+  // blocks of its team index into scratch and places them. Any other output: the delegate's.
+  bool places_pieces(const Group& g) override {
+    return carries(g) || DelegatingTransport::places_pieces(g);
+  }
   void all_gather_pieces(const void* shard, const Located& full, std::size_t count, DType t,
                          const Group& g, const std::vector<BlockPiece>& pieces) override;
   void reduce_scatter(const Located& full, std::size_t block_count, DType t, const Group& g,
                       const ReduceEpilogue& epilogue) override;
-  void all_reduce(void* buf, std::size_t count, DType t, const Group& g) override {
-    mpi_.all_reduce(buf, count, t, g);
-  }
+  // all_reduce: the delegate's (DelegatingTransport).
+  // Both abort the team's waits, then the delegate's.
   void abort() override;
   void interrupt_for_timeout() override;
 
@@ -76,8 +79,7 @@ class ShmTransport final : public Transport {
   void team_sum(const std::vector<const char*>& x, std::size_t offset, std::size_t count, DType t,
                 const ReduceEpilogue& e);
 
-  MpiTransport& mpi_;
-  // Gradients of at least this many bytes (a growth that size failed) go through MPI without
+  // Gradients of at least this many bytes (a growth that size failed) go to the delegate without
   // another attempt (Fallback).
   std::size_t mpi_from_bytes_ = SIZE_MAX;
   std::unique_ptr<NodeTeam> team_;

@@ -20,8 +20,8 @@ void* staging(Scratch& s, std::size_t bytes, MemorySpace& device) {
 StagedTransport::StagedTransport(MemorySpace& device, MemorySpace& staging,
                                  MemoryAccounting& accounting, Transport& host,
                                  bool direct_all_gather)
-    : device_(device),
-      host_(host),
+    : DelegatingTransport(host),
+      device_(device),
       direct_all_gather_(direct_all_gather),
       stage_(staging, accounting),
       stage_out_(staging, accounting) {}
@@ -35,13 +35,13 @@ void StagedTransport::all_gather(const void* shard, const Located& full_at, std:
   const std::size_t block = count * dtype_size(t), own = block * static_cast<std::size_t>(g.rank);
   if (direct_all_gather_) {
     device_.synchronize();  // the shard (or this rank's block) is written by queued work
-    host_.all_gather(shard, full_at, count, t, g);
+    delegate().all_gather(shard, full_at, count, t, g);
     return;
   }
   void* stage = staging(stage_, block * static_cast<std::size_t>(g.size), device_);
   device_.copy(at(stage, own), shard ? shard : at(full, own), block);
   device_.synchronize();
-  host_.all_gather(nullptr, Located::private_memory(stage), count, t, g);
+  delegate().all_gather(nullptr, Located::private_memory(stage), count, t, g);
   device_.copy(full, stage, block * static_cast<std::size_t>(g.size));
 }
 
@@ -55,8 +55,8 @@ void StagedTransport::reduce_scatter(const Located& full_at, std::size_t block_c
   device_.copy(stage, full, total);
   if (epilogue.store == Store::Accumulate) device_.copy(out, epilogue.out, out_bytes);
   device_.synchronize();
-  host_.reduce_scatter(Located::private_memory(stage), block_count, t, g,
-                       {out, epilogue.out_dtype, epilogue.divisor, epilogue.store});
+  delegate().reduce_scatter(Located::private_memory(stage), block_count, t, g,
+                            {out, epilogue.out_dtype, epilogue.divisor, epilogue.store});
   device_.copy(epilogue.out, out, out_bytes);
 }
 
@@ -66,7 +66,7 @@ void StagedTransport::all_reduce(void* buf, std::size_t count, DType t, const Gr
   void* stage = staging(stage_, bytes, device_);
   device_.copy(stage, buf, bytes);
   device_.synchronize();
-  host_.all_reduce(stage, count, t, g);
+  delegate().all_reduce(stage, count, t, g);
   device_.copy(buf, stage, bytes);
 }
 

@@ -4,7 +4,7 @@
 
 #include "base/environment.hpp"
 #include "memory/cuda/cuda_api.hpp"
-#include "placement/link.hpp"
+#include "placement/transport_stack.hpp"
 #include "runtime/pooled_storage.hpp"
 #include "runtime/scratch.hpp"
 #include "transport/mpi/mpi_transport.hpp"
@@ -27,12 +27,13 @@ bool protect_shared_parameters() {
 #endif
 }
 
-// MPI over host memory: what the shared-memory and staged transports hand the rest to.
-// `scratch_memory`: where its scratch lives (the staged transport's: pinned staging memory).
-class MpiLink : public Link {
+// MPI over host memory: the delegate of the shared-memory and staged entries.
+class MpiStack final : public TransportStack {
  public:
-  MpiLink(MemorySpace& scratch_memory, const LinkInputs& in)
-      : buffers_(in.buffers), scratch_(scratch_memory, in.accounting), mpi_(scratch_, in.mpi) {}
+  explicit MpiStack(const StackInputs& in)
+      : buffers_(in.buffers),
+        scratch_(in.scratch ? *in.scratch : in.buffers, in.accounting),
+        mpi_(scratch_, in.mpi) {}
   Transport& transport() override { return mpi_; }
   MemorySpace& buffers() override { return buffers_; }
   std::unique_ptr<UnshardedStorage> make_storage(BufferPool& pool) override {
@@ -41,22 +42,19 @@ class MpiLink : public Link {
   void trim() override { scratch_.release(); }
   uint64_t allocation_calls() const override { return 0; }  // its memory is the placement's
 
- protected:
-  MpiTransport& mpi() { return mpi_; }
-
  private:
   MemorySpace& buffers_;
   Scratch scratch_;
   MpiTransport mpi_;
 };
 
-// Node shared memory for the shard group, MPI for the rest. `zero_copy`: units whose shards can
-// stay in place keep them in a node-shared block for life (one node only).
-class ShmLink final : public MpiLink {
+// Node shared memory for the shard group, the delegate (MPI) for the rest. `zero_copy`: units
+// whose shards can stay in place keep them in a node-shared block for life (one node only).
+class ShmStack final : public TransportStack {
  public:
-  ShmLink(const LinkInputs& in, bool zero_copy)
-      : MpiLink(in.buffers, in),
-        shm_(in.groups.shard(), in.topo.node_leader, mpi(), in.accounting,
+  ShmStack(const StackInputs& in, bool zero_copy)
+      : delegate_(build_delegate(in)),
+        shm_(in.groups.shard(), in.topo.node_leader, delegate_->transport(), in.accounting,
              protect_shared_parameters(), /*tried=*/in.tried),
         accounting_(in.accounting),
         zero_copy_(zero_copy) {}
@@ -67,46 +65,51 @@ class ShmLink final : public MpiLink {
         shm_.team(), shm_.slots(), zero_copy_ ? shm_.resident_storage() : nullptr, accounting_);
   }
   void trim() override {
-    MpiLink::trim();
+    delegate_->trim();
     shm_.release_scratch();
   }
   uint64_t allocation_calls() const override {
-    return shm_.allocation_calls() + shm_.arena_memory().allocation_calls();
+    return delegate_->allocation_calls() + shm_.allocation_calls() +
+           shm_.arena_memory().allocation_calls();
   }
   // Worth it with a node peer in the shard group.
   bool worth_it() const override { return shm_.team().size() > 1; }
 
  private:
+  std::unique_ptr<TransportStack> delegate_;  // outlives shm_
   shm::ShmTransport shm_;
   MemoryAccounting& accounting_;
   const bool zero_copy_;
 };
 
-// Device memory through pinned host buffers and MPI.
-class StagedLink final : public Link {
+// Device memory through pinned host buffers and the delegate (MPI), whose scratch is in the same
+// pinned memory.
+class StagedStack final : public TransportStack {
  public:
-  explicit StagedLink(const LinkInputs& in)
+  explicit StagedStack(const StackInputs& in)
       : staging_(cuda::make_pinned_memory(in.device)),
-        mpi_(*staging_, in),
-        staged_(in.buffers, *staging_, in.accounting, mpi_.transport(), cuda::mpi_supports_cuda()) {
-  }
+        delegate_(build_delegate(in, staging_.get())),
+        staged_(in.buffers, *staging_, in.accounting, delegate_->transport(),
+                cuda::mpi_supports_cuda()) {}
   Transport& transport() override { return staged_; }
-  MemorySpace& buffers() override { return mpi_.buffers(); }
+  MemorySpace& buffers() override { return delegate_->buffers(); }
   std::unique_ptr<UnshardedStorage> make_storage(BufferPool& pool) override {
-    return mpi_.make_storage(pool);
+    return delegate_->make_storage(pool);
   }
-  void trim() override { mpi_.trim(); }
-  uint64_t allocation_calls() const override { return staging_->allocation_calls(); }
+  void trim() override { delegate_->trim(); }
+  uint64_t allocation_calls() const override {
+    return staging_->allocation_calls() + delegate_->allocation_calls();
+  }
 
  private:
   std::unique_ptr<MemorySpace> staging_;
-  MpiLink mpi_;  // its scratch in staging memory
+  std::unique_ptr<TransportStack> delegate_;  // outlives staged_
   StagedTransport staged_;
 };
 
-class NcclLink final : public Link {
+class NcclStack final : public TransportStack {
  public:
-  explicit NcclLink(const LinkInputs& in)
+  explicit NcclStack(const StackInputs& in)
       : buffers_(in.buffers),
         nccl_(cuda::make_nccl_transport(
             in.buffers, {&in.groups.shard(), &in.groups.replicate(), &in.groups.node_shard()})) {}
@@ -125,20 +128,29 @@ class NcclLink final : public Link {
 
 }  // namespace
 
-std::unique_ptr<Link> make_nccl_link(const LinkInputs& in) {
-  return std::make_unique<NcclLink>(in);
+std::unique_ptr<TransportStack> build_delegate(const StackInputs& in, MemorySpace* scratch) {
+  if (!in.delegate) fail(Errc::Internal, "transport table: this entry names no delegate");
+  StackInputs d = in;
+  d.tried = false;  // the delegate serves whatever reaches it
+  d.delegate = nullptr;
+  d.scratch = scratch;
+  return in.delegate(d);
 }
-std::unique_ptr<Link> make_zero_copy_link(const LinkInputs& in) {
-  return std::make_unique<ShmLink>(in, /*zero_copy=*/true);
+
+std::unique_ptr<TransportStack> make_nccl_stack(const StackInputs& in) {
+  return std::make_unique<NcclStack>(in);
 }
-std::unique_ptr<Link> make_shm_link(const LinkInputs& in) {
-  return std::make_unique<ShmLink>(in, /*zero_copy=*/false);
+std::unique_ptr<TransportStack> make_zero_copy_stack(const StackInputs& in) {
+  return std::make_unique<ShmStack>(in, /*zero_copy=*/true);
 }
-std::unique_ptr<Link> make_staged_link(const LinkInputs& in) {
-  return std::make_unique<StagedLink>(in);
+std::unique_ptr<TransportStack> make_shm_stack(const StackInputs& in) {
+  return std::make_unique<ShmStack>(in, /*zero_copy=*/false);
 }
-std::unique_ptr<Link> make_mpi_link(const LinkInputs& in) {
-  return std::make_unique<MpiLink>(in.buffers, in);
+std::unique_ptr<TransportStack> make_staged_stack(const StackInputs& in) {
+  return std::make_unique<StagedStack>(in);
+}
+std::unique_ptr<TransportStack> make_mpi_stack(const StackInputs& in) {
+  return std::make_unique<MpiStack>(in);
 }
 
 }  // namespace fsdp
