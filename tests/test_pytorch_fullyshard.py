@@ -530,7 +530,7 @@ def check_forward_method():
             worst = max(worst, float((p.grad.as_subclass(torch.Tensor)
                                       - q.grad.reshape(-1)[po:po + n]).abs().max()))
     check(worst <= 1e-6, f"forward_features alone: gradients match the reference ({worst:.2e})")
-    check(not sharded._gathered, "forward_features alone: every unit resharded after backward")
+    check(not any(s.gathered for s in sharded.states), "forward_features alone: every unit resharded after backward")
     sharded.unshard()
     check(all(tuple(p.shape) == tuple(q.shape) for p, q in zip(model.parameters(),
                                                                   ref.parameters())),
@@ -539,7 +539,7 @@ def check_forward_method():
     check(model.block.weight.dim() == 1 and model.embed.weight.dim() == 2,
           "module.reshard(): that unit's parameters are parts again, the others still full")
     sharded.reshard()
-    check(not sharded._gathered, "reshard(): every unit released")
+    check(not any(s.gathered for s in sharded.states), "reshard(): every unit released")
     expect_error("a method of a module FullyShard did not wrap",
                  lambda: register_fsdp_forward_method(nn.Linear(2, 2), "forward"),
                  "not a module FullyShard wrapped")

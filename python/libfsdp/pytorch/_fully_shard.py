@@ -12,7 +12,8 @@ from .. import _refuse
 from . import _mesh, _plan
 from ._compat import TORCH_2_6, register_pre_hook
 from ._materialize import create_unit
-from ._unit_state import UnitState
+from ._hooks import Hooks
+from ._param_group import ParamGroup
 from .fullyshard import FullyShard
 from .policy import MixedPrecisionPolicy
 
@@ -49,35 +50,35 @@ class FSDPModule(_TorchFSDPModule):
             _refuse(CALL, f"{type(self).__name__}: no unit (made by a copy of the module?)")
         return group
 
-    def _own_states(self):
-        return [s for s in self._libfsdp().states if any(m is self for m in s.modules)]
+    def _own_groups(self):
+        return [g for g in self._libfsdp()._state.groups if any(m is self for m in g.modules)]
 
-    def _states(self, recurse):
-        group = self._libfsdp()
-        return group._states_under(self, recurse) if recurse else self._own_states()
+    def _groups(self, recurse):
+        return (self._libfsdp()._state.groups_under(self, recurse) if recurse
+                else self._own_groups())
 
     def unshard(self, async_op=False):
         """Gathers this module's unit (not those of modules under it, as FSDP2's). async_op:
         returns a handle whose wait() its forward also waits for. Collective."""
-        group = self._libfsdp()
-        group._check_sharded("FSDPModule.unshard", reading=True)
-        for state in self._own_states():
-            if not state.gathered:
-                state.check_parameters(take_replaced=False)
+        shard = self._libfsdp()
+        shard._state.check_sharded("FSDPModule.unshard", reading=True)
+        for group in self._own_groups():
+            if not group.gathered:
+                group.check_parameters(take_replaced=False)
                 if async_op:
-                    state.prefetch()
+                    group.prefetch()
                 else:
-                    group._gather(state)
+                    shard._hooks.gather(group)
         return _Handle() if async_op else None
 
     def reshard(self):
         """Releases this module's unit if gathered (not those under it, as FSDP2's)."""
-        group = self._libfsdp()
-        group._check_sharded("FSDPModule.reshard", reading=True)
-        for state in self._own_states():
-            state.release_prefetch()
-            if state.gathered:
-                group._reshard(state)
+        shard = self._libfsdp()
+        shard._state.check_sharded("FSDPModule.reshard", reading=True)
+        for group in self._own_groups():
+            group.release_prefetch()
+            if group.gathered:
+                shard._hooks.reshard(group)
 
     def set_requires_gradient_sync(self, requires_gradient_sync, *, recurse=True):
         """False: backward accumulates this module's gradients (and with recurse, those of the
@@ -85,8 +86,8 @@ class FSDPModule(_TorchFSDPModule):
         if not isinstance(requires_gradient_sync, bool):
             _refuse("FSDPModule.set_requires_gradient_sync", "requires_gradient_sync: True or "
                     f"False, got {requires_gradient_sync!r}")
-        for state in self._states(recurse):
-            state.unit.set_grad_sync(requires_gradient_sync)
+        for group in self._groups(recurse):
+            group.unit.set_grad_sync(requires_gradient_sync)
 
     def set_reshard_after_forward(self, reshard_after_forward, recurse=True):
         """Whether this module's unit (and with recurse those under it) is resharded after
@@ -94,8 +95,8 @@ class FSDPModule(_TorchFSDPModule):
         if not isinstance(reshard_after_forward, bool):
             _refuse("FSDPModule.set_reshard_after_forward", "reshard_after_forward: True or "
                     f"False, got {reshard_after_forward!r}")
-        for state in self._states(recurse):
-            state.reshard_after_forward = state.requested_reshard = reshard_after_forward
+        for group in self._groups(recurse):
+            group.reshard_after_forward = group.requested_reshard = reshard_after_forward
 
     def set_reshard_after_backward(self, reshard_after_backward, *, recurse=True):
         """Accepted: True is what happens; with False (torchtitan's chunked loss) the unit is
@@ -145,8 +146,8 @@ class FSDPModule(_TorchFSDPModule):
         if not value > 0 or value == float("inf"):
             _refuse("FSDPModule.set_gradient_divide_factor", f"factor={factor!r}: a positive "
                     "finite number is needed")
-        for state in self._own_states():
-            state.unit.set_grad_divide_factor(value)
+        for group in self._own_groups():
+            group.unit.set_grad_divide_factor(value)
 
     def set_force_sum_reduction_for_comms(self, enable):
         """Accepted (True or False) and without effect: the library's reductions always sum in
@@ -166,9 +167,8 @@ class FSDPModule(_TorchFSDPModule):
         # nn.Module's (FSDP2's FSDPModule._apply would look for its own state).
         base = super(_TorchFSDPModule, self) if _TorchFSDPModule is not object else super()
         out = base._apply(fn, *args, **kwargs)
-        group = self._libfsdp()
-        for state in group._states_under(self):
-            state.adopt_applied()
+        for group in self._libfsdp()._state.groups_under(self):
+            group.adopt_applied()
         return out
 
 
@@ -304,10 +304,10 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     adopted = []
     for m in modules:
         for sub in m.modules():
-            group = sub.__dict__.get("_libfsdp_group")
-            if group is not None and group.root is sub and group not in adopted:
-                adopted.append(group)
-    taken = {id(p) for g in adopted for s in g.states for p in s.sharded_params()}
+            shard = sub.__dict__.get("_libfsdp_group")
+            if shard is not None and shard.root is sub and shard not in adopted:
+                adopted.append(shard)
+    taken = {id(p) for shard in adopted for g in shard.states for p in g.sharded_params()}
     params, names = [], set()
     for k, m in enumerate(modules):
         skip = [p for p in m.parameters() if id(p) in taken]
@@ -333,8 +333,8 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
                         "(Shard(0) or None)")
     holders = [[(h, a) for m in modules for h, a in _plan.holders(m, p)] for _, p in params]
     holders = [list(dict.fromkeys(hs)) for hs in holders]
-    group = FullyShard._drop_in(ctx, first, policy)
-    state = None
+    shard = FullyShard._drop_in(ctx, first, policy)
+    group = None
     if params:
         unit = create_unit(ctx, where, params, False, policy, frozen_may_train=True,
                            layout="dim0")
@@ -343,10 +343,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         inner = [(n, p if p.device.type != "meta" else
                   torch.nn.Parameter(torch.empty(0, dtype=p.dtype), requires_grad=p.requires_grad))
                  for n, p in params]
-        state = UnitState(first, where, unit, inner, policy,
-                          True if requested is None else requested)
-        state.modules = list(modules)
-        state.requested_reshard = requested
+        group = ParamGroup(modules, where, unit, inner, policy, requested)
 
         def make(i, local, requires_grad):
             from torch.distributed.tensor import DTensor
@@ -355,16 +352,16 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
             dt = DTensor.from_local(local, mesh, placements, run_check=False,
                                     shape=torch.Size(shape), stride=stride)
             return torch.nn.Parameter(dt, requires_grad=requires_grad)
-        state.use_dtensors(make, holders, [p.device.type == "meta" for _, p in params])
-    group._adopt(adopted, state)
+        group.use_dtensors(make, holders, [p.device.type == "meta" for _, p in params])
+    shard._adopt(adopted, group)
     for m in modules:
-        m.__dict__["_libfsdp_group"] = group
+        m.__dict__["_libfsdp_group"] = shard
         _swap_class(m)
-    _install_hooks(first, modules, state)
+    _install_hooks(first, modules, group)
     return first
 
 
-def _install_hooks(first, modules, state):
+def _install_hooks(first, modules, group):
     """The hooks of one call: the root's (acting while `first` is its group's root), then the
     unit's on each of its modules (a list: gathered by the first module to run, resharded after
     the last)."""
@@ -373,15 +370,15 @@ def _install_hooks(first, modules, state):
 
     @functools.wraps(inner)
     def forward(*args, **kwargs):
-        group = first.__dict__["_libfsdp_group"]
-        if group.root is not first:
+        shard = first.__dict__["_libfsdp_group"]
+        if shard.root is not first:
             return inner(*args, **kwargs)
-        return group._root_forward(inner, args, kwargs)
+        return shard._hooks.root_forward(inner, args, kwargs)
     first.forward = forward
-    if state is None:
+    if group is None:
         return
-    FullyShard._hook_gradients(state.owner, state)
-    pre, post = FullyShard._pre_forward_hook(state), FullyShard._post_forward_hook(state)
+    Hooks.hook_gradients(group)
+    pre, post = Hooks.pre_forward_hook(group), Hooks.post_forward_hook(group)
     if len(modules) == 1:
         register_pre_hook(first, pre)
         first.register_forward_hook(post)
@@ -395,23 +392,23 @@ def _install_hooks(first, modules, state):
 
     def group_post(module, args, output):
         running.discard(id(module))
-        keep = state.reshard_after_forward
+        keep = group.reshard_after_forward
         if running:  # not the last module of the unit: stays gathered, outputs hooked
-            state.reshard_after_forward = False
+            group.reshard_after_forward = False
         try:
             return post(module, args, output)
         finally:
-            state.reshard_after_forward = keep
+            group.reshard_after_forward = keep
     for m in modules:
         register_pre_hook(m, group_pre)
         m.register_forward_hook(group_post)
 
 
 def _root_pre_hook(module, args, kwargs):
-    group = module.__dict__["_libfsdp_group"]
-    if group.root is not module:
+    shard = module.__dict__["_libfsdp_group"]
+    if shard.root is not module:
         return None
-    return group._begin_root_forward(module, args, kwargs)
+    return shard._begin_root_forward(module, args, kwargs)
 
 
 def units(module):
@@ -421,7 +418,7 @@ def units(module):
     if group is None:
         _refuse("libfsdp.pytorch.units", f"module: {type(module).__name__} was not given to "
                 "fully_shard")
-    return [s.unit for s in group.states]
+    return group.units
 
 
 __all__ = ["fully_shard", "FSDPModule", "units"]

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from ._plan import owners as owners_of, unit_dtypes
-from ._unit_state import TORCH_OF
+from ._param import TORCH_OF
 
 
 def _has_meta(tensors):
