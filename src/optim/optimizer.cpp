@@ -20,19 +20,23 @@ void require(bool ok, const std::string& who, const char* field, double value, c
 
 }  // namespace
 
+namespace {
+HyperParamField field(const char* name, double HyperParams::*member, bool sgd, bool adamw,
+                      const char* since) {
+  return {name, member, nullptr, sgd, adamw, since};
+}
+HyperParamField field(const char* name, bool HyperParams::*member, bool sgd, bool adamw,
+                      const char* since) {
+  return {name, nullptr, member, sgd, adamw, since};
+}
+}  // namespace
+
 const std::vector<HyperParamField>& hyperparam_fields() {
-  using H = HyperParams;
   static const std::vector<HyperParamField> t = {
-      {"lr", &H::lr, nullptr, true, true, nullptr},
-      {"weight_decay", &H::weight_decay, nullptr, true, true, nullptr},
-      {"momentum", &H::momentum, nullptr, true, false, nullptr},
-      {"dampening", &H::dampening, nullptr, true, false, nullptr},
-      {"nesterov", nullptr, &H::nesterov, true, false, nullptr},
-      {"beta1", &H::beta1, nullptr, false, true, nullptr},
-      {"beta2", &H::beta2, nullptr, false, true, nullptr},
-      {"eps", &H::eps, nullptr, false, true, nullptr},
-      {"amsgrad", nullptr, &H::amsgrad, false, true, "0.10"},
-      {"maximize", nullptr, &H::maximize, true, true, "0.10"},
+#define FSDP_HYPERPARAM_ROW(name, type, sgd, adamw, since) \
+  field(#name, &HyperParams::name, sgd, adamw, since),
+      FSDP_HYPERPARAMS(FSDP_HYPERPARAM_ROW)
+#undef FSDP_HYPERPARAM_ROW
   };
   return t;
 }
