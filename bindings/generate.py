@@ -17,6 +17,9 @@
       names module fsdp re-exports. WRAPPERS are the sources of module fsdp: a call they define
       under its C name (a Fortran form with strings, arrays, optional arguments) is bound here as
       c_<name> for them to wrap; every other call is bound and re-exported under its C name.
+  generate.py capi      fsdp.h OUT_DIR
+      the C entry points themselves: capi/entry_points.cpp and capi/entry_bodies.hpp under
+      OUT_DIR (capi_entries.py, with what capi_calls.py adds to the header)
 A call that takes an MPI_Comm is bound through its _fcomm twin (a Fortran handle), which module
 fsdp must wrap under the call's own name; tests/check_bindings.py checks that every exported
 call reached both bindings."""
@@ -25,6 +28,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import capi_entries  # noqa: E402
 import fsdp_api  # noqa: E402
 from fsdp_api import SCALARS  # noqa: E402
 
@@ -393,6 +397,10 @@ def main(argv):
             generate_python(api, argv[3], argv[4], argv[5] if len(argv) > 5 else None)
         elif mode == "fortran":
             generate_fortran(api, argv[3], argv[4], argv[5:])
+        elif mode == "capi":
+            header_text, source_text = capi_entries.generate(api)
+            write(os.path.join(argv[3], "capi", "entry_bodies.hpp"), header_text)
+            write(os.path.join(argv[3], "capi", "entry_points.cpp"), source_text)
         else:
             sys.exit(f"generate.py: unknown mode {mode}\n{__doc__}")
     except fsdp_api.ApiError as e:
