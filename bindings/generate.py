@@ -20,6 +20,9 @@
   generate.py capi      fsdp.h OUT_DIR
       the C entry points themselves: capi/entry_points.cpp and capi/entry_bodies.hpp under
       OUT_DIR (capi_entries.py, with what capi_calls.py adds to the header)
+  generate.py capi-check fsdp.h DIR
+      fails unless DIR holds what `capi` writes (src/capi/generated/, the copy a build without
+      Python compiles)
 A call that takes an MPI_Comm is bound through its _fcomm twin (a Fortran handle), which module
 fsdp must wrap under the call's own name; tests/check_bindings.py checks that every exported
 call reached both bindings."""
@@ -397,10 +400,17 @@ def main(argv):
             generate_python(api, argv[3], argv[4], argv[5] if len(argv) > 5 else None)
         elif mode == "fortran":
             generate_fortran(api, argv[3], argv[4], argv[5:])
-        elif mode == "capi":
-            header_text, source_text = capi_entries.generate(api)
-            write(os.path.join(argv[3], "capi", "entry_bodies.hpp"), header_text)
-            write(os.path.join(argv[3], "capi", "entry_points.cpp"), source_text)
+        elif mode in ("capi", "capi-check"):
+            texts = dict(zip(("entry_bodies.hpp", "entry_points.cpp"), capi_entries.generate(api)))
+            for name, text in texts.items():
+                path = os.path.join(argv[3], "capi", name)
+                if mode == "capi":
+                    write(path, text)
+                elif not os.path.exists(path) or open(path).read() != text:
+                    sys.exit(f"generate.py: {path} is not what fsdp.h gives: run "
+                             f"generate.py capi {header} {argv[3]}")
+            if mode == "capi-check":
+                print(f"{argv[3]}: the C entry points are current")
         else:
             sys.exit(f"generate.py: unknown mode {mode}\n{__doc__}")
     except fsdp_api.ApiError as e:
