@@ -17,6 +17,12 @@
       names module fsdp re-exports. WRAPPERS are the sources of module fsdp: a call they define
       under its C name (a Fortran form with strings, arrays, optional arguments) is bound here as
       c_<name> for them to wrap; every other call is bound and re-exported under its C name.
+  generate.py capi      fsdp.h OUT_DIR
+      the C entry points themselves: capi/entry_points.cpp and capi/entry_bodies.hpp under
+      OUT_DIR (capi_entries.py, with what capi_calls.py adds to the header)
+  generate.py capi-check fsdp.h DIR
+      fails unless DIR holds what `capi` writes (src/capi/generated/, the copy a build without
+      Python compiles)
 A call that takes an MPI_Comm is bound through its _fcomm twin (a Fortran handle), which module
 fsdp must wrap under the call's own name; tests/check_bindings.py checks that every exported
 call reached both bindings."""
@@ -25,6 +31,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import capi_entries  # noqa: E402
 import fsdp_api  # noqa: E402
 from fsdp_api import SCALARS  # noqa: E402
 
@@ -393,6 +400,17 @@ def main(argv):
             generate_python(api, argv[3], argv[4], argv[5] if len(argv) > 5 else None)
         elif mode == "fortran":
             generate_fortran(api, argv[3], argv[4], argv[5:])
+        elif mode in ("capi", "capi-check"):
+            texts = dict(zip(("entry_bodies.hpp", "entry_points.cpp"), capi_entries.generate(api)))
+            for name, text in texts.items():
+                path = os.path.join(argv[3], "capi", name)
+                if mode == "capi":
+                    write(path, text)
+                elif not os.path.exists(path) or open(path).read() != text:
+                    sys.exit(f"generate.py: {path} is not what fsdp.h gives: run "
+                             f"generate.py capi {header} {argv[3]}")
+            if mode == "capi-check":
+                print(f"{argv[3]}: the C entry points are current")
         else:
             sys.exit(f"generate.py: unknown mode {mode}\n{__doc__}")
     except fsdp_api.ApiError as e:

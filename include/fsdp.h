@@ -231,7 +231,8 @@ typedef struct fsdp_config {
   /** Since 0.7: nonzero turns on debug mode: before every collective call the ranks compare what
    *  they are about to call (operation, unit, bytes, dtype, other arguments, sequence number) and
    *  fail alike (FSDP_ERR_MISMATCH naming each rank's call) instead of hanging. Also on with
-   *  FSDP_DEBUG_COLLECTIVES=1. Default 0. */
+   *  FSDP_DEBUG=1 (every debug check) or FSDP_DEBUG_COLLECTIVES=1 (this one; =0 turns it off
+   *  whatever the others say). Default 0. */
   int debug_collectives;
   /** Since 0.7: see fsdp_on_timeout_t; also FSDP_ON_TIMEOUT=error|abort. */
   fsdp_on_timeout_t on_timeout;

@@ -1,7 +1,8 @@
 /* The FSDP_* variables that must be the same on every rank (doc/environment.md) are compared by
  * fsdp_init: a rank that differs makes every rank fail with FSDP_ERR_MISMATCH naming the
- * variable, and no context is made; a variable local to each rank may differ. The reference is
- * the table in doc/environment.md, which tests/check_environment.sh compares with the library's. */
+ * variable (or the configuration it sets), and no context is made; a variable local to each rank
+ * may differ. The reference is the table in doc/environment.md, which tests/check_environment.sh
+ * compares with the library's. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,11 +36,15 @@ int main(int argc, char** argv) {
   must_agree("FSDP_CKPT_ALIGNMENT", "65536");
   must_agree("FSDP_CKPT_ROMIO_CB", "enable");
   must_agree("FSDP_RANKS_PER_NODE", "1");
+  /* FSDP_DEBUG turns on the comparison of collective calls (cfg->debug_collectives), which the
+   * configurations' comparison refuses first. */
+  fsdp_context_t ctx = NULL;
+  CHECK_FAILS(init_with_last_rank("FSDP_DEBUG", "1", &ctx), FSDP_ERR_MISMATCH,
+              "configurations (cfg and FSDP_* environment) differ");
+  CHECK(ctx == NULL);
   may_differ("FSDP_PROGRESS_THREAD", "0");
-  may_differ("FSDP_DEBUG", "1");
   /* The same value everywhere is fine. */
   setenv("FSDP_CKPT_METADATA", "collective", 1);
-  fsdp_context_t ctx = NULL;
   fsdp_config_t cfg = FSDP_CONFIG_INIT;
   CHECK_OK(fsdp_init(MPI_COMM_WORLD, &cfg, &ctx));
   CHECK_OK(fsdp_finalize(&ctx));

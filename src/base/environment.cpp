@@ -16,7 +16,9 @@ const EnvVar kVars[kEnvCount] = {
     {"FSDP_REDUCE_SCATTER_ALGORITHM", true, "auto|ring|mpi: the MPI transport's reduce-scatter"},
     {"FSDP_RING_MIN_BLOCK_BYTES", true, "auto picks the ring from blocks of this size"},
     {"FSDP_RING_PIECE_BYTES", true, "ring steps move pieces of this size (0: whole blocks)"},
-    {"FSDP_DEBUG_COLLECTIVES", true, "0|1: overrides cfg->debug_collectives"},
+    {"FSDP_DEBUG_COLLECTIVES", true,
+     "0|1: overrides cfg->debug_collectives (and FSDP_DEBUG's choice for it)"},
+    {"FSDP_DEBUG", true, "not 0: every debug check (debug_collectives included, release builds)"},
     {"FSDP_TIMEOUT", true, "seconds: overrides cfg->timeout_s (0: the default, < 0: none)"},
     {"FSDP_ON_TIMEOUT", true, "error|abort: overrides cfg->on_timeout"},
     {"FSDP_RANKS_PER_NODE", true, "ranks per node, instead of asking MPI (testing)"},
@@ -26,7 +28,6 @@ const EnvVar kVars[kEnvCount] = {
     {"FSDP_CKPT_ROMIO_CB", true, "enable|disable|automatic: ROMIO collective buffering"},
     {"FSDP_CKPT_ALIGNMENT", true, "bytes: HDF5 alignment of checkpoint datasets"},
     {"FSDP_CKPT_FILL_TIME", true, "alloc: HDF5 writes fill values (measures their cost)"},
-    {"FSDP_DEBUG", false, "not 0: debug mode's checks in a release build"},
     {"FSDP_PROGRESS_THREAD", false, "0: asynchronous calls run on the caller's thread"},
     {"FSDP_TRACE", false, "directory: each rank writes a Chrome trace there"},
     {"FSDP_CKPT_TEST_KILL_RANK", true, "test hook: that rank dies inside a checkpoint save"},
@@ -43,6 +44,11 @@ const EnvVar& env_var(Env v) {
 const char* env(Env v) {
   const char* value = std::getenv(env_var(v).name);
   return value && *value ? value : nullptr;
+}
+
+bool debug_env() {
+  const char* v = env(Env::Debug);
+  return v && std::string(v) != "0";
 }
 
 LauncherJob launcher_job() {

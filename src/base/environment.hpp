@@ -17,6 +17,7 @@ enum class Env : int {
   RingMinBlockBytes,
   RingPieceBytes,
   DebugCollectives,
+  Debug,
   Timeout,
   OnTimeout,
   // Topology and checkpoints: compared at fsdp_init.
@@ -27,7 +28,6 @@ enum class Env : int {
   CkptAlignment,
   CkptFillTime,
   // Local to each rank.
-  Debug,
   ProgressThread,
   Trace,
   // Test hooks: kills a rank inside a checkpoint save (tests/fault/checkpoint_kill.sh); acts as
@@ -51,6 +51,9 @@ const char* env(Env v);
 // The index of the variable's value in `choices`, or -1 when it is unset. Throws
 // Errc::InvalidArgument naming the variable and the choices for any other value.
 int env_choice(Env v, std::initializer_list<const char*> choices);
+// Debug mode: FSDP_DEBUG set to anything but 0 turns on every debug check (the collective calls
+// compared across ranks, node-shared parameters protected and checksummed; doc/debugging.md).
+bool debug_env();
 
 // What the launcher that started this process says of the job: the first of Open MPI's
 // OMPI_COMM_WORLD_SIZE, PMI's PMI_SIZE (MPICH's Hydra, srun --mpi=pmi2) and srun's

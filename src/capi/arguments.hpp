@@ -1,5 +1,6 @@
-// Checks of a caller's arguments shared by the C entry points: each failure is
-// FSDP_ERR_INVALID_ARGUMENT naming the argument (guard() prefixes the call).
+// Checks of a caller's arguments shared by the C entry points (the generated ones check every
+// required output with require_output): each failure is FSDP_ERR_INVALID_ARGUMENT naming the
+// argument (guard() prefixes the call).
 #pragma once
 
 #include <string>

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "base/fingerprint.hpp"
+#include "core/context.hpp"
 #include "core/unit.hpp"
 #include "diag/call_log.hpp"
 
@@ -40,12 +42,38 @@ inline CallInfo reduce_call(const char* call, const Unit& u) {
   return unit_call(call, u, u.full_grad_bytes(), u.precision().reduce);
 }
 
+// The same, with debug mode's refusal: why this rank cannot make the call (its units' state),
+// sent with the call so that the other ranks fail too instead of waiting in the collective.
+inline CallInfo checked_unshard_call(const char* call, const Unit& u, bool async) {
+  CallInfo c = unshard_call(call, u);
+  if (u.context().debug_collectives()) c.refusal = u.unshard_refusal(async);
+  return c;
+}
+inline CallInfo checked_reduce_call(const char* call, const Unit& u) {
+  CallInfo c = reduce_call(call, u);
+  if (u.context().debug_collectives()) c.refusal = u.reduce_refusal();
+  return c;
+}
+
+// fsdp_gather_params: the unit's whole padded master values.
+inline CallInfo gather_call(const char* call, const Unit& u) {
+  const FlatLayout& l = u.layout();
+  return unit_call(call, u, l.padded_numel() * l.element_size(), l.dtype());
+}
+
 // A collective of the whole context; `args` fingerprints its arguments (0: none compared).
 inline CallInfo context_call(const char* call, uint64_t args = 0) {
   CallInfo c;
   c.call = call;
   c.fingerprint = args;
   return c;
+}
+
+// The fingerprint of a call's scalar arguments, for context_call.
+inline uint64_t arguments_fingerprint(std::initializer_list<uint64_t> args) {
+  Fingerprint f;
+  for (const uint64_t a : args) f.add(a);
+  return f.value();
 }
 
 // A wait: logged for the watchdog, not compared across ranks.

@@ -6,6 +6,7 @@
 #include "base/agreement.hpp"
 #include "capi/arguments.hpp"
 #include "capi/calls.hpp"
+#include "capi/entry_bodies.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/sized_struct.hpp"
@@ -17,7 +18,6 @@
 using fsdp::Errc;
 using fsdp::Error;
 using fsdp::fail;
-using fsdp::capi::guard;
 
 namespace {
 
@@ -84,121 +84,95 @@ fsdp::ckpt::SaveRequest read_save(fsdp::Context& c, const char* path,
 
 }  // namespace
 
-extern "C" {
+namespace fsdp::capi::body {
 
-fsdp_status_t fsdp_checkpoint_save(fsdp_context_t ctx, const char* path,
-                                   const fsdp_checkpoint_options_t* options) {
-  return guard(__func__, [&] {
-    fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
-    const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_checkpoint_save"));
-    std::optional<Error> local;
-    fsdp::ckpt::SaveRequest r;
-    local = fsdp::attempt([&] { r = read_save(c, path, options); });
-    fsdp::ckpt::CheckpointService::of(c).save(r, local);
-  });
+void fsdp_checkpoint_save(fsdp::Context& c, const char* path,
+                          const fsdp_checkpoint_options_t* options) {
+  std::optional<Error> local;
+  fsdp::ckpt::SaveRequest r;
+  local = fsdp::attempt([&] { r = read_save(c, path, options); });
+  fsdp::ckpt::CheckpointService::of(c).save(r, local);
 }
 
-fsdp_status_t fsdp_checkpoint_save_async(fsdp_context_t ctx, const char* path,
-                                         const fsdp_checkpoint_options_t* options,
-                                         fsdp_request_t* req) {
-  return guard(__func__, [&] {
-    fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
-    const fsdp::CallScope call =
-        c.begin_call(fsdp::capi::context_call("fsdp_checkpoint_save_async"));
-    std::optional<Error> local;
-    fsdp::ckpt::SaveRequest r;
-    local = fsdp::attempt([&] {
-      fsdp::capi::require_output(req, "req");
-      r = read_save(c, path, options);
-    });
-    auto task = fsdp::ckpt::CheckpointService::of(c).save_async(r, local);
-    fsdp::Request& request = c.scheduler().add_request(std::move(task));
-    fsdp::capi::register_request(&request);
-    *req = fsdp::capi::to_handle(&request);
-  });
+void fsdp_checkpoint_save_async(std::optional<fsdp::Error> local, fsdp::Context& c,
+                                const char* path, const fsdp_checkpoint_options_t* options,
+                                fsdp_request_t* req) {
+  fsdp::ckpt::SaveRequest r;
+  if (!local) local = fsdp::attempt([&] { r = read_save(c, path, options); });
+  auto task = fsdp::ckpt::CheckpointService::of(c).save_async(r, local);
+  fsdp::Request& request = c.scheduler().add_request(std::move(task));
+  fsdp::capi::register_request(&request);
+  *req = fsdp::capi::to_handle(&request);
 }
 
-fsdp_status_t fsdp_test(fsdp_request_t req, int* done) {
-  return guard(__func__, [&] {
-    fsdp::Request& r = fsdp::capi::request_from(req, "req");
-    fsdp::capi::require_output(done, "done");
-    *done = !r.task || r.task->done() ? 1 : 0;
-  });
+void fsdp_test(fsdp::Request& r, int* done) {
+  *done = !r.task || r.task->done() ? 1 : 0;
 }
 
-fsdp_status_t fsdp_checkpoint_load(fsdp_context_t ctx, const char* path,
-                                   const fsdp_checkpoint_options_t* options,
-                                   fsdp_checkpoint_report_t* report) {
-  return guard(__func__, [&] {
-    fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
-    const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_checkpoint_load"));
-    std::optional<Error> local;
-    fsdp::ckpt::LoadRequest r;
-    local = fsdp::attempt([&] {
-      r.path = read_path(path);
-      const fsdp_checkpoint_options_t o = read_options(options);
-      read_state_handles(c, o, r.optimizers, r.scaler);
-      if (o.load_flags & ~kAllLoadFlags)
-        fail(Errc::InvalidArgument,
-             "options->load_flags = " + std::to_string(o.load_flags) + ": unknown flag bits");
-      r.partial = o.load_flags & FSDP_LOAD_PARTIAL;
-      r.model_only = o.load_flags & FSDP_LOAD_MODEL_ONLY;
-      r.convert = o.load_flags & FSDP_LOAD_CONVERT_DTYPE;
-      if (report && report->size < sizeof(size_t))
-        fail(Errc::InvalidArgument, "report->size: set it to sizeof(fsdp_checkpoint_report_t)");
-    });
-    static thread_local std::string details;  // the report's text lives until the next load
-    fsdp::ckpt::LoadReport rep = fsdp::ckpt::CheckpointService::of(c).load(r, local);
-    details = std::move(rep.details);
-    if (report) {
-      fsdp_checkpoint_report_t out{};
-      out.loaded = rep.loaded, out.missing = rep.missing, out.unexpected = rep.unexpected;
-      out.mismatched = rep.mismatched, out.details = details.c_str();
-      fsdp::capi::write_sized(report, out, "report");
-    }
+void fsdp_checkpoint_load(fsdp::Context& c, const char* path,
+                          const fsdp_checkpoint_options_t* options,
+                          fsdp_checkpoint_report_t* report) {
+  std::optional<Error> local;
+  fsdp::ckpt::LoadRequest r;
+  local = fsdp::attempt([&] {
+    r.path = read_path(path);
+    const fsdp_checkpoint_options_t o = read_options(options);
+    read_state_handles(c, o, r.optimizers, r.scaler);
+    if (o.load_flags & ~kAllLoadFlags)
+      fail(Errc::InvalidArgument,
+           "options->load_flags = " + std::to_string(o.load_flags) + ": unknown flag bits");
+    r.partial = o.load_flags & FSDP_LOAD_PARTIAL;
+    r.model_only = o.load_flags & FSDP_LOAD_MODEL_ONLY;
+    r.convert = o.load_flags & FSDP_LOAD_CONVERT_DTYPE;
+    if (report && report->size < sizeof(size_t))
+      fail(Errc::InvalidArgument, "report->size: set it to sizeof(fsdp_checkpoint_report_t)");
   });
+  static thread_local std::string details;  // the report's text lives until the next load
+  fsdp::ckpt::LoadReport rep = fsdp::ckpt::CheckpointService::of(c).load(r, local);
+  details = std::move(rep.details);
+  if (report) {
+    fsdp_checkpoint_report_t out{};
+    out.loaded = rep.loaded, out.missing = rep.missing, out.unexpected = rep.unexpected;
+    out.mismatched = rep.mismatched, out.details = details.c_str();
+    fsdp::capi::write_sized(report, out, "report");
+  }
 }
 
-fsdp_status_t fsdp_checkpoint_metadata(const char* path, const char* key, char* value,
-                                       size_t capacity, size_t* length) {
-  return guard(__func__, [&] {
-    const std::string p = read_path(path);
-    if (!key) fail(Errc::InvalidArgument, "key: NULL");
-    std::vector<std::pair<std::string, std::string>> metadata;
-    {
-      std::lock_guard<std::mutex> lock(fsdp::ckpt::hdf5_mutex());
-      metadata = fsdp::ckpt::read_metadata(p);
-    }
-    for (const auto& [k, v] : metadata) {
-      if (k != key) continue;
-      if (value && capacity < v.size() + 1)
-        fail(Errc::InvalidArgument, "capacity = " + std::to_string(capacity) + ": the value of '" +
-                                        k + "' needs " + std::to_string(v.size() + 1) + " bytes");
-      if (value) std::memcpy(value, v.c_str(), v.size() + 1);
-      if (length) *length = v.size();
-      return;
-    }
-    fail(Errc::OutOfRange, "key = '" + std::string(key) + "': no such metadata in '" + p + "'");
-  });
+void fsdp_checkpoint_metadata(const char* path, const char* key, char* value, size_t capacity,
+                              size_t* length) {
+  const std::string p = read_path(path);
+  if (!key) fail(Errc::InvalidArgument, "key: NULL");
+  std::vector<std::pair<std::string, std::string>> metadata;
+  {
+    std::lock_guard<std::mutex> lock(fsdp::ckpt::hdf5_mutex());
+    metadata = fsdp::ckpt::read_metadata(p);
+  }
+  for (const auto& [k, v] : metadata) {
+    if (k != key) continue;
+    if (value && capacity < v.size() + 1)
+      fail(Errc::InvalidArgument, "capacity = " + std::to_string(capacity) + ": the value of '" +
+                                      k + "' needs " + std::to_string(v.size() + 1) + " bytes");
+    if (value) std::memcpy(value, v.c_str(), v.size() + 1);
+    if (length) *length = v.size();
+    return;
+  }
+  fail(Errc::OutOfRange, "key = '" + std::string(key) + "': no such metadata in '" + p + "'");
 }
 
-fsdp_status_t fsdp_checkpoint_describe(const char* path, char* json, size_t capacity,
-                                       size_t* length) {
-  return guard(__func__, [&] {
-    const std::string p = read_path(path);
-    fsdp::ckpt::Catalog catalog;
-    {
-      std::lock_guard<std::mutex> lock(fsdp::ckpt::hdf5_mutex());
-      catalog = fsdp::ckpt::read_catalog(p);
-    }
-    const std::string text = fsdp::ckpt::catalog_json(catalog);
-    if (json && capacity < text.size() + 1)
-      fail(Errc::InvalidArgument, "capacity = " + std::to_string(capacity) +
-                                      ": the description of '" + p + "' needs " +
-                                      std::to_string(text.size() + 1) + " bytes");
-    if (json) std::memcpy(json, text.c_str(), text.size() + 1);
-    if (length) *length = text.size();
-  });
+void fsdp_checkpoint_describe(const char* path, char* json, size_t capacity, size_t* length) {
+  const std::string p = read_path(path);
+  fsdp::ckpt::Catalog catalog;
+  {
+    std::lock_guard<std::mutex> lock(fsdp::ckpt::hdf5_mutex());
+    catalog = fsdp::ckpt::read_catalog(p);
+  }
+  const std::string text = fsdp::ckpt::catalog_json(catalog);
+  if (json && capacity < text.size() + 1)
+    fail(Errc::InvalidArgument, "capacity = " + std::to_string(capacity) +
+                                    ": the description of '" + p + "' needs " +
+                                    std::to_string(text.size() + 1) + " bytes");
+  if (json) std::memcpy(json, text.c_str(), text.size() + 1);
+  if (length) *length = text.size();
 }
 
-}  // extern "C"
+}  // namespace fsdp::capi::body

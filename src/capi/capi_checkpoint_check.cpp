@@ -8,7 +8,7 @@
 #include "base/group.hpp"
 #include "base/mpi_check.hpp"
 #include "capi/arguments.hpp"
-#include "capi/guard.hpp"
+#include "capi/entry_bodies.hpp"
 #include "capi/mpi_args.hpp"
 #include "capi/sized_struct.hpp"
 #include "checkpoint/compare.hpp"
@@ -32,29 +32,29 @@ MPI_Comm from_fortran(int fcomm) {
   return initialized ? MPI_Comm_f2c(static_cast<MPI_Fint>(fcomm)) : MPI_COMM_NULL;
 }
 
-// Checks the arguments on this rank, then agrees on them (the same paths and options on every
-// rank, or FSDP_ERR_MISMATCH) over a duplicate of `comm` whose errors return; runs `body` there
-// and stores its answer in *result.
+// Checks the arguments on this rank (`local`: what the entry point found, a NULL result), then
+// agrees on them (the same paths and options on every rank, or FSDP_ERR_MISMATCH) over a duplicate
+// of `comm` whose errors return; runs `body` there and stores its answer in *result.
 template <class Body>
-void collective(MPI_Comm comm, std::vector<std::pair<const char*, const char*>> paths,
-                const fsdp_checkpoint_check_options_t* options, int* result, const char* result_arg,
-                Body&& body) {
+void collective(std::optional<fsdp::Error> local, MPI_Comm comm,
+                std::vector<std::pair<const char*, const char*>> paths,
+                const fsdp_checkpoint_check_options_t* options, int* result, Body&& body) {
   fsdp::capi::require_usable_mpi(comm);
   Request r;
-  std::optional<fsdp::Error> local = fsdp::attempt([&] {
-    for (const auto& [arg, p] : paths) {
-      if (!p) fail(Errc::InvalidArgument, std::string(arg) + ": NULL");
-      if (!*p) fail(Errc::InvalidArgument, std::string(arg) + ": empty");
-      r.paths.emplace_back(p);
-    }
-    if (options)
-      r.options = fsdp::capi::read_sized(*options, r.options, "options",
-                                         "FSDP_CHECKPOINT_CHECK_OPTIONS_INIT");
-    if (r.options.model_only != 0 && r.options.model_only != 1)
-      fail(Errc::InvalidArgument,
-           "options->model_only = " + std::to_string(r.options.model_only) + ": expected 0 or 1");
-    fsdp::capi::require_output(result, result_arg);
-  });
+  if (!local)
+    local = fsdp::attempt([&] {
+      for (const auto& [arg, p] : paths) {
+        if (!p) fail(Errc::InvalidArgument, std::string(arg) + ": NULL");
+        if (!*p) fail(Errc::InvalidArgument, std::string(arg) + ": empty");
+        r.paths.emplace_back(p);
+      }
+      if (options)
+        r.options = fsdp::capi::read_sized(*options, r.options, "options",
+                                           "FSDP_CHECKPOINT_CHECK_OPTIONS_INIT");
+      if (r.options.model_only != 0 && r.options.model_only != 1)
+        fail(Errc::InvalidArgument,
+             "options->model_only = " + std::to_string(r.options.model_only) + ": expected 0 or 1");
+    });
   fsdp::Group g = fsdp::capi::duplicate_caller_comm(comm);
   try {
     fsdp::Fingerprint f;
@@ -75,51 +75,45 @@ void collective(MPI_Comm comm, std::vector<std::pair<const char*, const char*>> 
   fsdp::free_group(g);
 }
 
-fsdp_status_t verify(const char* call, MPI_Comm comm, const char* path,
-                     const fsdp_checkpoint_check_options_t* options, int* failed) {
-  return fsdp::capi::guard(call, [&] {
-    collective(comm, {{"path", path}}, options, failed, "failed",
-               [](MPI_Comm c, const Request& r, const fsdp::ckpt::ReportSink& sink) {
-                 return !fsdp::ckpt::verify_checkpoint(c, r.paths[0], sink);
-               });
-  });
+void verify(std::optional<fsdp::Error> local, MPI_Comm comm, const char* path,
+            const fsdp_checkpoint_check_options_t* options, int* failed) {
+  collective(std::move(local), comm, {{"path", path}}, options, failed,
+             [](MPI_Comm c, const Request& r, const fsdp::ckpt::ReportSink& sink) {
+               return !fsdp::ckpt::verify_checkpoint(c, r.paths[0], sink);
+             });
 }
 
-fsdp_status_t diff(const char* call, MPI_Comm comm, const char* a, const char* b,
-                   const fsdp_checkpoint_check_options_t* options, int* differ) {
-  return fsdp::capi::guard(call, [&] {
-    collective(comm, {{"a", a}, {"b", b}}, options, differ, "differ",
-               [](MPI_Comm c, const Request& r, const fsdp::ckpt::ReportSink& sink) {
-                 return fsdp::ckpt::checkpoints_differ(c, r.paths[0], r.paths[1],
-                                                       r.options.model_only != 0, sink);
-               });
-  });
+void diff(std::optional<fsdp::Error> local, MPI_Comm comm, const char* a, const char* b,
+          const fsdp_checkpoint_check_options_t* options, int* differ) {
+  collective(std::move(local), comm, {{"a", a}, {"b", b}}, options, differ,
+             [](MPI_Comm c, const Request& r, const fsdp::ckpt::ReportSink& sink) {
+               return fsdp::ckpt::checkpoints_differ(c, r.paths[0], r.paths[1],
+                                                     r.options.model_only != 0, sink);
+             });
 }
 
 }  // namespace
 
-extern "C" {
+namespace fsdp::capi::body {
 
-fsdp_status_t fsdp_checkpoint_verify(MPI_Comm comm, const char* path,
-                                     const fsdp_checkpoint_check_options_t* options, int* failed) {
-  return verify(__func__, comm, path, options, failed);
+void fsdp_checkpoint_verify(std::optional<Error> local, MPI_Comm comm, const char* path,
+                            const fsdp_checkpoint_check_options_t* options, int* failed) {
+  verify(std::move(local), comm, path, options, failed);
 }
 
-fsdp_status_t fsdp_checkpoint_verify_fcomm(int fcomm, const char* path,
-                                           const fsdp_checkpoint_check_options_t* options,
-                                           int* failed) {
-  return verify(__func__, from_fortran(fcomm), path, options, failed);
+void fsdp_checkpoint_verify_fcomm(std::optional<Error> local, int fcomm, const char* path,
+                                  const fsdp_checkpoint_check_options_t* options, int* failed) {
+  verify(std::move(local), from_fortran(fcomm), path, options, failed);
 }
 
-fsdp_status_t fsdp_checkpoint_diff(MPI_Comm comm, const char* a, const char* b,
-                                   const fsdp_checkpoint_check_options_t* options, int* differ) {
-  return diff(__func__, comm, a, b, options, differ);
+void fsdp_checkpoint_diff(std::optional<Error> local, MPI_Comm comm, const char* a, const char* b,
+                          const fsdp_checkpoint_check_options_t* options, int* differ) {
+  diff(std::move(local), comm, a, b, options, differ);
 }
 
-fsdp_status_t fsdp_checkpoint_diff_fcomm(int fcomm, const char* a, const char* b,
-                                         const fsdp_checkpoint_check_options_t* options,
-                                         int* differ) {
-  return diff(__func__, from_fortran(fcomm), a, b, options, differ);
+void fsdp_checkpoint_diff_fcomm(std::optional<Error> local, int fcomm, const char* a, const char* b,
+                                const fsdp_checkpoint_check_options_t* options, int* differ) {
+  diff(std::move(local), from_fortran(fcomm), a, b, options, differ);
 }
 
-}  // extern "C"
+}  // namespace fsdp::capi::body

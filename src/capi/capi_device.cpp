@@ -1,4 +1,5 @@
 // C entry points for GPUs: device count, placement, the caller's stream, and abort.
+#include "capi/entry_bodies.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "memory/cuda/cuda_api.hpp"
@@ -6,7 +7,6 @@
 using fsdp::Context;
 using fsdp::Errc;
 using fsdp::fail;
-using fsdp::capi::guard;
 
 // The core's enums mirror the ABI's without including it.
 static_assert(static_cast<int>(fsdp::MemoryPlace::Host) == FSDP_MEMORY_HOST, "");
@@ -18,40 +18,32 @@ static_assert(static_cast<int>(fsdp::TransportKind::Shm) == FSDP_TRANSPORT_SHM, 
 static_assert(static_cast<int>(fsdp::TransportKind::ShmZeroCopy) == FSDP_TRANSPORT_SHM_ZERO_COPY,
               "");
 
-extern "C" {
+namespace fsdp::capi::body {
 
-fsdp_status_t fsdp_cuda_device_count(int* count) {
-  return guard(__func__, [&] {
-    if (!count) fail(Errc::InvalidArgument, "count: NULL");
-    *count = fsdp::cuda::device_count();
-  });
+void fsdp_cuda_device_count(int* count) {
+  *count = fsdp::cuda::device_count();
 }
 
-fsdp_status_t fsdp_context_placement(fsdp_context_t ctx, fsdp_memory_space_t* memory_space,
-                                     int* device, int* cpu_offload, fsdp_transport_t* transport) {
-  return guard(__func__, [&] {
-    const fsdp::Placement& p = fsdp::capi::context_from(ctx, "ctx").placement();
-    if (memory_space) *memory_space = static_cast<fsdp_memory_space_t>(p.memory);
-    if (device) *device = p.device;
-    if (cpu_offload) *cpu_offload = p.cpu_offload ? 1 : 0;
-    if (transport) *transport = static_cast<fsdp_transport_t>(p.transport);
-  });
+void fsdp_context_placement(fsdp::Context& ctx, fsdp_memory_space_t* memory_space, int* device,
+                            int* cpu_offload, fsdp_transport_t* transport) {
+  const fsdp::Placement& p = ctx.placement();
+  if (memory_space) *memory_space = static_cast<fsdp_memory_space_t>(p.memory);
+  if (device) *device = p.device;
+  if (cpu_offload) *cpu_offload = p.cpu_offload ? 1 : 0;
+  if (transport) *transport = static_cast<fsdp_transport_t>(p.transport);
 }
 
-fsdp_status_t fsdp_set_stream(fsdp_context_t ctx, void* stream) {
-  return guard(__func__, [&] {
-    Context& c = fsdp::capi::context_from(ctx, "ctx");
-    if (c.placement().memory != fsdp::MemoryPlace::Cuda)
-      fail(Errc::Unsupported,
-           "ctx: a host-memory context has no stream to order against (create it with "
-           "cfg->memory_space = FSDP_MEMORY_CUDA)");
-    c.memory().take_from_caller();  // the old stream's work comes first
-    fsdp::cuda::set_caller_stream(c.memory(), stream);
-  });
+void fsdp_set_stream(fsdp::Context& c, void* stream) {
+  if (c.placement().memory != fsdp::MemoryPlace::Cuda)
+    fail(Errc::Unsupported,
+         "ctx: a host-memory context has no stream to order against (create it with "
+         "cfg->memory_space = FSDP_MEMORY_CUDA)");
+  c.memory().take_from_caller();  // the old stream's work comes first
+  fsdp::cuda::set_caller_stream(c.memory(), stream);
 }
 
-fsdp_status_t fsdp_abort(fsdp_context_t ctx) {
-  return guard(__func__, [&] { fsdp::capi::context_for_abort(ctx, "ctx").abort(); });
+void fsdp_abort(fsdp::Context& ctx) {
+  ctx.abort();
 }
 
-}  // extern "C"
+}  // namespace fsdp::capi::body

@@ -5,50 +5,45 @@
 
 #include "base/mpi_check.hpp"
 #include "capi/arguments.hpp"
+#include "capi/entry_bodies.hpp"
 #include "capi/guard.hpp"
 #include "fsdp.h"
 
 using fsdp::Errc;
 using fsdp::fail;
-using fsdp::capi::guard;
 
 namespace {
 // Whether fsdp_mpi_init started MPI: only then does fsdp_mpi_finalize stop it.
 std::atomic<bool> started_by_us{false};
 }  // namespace
 
-extern "C" {
+namespace fsdp::capi::body {
 
-fsdp_status_t fsdp_mpi_init(int thread_multiple, int* provided_multiple, int* world_fcomm) {
-  return guard(__func__, [&] {
-    fsdp::capi::require_output(world_fcomm, "world_fcomm");
-    if (thread_multiple != 0 && thread_multiple != 1)
-      fail(Errc::InvalidArgument, "thread_multiple: must be 0 or 1");
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (finalized) fail(Errc::Mpi, "MPI was already finalized; it cannot be initialized again");
-    int provided = MPI_THREAD_SINGLE;
-    if (!initialized) {
-      const int required = thread_multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
-      fsdp::mpi_check(MPI_Init_thread(nullptr, nullptr, required, &provided), "MPI_Init_thread");
-      started_by_us = true;
-    } else {
-      fsdp::mpi_check(MPI_Query_thread(&provided), "MPI_Query_thread");
-    }
-    if (provided_multiple) *provided_multiple = provided == MPI_THREAD_MULTIPLE ? 1 : 0;
-    *world_fcomm = static_cast<int>(MPI_Comm_c2f(MPI_COMM_WORLD));
-  });
+void fsdp_mpi_init(int thread_multiple, int* provided_multiple, int* world_fcomm) {
+  if (thread_multiple != 0 && thread_multiple != 1)
+    fail(Errc::InvalidArgument, "thread_multiple: must be 0 or 1");
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) fail(Errc::Mpi, "MPI was already finalized; it cannot be initialized again");
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialized) {
+    const int required = thread_multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
+    fsdp::mpi_check(MPI_Init_thread(nullptr, nullptr, required, &provided), "MPI_Init_thread");
+    started_by_us = true;
+  } else {
+    fsdp::mpi_check(MPI_Query_thread(&provided), "MPI_Query_thread");
+  }
+  if (provided_multiple) *provided_multiple = provided == MPI_THREAD_MULTIPLE ? 1 : 0;
+  *world_fcomm = static_cast<int>(MPI_Comm_c2f(MPI_COMM_WORLD));
 }
 
-fsdp_status_t fsdp_mpi_finalize(void) {
-  return guard(__func__, [&] {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!started_by_us || finalized) return;  // the caller owns MPI, or it is already down
-    fsdp::mpi_check(MPI_Finalize(), "MPI_Finalize");
-    started_by_us = false;
-  });
+void fsdp_mpi_finalize() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!started_by_us || finalized) return;  // the caller owns MPI, or it is already down
+  fsdp::mpi_check(MPI_Finalize(), "MPI_Finalize");
+  started_by_us = false;
 }
 
-}  // extern "C"
+}  // namespace fsdp::capi::body

@@ -16,6 +16,7 @@
 #include "capi/arguments.hpp"
 #include "capi/config.hpp"
 #include "capi/descriptors.hpp"
+#include "capi/entry_bodies.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/hyperparams.hpp"
@@ -34,7 +35,6 @@
 using fsdp::Errc;
 using fsdp::fail;
 using fsdp::capi::enum_int;
-using fsdp::capi::guard;
 using fsdp::capi::plan_from;
 using fsdp::capi::require_output;
 using fsdp::plan::PlanJob;
@@ -327,170 +327,128 @@ std::string describe(const PlanModel& m, const PlanJob& job, int rank,
 
 }  // namespace
 
-extern "C" {
+namespace fsdp::capi::body {
 
-fsdp_status_t fsdp_plan_create(fsdp_plan_t* plan) {
-  return guard(__func__, [&] {
-    require_output(plan, "plan");
-    auto* m = new PlanModel();
-    try {
-      fsdp::capi::register_plan(m);
-    } catch (...) {
-      delete m;
-      throw;
+void fsdp_plan_create(fsdp_plan_t* plan) {
+  auto* m = new PlanModel();
+  try {
+    fsdp::capi::register_plan(m);
+  } catch (...) {
+    delete m;
+    throw;
+  }
+  *plan = fsdp::capi::to_handle(m);
+}
+
+void fsdp_plan_destroy(fsdp_plan_t* plan) {
+  PlanModel& m = plan_from(*plan, "*plan");
+  fsdp::capi::retire(&m, fsdp::capi::Retired::Destroyed);
+  delete &m;
+  *plan = nullptr;
+}
+
+void fsdp_plan_add_unit(fsdp::plan::PlanModel& m, const char* name, int nparams,
+                        const fsdp_param_desc_t* descs, int* unit_index) {
+  fsdp::plan::PlanUnit u;
+  u.name = name ? name : "";
+  u.params = fsdp::capi::specs_from_descriptors(nparams, descs);
+  m.units.push_back(std::move(u));
+  if (unit_index) *unit_index = static_cast<int>(m.units.size() - 1);
+}
+
+void fsdp_plan_tie(fsdp::plan::PlanModel& m, int user_unit, const char* alias, int owner_unit,
+                   int owner_index, int* alias_index) {
+  const std::size_t user = static_cast<std::size_t>(unit_index(m, user_unit, "user_unit"));
+  const std::size_t owner = static_cast<std::size_t>(unit_index(m, owner_unit, "owner_unit"));
+  const std::size_t nowner = m.units[owner].params.size();
+  if (owner_index < 0 || static_cast<std::size_t>(owner_index) >= nowner)
+    fail(Errc::OutOfRange, unit_label(m, owner) + ": owner_index = " + std::to_string(owner_index) +
+                               ": the unit has " + std::to_string(nowner) + " parameters");
+  if (!alias || !*alias) fail(Errc::InvalidArgument, "alias: NULL or empty");
+  if (user == owner)
+    fail(Errc::InvalidArgument,
+         "owner_unit: the same unit as user_unit; a parameter used twice in one unit needs no "
+         "tie");
+  std::vector<std::string> aliases;
+  for (const fsdp::plan::PlanTie& t : m.units[user].ties) aliases.push_back(t.alias);
+  fsdp::check_tie_names(m.units[user].params, aliases, unit_label(m, user), alias,
+                        !m.units[owner].ties.empty(), unit_label(m, owner));
+  m.units[user].ties.push_back({alias, owner, static_cast<std::size_t>(owner_index)});
+  if (alias_index)
+    *alias_index = static_cast<int>(m.units[user].params.size() + m.units[user].ties.size() - 1);
+}
+
+void fsdp_plan_read_model(fsdp::plan::PlanModel& m, const char* path,
+                          fsdp_plan_model_format_t format) {
+  if (!path || !*path) fail(Errc::InvalidArgument, "path: NULL or empty");
+  const int f = enum_int(format);
+  if (f < 0 || f >= FSDP_PLAN_MODEL_FORMAT_COUNT)
+    fail(Errc::InvalidArgument,
+         "format = " + std::to_string(f) + ": not an fsdp_plan_model_format_t");
+  if (!m.units.empty())
+    fail(Errc::State, "plan: it has " + std::to_string(m.units.size()) +
+                          " unit(s) already; read a model into an empty plan");
+  switch (format) {
+    case FSDP_PLAN_MODEL_JSON: m = fsdp::plan::model_from_layout_json(read_text(path), path); break;
+    case FSDP_PLAN_MODEL_HF_CONFIG:
+      m = fsdp::plan::model_from_hf_config(read_text(path), path);
+      break;
+    case FSDP_PLAN_MODEL_CHECKPOINT: {
+      std::lock_guard<std::mutex> lock(fsdp::ckpt::hdf5_mutex());  // HDF5 is not thread-safe
+      m = fsdp::plan::model_from_checkpoint(path);
+      break;
     }
-    *plan = fsdp::capi::to_handle(m);
-  });
+    case FSDP_PLAN_MODEL_FORMAT_COUNT: break;
+  }
 }
 
-fsdp_status_t fsdp_plan_destroy(fsdp_plan_t* plan) {
-  return guard(__func__, [&] {
-    if (!plan) fail(Errc::InvalidArgument, "plan: NULL pointer to a plan handle");
-    PlanModel& m = plan_from(*plan, "*plan");
-    fsdp::capi::retire(&m, fsdp::capi::Retired::Destroyed);
-    delete &m;
-    *plan = nullptr;
-  });
+void fsdp_plan_memory(fsdp::plan::PlanModel& m, const fsdp_plan_job_t* job, int rank,
+                      fsdp_plan_memory_t* memory) {
+  const PlanJob j = read_job(job);
+  fsdp::plan::place_rank(j, rank);
+  fsdp::capi::write_sized(memory, to_c(fsdp::plan::plan_memory(m, j), kMemoryFields), "memory");
 }
 
-fsdp_status_t fsdp_plan_add_unit(fsdp_plan_t plan, const char* name, int nparams,
-                                 const fsdp_param_desc_t* descs, int* unit_index) {
-  return guard(__func__, [&] {
-    PlanModel& m = plan_from(plan, "plan");
-    fsdp::plan::PlanUnit u;
-    u.name = name ? name : "";
-    u.params = fsdp::capi::specs_from_descriptors(nparams, descs);
-    m.units.push_back(std::move(u));
-    if (unit_index) *unit_index = static_cast<int>(m.units.size() - 1);
-  });
+void fsdp_plan_traffic(fsdp::plan::PlanModel& m, const fsdp_plan_job_t* job, int rank,
+                       fsdp_plan_traffic_t* traffic) {
+  const fsdp::plan::TrafficPlan t = fsdp::plan::plan_traffic(m, read_job(job), rank);
+  fsdp::capi::write_sized(traffic, to_c(t, kTrafficFields), "traffic");
 }
 
-fsdp_status_t fsdp_plan_tie(fsdp_plan_t plan, int user_unit, const char* alias, int owner_unit,
-                            int owner_index, int* alias_index) {
-  return guard(__func__, [&] {
-    PlanModel& m = plan_from(plan, "plan");
-    const std::size_t user = static_cast<std::size_t>(unit_index(m, user_unit, "user_unit"));
-    const std::size_t owner = static_cast<std::size_t>(unit_index(m, owner_unit, "owner_unit"));
-    const std::size_t nowner = m.units[owner].params.size();
-    if (owner_index < 0 || static_cast<std::size_t>(owner_index) >= nowner)
-      fail(Errc::OutOfRange, unit_label(m, owner) +
-                                 ": owner_index = " + std::to_string(owner_index) +
-                                 ": the unit has " + std::to_string(nowner) + " parameters");
-    if (!alias || !*alias) fail(Errc::InvalidArgument, "alias: NULL or empty");
-    if (user == owner)
-      fail(Errc::InvalidArgument,
-           "owner_unit: the same unit as user_unit; a parameter used twice in one unit needs no "
-           "tie");
-    std::vector<std::string> aliases;
-    for (const fsdp::plan::PlanTie& t : m.units[user].ties) aliases.push_back(t.alias);
-    fsdp::check_tie_names(m.units[user].params, aliases, unit_label(m, user), alias,
-                          !m.units[owner].ties.empty(), unit_label(m, owner));
-    m.units[user].ties.push_back({alias, owner, static_cast<std::size_t>(owner_index)});
-    if (alias_index)
-      *alias_index = static_cast<int>(m.units[user].params.size() + m.units[user].ties.size() - 1);
-  });
+void fsdp_plan_describe(fsdp::plan::PlanModel& m, const fsdp_plan_job_t* job, int rank, char* json,
+                        size_t capacity, size_t* length) {
+  copy_text(describe(m, read_job(job), rank, nullptr), json, capacity, length);
 }
 
-fsdp_status_t fsdp_plan_read_model(fsdp_plan_t plan, const char* path,
-                                   fsdp_plan_model_format_t format) {
-  return guard(__func__, [&] {
-    PlanModel& m = plan_from(plan, "plan");
-    if (!path || !*path) fail(Errc::InvalidArgument, "path: NULL or empty");
-    const int f = enum_int(format);
-    if (f < 0 || f >= FSDP_PLAN_MODEL_FORMAT_COUNT)
-      fail(Errc::InvalidArgument,
-           "format = " + std::to_string(f) + ": not an fsdp_plan_model_format_t");
-    if (!m.units.empty())
-      fail(Errc::State, "plan: it has " + std::to_string(m.units.size()) +
-                            " unit(s) already; read a model into an empty plan");
-    switch (format) {
-      case FSDP_PLAN_MODEL_JSON:
-        m = fsdp::plan::model_from_layout_json(read_text(path), path);
-        break;
-      case FSDP_PLAN_MODEL_HF_CONFIG:
-        m = fsdp::plan::model_from_hf_config(read_text(path), path);
-        break;
-      case FSDP_PLAN_MODEL_CHECKPOINT: {
-        std::lock_guard<std::mutex> lock(fsdp::ckpt::hdf5_mutex());  // HDF5 is not thread-safe
-        m = fsdp::plan::model_from_checkpoint(path);
-        break;
-      }
-      case FSDP_PLAN_MODEL_FORMAT_COUNT: break;
-    }
-  });
+void fsdp_plan_describe_on(fsdp::plan::PlanModel& m, const fsdp_plan_job_t* job,
+                           const fsdp_plan_machine_t* machine, int rank, char* json,
+                           size_t capacity, size_t* length) {
+  const fsdp::plan::Machine mach = read_machine(machine);
+  copy_text(describe(m, read_job(job), rank, &mach), json, capacity, length);
 }
 
-fsdp_status_t fsdp_plan_memory(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
-                               fsdp_plan_memory_t* memory) {
-  return guard(__func__, [&] {
-    const PlanModel& m = plan_from(plan, "plan");
-    require_output(memory, "memory");
-    const PlanJob j = read_job(job);
-    fsdp::plan::place_rank(j, rank);
-    fsdp::capi::write_sized(memory, to_c(fsdp::plan::plan_memory(m, j), kMemoryFields), "memory");
-  });
+void fsdp_plan_machine_preset(const char* name, fsdp_plan_machine_t* machine) {
+  if (!name) fail(Errc::InvalidArgument, "name: NULL");
+  const fsdp::plan::Machine m = fsdp::plan::machine_preset(name);
+  fsdp_plan_machine_t c = FSDP_PLAN_MACHINE_INIT;
+  copy_machine(c, m);
+  fsdp::capi::write_sized(machine, c, "machine");
 }
 
-fsdp_status_t fsdp_plan_traffic(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank,
-                                fsdp_plan_traffic_t* traffic) {
-  return guard(__func__, [&] {
-    const PlanModel& m = plan_from(plan, "plan");
-    require_output(traffic, "traffic");
-    const fsdp::plan::TrafficPlan t = fsdp::plan::plan_traffic(m, read_job(job), rank);
-    fsdp::capi::write_sized(traffic, to_c(t, kTrafficFields), "traffic");
-  });
+void fsdp_plan_time(fsdp::plan::PlanModel& m, const fsdp_plan_job_t* job,
+                    const fsdp_plan_machine_t* machine, int rank, fsdp_plan_time_t* time) {
+  const fsdp::plan::Machine mach = read_machine(machine);
+  const StepTime t = fsdp::plan::plan_time(m, read_job(job), mach, rank);
+  fsdp::capi::write_sized(time, to_c(t, kTimeFields), "time");
 }
 
-fsdp_status_t fsdp_plan_describe(fsdp_plan_t plan, const fsdp_plan_job_t* job, int rank, char* json,
-                                 size_t capacity, size_t* length) {
-  return guard(__func__, [&] {
-    const PlanModel& m = plan_from(plan, "plan");
-    copy_text(describe(m, read_job(job), rank, nullptr), json, capacity, length);
-  });
+void fsdp_plan_sweep(fsdp::plan::PlanModel& m, const fsdp_plan_job_t* job,
+                     const fsdp_plan_machine_t* machine, size_t budget_bytes, char* json,
+                     size_t capacity, size_t* length) {
+  const fsdp::plan::Machine mach = read_machine(machine);
+  const PlanJob j = read_job(job);
+  const std::size_t budget = budget_bytes ? budget_bytes : mach.hbm_bytes;
+  copy_text(sweep_json(m, j, mach, budget), json, capacity, length);
 }
 
-fsdp_status_t fsdp_plan_describe_on(fsdp_plan_t plan, const fsdp_plan_job_t* job,
-                                    const fsdp_plan_machine_t* machine, int rank, char* json,
-                                    size_t capacity, size_t* length) {
-  return guard(__func__, [&] {
-    const PlanModel& m = plan_from(plan, "plan");
-    const fsdp::plan::Machine mach = read_machine(machine);
-    copy_text(describe(m, read_job(job), rank, &mach), json, capacity, length);
-  });
-}
-
-fsdp_status_t fsdp_plan_machine_preset(const char* name, fsdp_plan_machine_t* machine) {
-  return guard(__func__, [&] {
-    if (!name) fail(Errc::InvalidArgument, "name: NULL");
-    require_output(machine, "machine");
-    const fsdp::plan::Machine m = fsdp::plan::machine_preset(name);
-    fsdp_plan_machine_t c = FSDP_PLAN_MACHINE_INIT;
-    copy_machine(c, m);
-    fsdp::capi::write_sized(machine, c, "machine");
-  });
-}
-
-fsdp_status_t fsdp_plan_time(fsdp_plan_t plan, const fsdp_plan_job_t* job,
-                             const fsdp_plan_machine_t* machine, int rank, fsdp_plan_time_t* time) {
-  return guard(__func__, [&] {
-    const PlanModel& m = plan_from(plan, "plan");
-    require_output(time, "time");
-    const fsdp::plan::Machine mach = read_machine(machine);
-    const StepTime t = fsdp::plan::plan_time(m, read_job(job), mach, rank);
-    fsdp::capi::write_sized(time, to_c(t, kTimeFields), "time");
-  });
-}
-
-fsdp_status_t fsdp_plan_sweep(fsdp_plan_t plan, const fsdp_plan_job_t* job,
-                              const fsdp_plan_machine_t* machine, size_t budget_bytes, char* json,
-                              size_t capacity, size_t* length) {
-  return guard(__func__, [&] {
-    const PlanModel& m = plan_from(plan, "plan");
-    const fsdp::plan::Machine mach = read_machine(machine);
-    const PlanJob j = read_job(job);
-    const std::size_t budget = budget_bytes ? budget_bytes : mach.hbm_bytes;
-    copy_text(sweep_json(m, j, mach, budget), json, capacity, length);
-  });
-}
-
-}  // extern "C"
+}  // namespace fsdp::capi::body

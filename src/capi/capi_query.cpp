@@ -7,6 +7,7 @@
 
 #include "capi/arguments.hpp"
 #include "capi/config.hpp"
+#include "capi/entry_bodies.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/sized_struct.hpp"
@@ -20,7 +21,6 @@ using fsdp::Errc;
 using fsdp::fail;
 using fsdp::OptimizerKind;
 using fsdp::capi::enum_int;
-using fsdp::capi::guard;
 using fsdp::capi::require_output;
 
 namespace {
@@ -51,96 +51,74 @@ DType dtype_from(const fsdp_dtype_t& dtype, const char* arg) {
 
 }  // namespace
 
-extern "C" {
+namespace fsdp::capi::body {
 
-fsdp_status_t fsdp_param_group_of(const char* const* patterns, int npatterns, const char* name,
-                                  int* group) {
-  return guard(__func__, [&] {
-    if (npatterns < 1)
-      fail(Errc::InvalidArgument, "npatterns = " + std::to_string(npatterns) +
-                                      ": at least group 0 (the defaults) is needed");
-    if (!patterns) fail(Errc::InvalidArgument, "patterns: NULL");
-    for (int g = 1; g < npatterns; ++g)
-      if (!patterns[g] || !*patterns[g])
-        fail(Errc::InvalidArgument, "patterns[" + std::to_string(g) + "]: NULL or empty");
-    if (!name) fail(Errc::InvalidArgument, "name: NULL");
-    require_output(group, "group");
-    *group = fsdp::group_of(
-        static_cast<std::size_t>(npatterns), [&](std::size_t g) { return patterns[g]; }, name);
-  });
+void fsdp_param_group_of(const char* const* patterns, int npatterns, const char* name, int* group) {
+  if (npatterns < 1)
+    fail(Errc::InvalidArgument, "npatterns = " + std::to_string(npatterns) +
+                                    ": at least group 0 (the defaults) is needed");
+  if (!patterns) fail(Errc::InvalidArgument, "patterns: NULL");
+  for (int g = 1; g < npatterns; ++g)
+    if (!patterns[g] || !*patterns[g])
+      fail(Errc::InvalidArgument, "patterns[" + std::to_string(g) + "]: NULL or empty");
+  if (!name) fail(Errc::InvalidArgument, "name: NULL");
+  *group = fsdp::group_of(
+      static_cast<std::size_t>(npatterns), [&](std::size_t g) { return patterns[g]; }, name);
 }
 
-fsdp_status_t fsdp_optimizer_kind_info(fsdp_optimizer_kind_t kind, const char** name, int* nstates,
-                                       int* nhyperparams, int* step_count) {
-  return guard(__func__, [&] {
-    const OptimizerKind k = kind_from(kind);
-    const fsdp::KindReads& reads = fsdp::kind_reads(k);
-    if (name) *name = fsdp::kind_name(k);
-    if (nstates) *nstates = static_cast<int>(fsdp::state_buffers(k).size());
-    if (nhyperparams) *nhyperparams = static_cast<int>(reads.hyperparams.size());
-    if (step_count) *step_count = reads.step_count ? 1 : 0;
-  });
+void fsdp_optimizer_kind_info(fsdp_optimizer_kind_t kind, const char** name, int* nstates,
+                              int* nhyperparams, int* step_count) {
+  const OptimizerKind k = kind_from(kind);
+  const fsdp::KindReads& reads = fsdp::kind_reads(k);
+  if (name) *name = fsdp::kind_name(k);
+  if (nstates) *nstates = static_cast<int>(fsdp::state_buffers(k).size());
+  if (nhyperparams) *nhyperparams = static_cast<int>(reads.hyperparams.size());
+  if (step_count) *step_count = reads.step_count ? 1 : 0;
 }
 
-fsdp_status_t fsdp_optimizer_state_name(fsdp_optimizer_kind_t kind, int index, const char** name,
-                                        const char** kept_when) {
-  return guard(__func__, [&] {
-    const OptimizerKind k = kind_from(kind);
-    const std::vector<fsdp::StateBuffer>& buffers = fsdp::state_buffers(k);
-    const std::size_t i = list_index(index, buffers.size(), k, "state buffer(s)");
-    require_output(name, "name");
-    *name = buffers[i].name;
-    if (kept_when) *kept_when = buffers[i].kept_when;
-  });
+void fsdp_optimizer_state_name(fsdp_optimizer_kind_t kind, int index, const char** name,
+                               const char** kept_when) {
+  const OptimizerKind k = kind_from(kind);
+  const std::vector<fsdp::StateBuffer>& buffers = fsdp::state_buffers(k);
+  const std::size_t i = list_index(index, buffers.size(), k, "state buffer(s)");
+  *name = buffers[i].name;
+  if (kept_when) *kept_when = buffers[i].kept_when;
 }
 
-fsdp_status_t fsdp_optimizer_hyperparam_name(fsdp_optimizer_kind_t kind, int index,
-                                             const char** name) {
-  return guard(__func__, [&] {
-    const OptimizerKind k = kind_from(kind);
-    const std::vector<const char*>& names = fsdp::kind_reads(k).hyperparams;
-    const std::size_t i = list_index(index, names.size(), k, "hyperparameter(s)");
-    require_output(name, "name");
-    *name = names[i];
-  });
+void fsdp_optimizer_hyperparam_name(fsdp_optimizer_kind_t kind, int index, const char** name) {
+  const OptimizerKind k = kind_from(kind);
+  const std::vector<const char*>& names = fsdp::kind_reads(k).hyperparams;
+  const std::size_t i = list_index(index, names.size(), k, "hyperparameter(s)");
+  *name = names[i];
 }
 
-fsdp_status_t fsdp_optimizer_defaults(fsdp_optimizer_kind_t kind, fsdp_hyperparams_t* hp) {
-  return guard(__func__, [&] {
-    static const fsdp_hyperparams_t sgd = FSDP_SGD_DEFAULTS, adamw = FSDP_ADAMW_DEFAULTS;
-    const OptimizerKind k = kind_from(kind);
-    require_output(hp, "hp");
-    fsdp::capi::write_sized(hp, k == OptimizerKind::AdamW ? adamw : sgd, "hp");
-  });
+void fsdp_optimizer_defaults(fsdp_optimizer_kind_t kind, fsdp_hyperparams_t* hp) {
+  static const fsdp_hyperparams_t sgd = FSDP_SGD_DEFAULTS, adamw = FSDP_ADAMW_DEFAULTS;
+  const OptimizerKind k = kind_from(kind);
+  require_output(hp, "hp");
+  fsdp::capi::write_sized(hp, k == OptimizerKind::AdamW ? adamw : sgd, "hp");
 }
 
-fsdp_status_t fsdp_storage_dtype(fsdp_dtype_t dtype, fsdp_dtype_t* storage) {
-  return guard(__func__, [&] {
-    const DType t = dtype_from(dtype, "dtype");
-    require_output(storage, "storage");
-    *storage = static_cast<fsdp_dtype_t>(fsdp::storage_dtype(t));
-  });
+void fsdp_storage_dtype(fsdp_dtype_t dtype, fsdp_dtype_t* storage) {
+  const DType t = dtype_from(dtype, "dtype");
+  *storage = static_cast<fsdp_dtype_t>(fsdp::storage_dtype(t));
 }
 
-fsdp_status_t fsdp_precision_resolve(fsdp_context_t ctx, fsdp_dtype_t storage,
-                                     fsdp_dtype_t param_dtype, fsdp_dtype_t reduce_dtype,
-                                     fsdp_dtype_t* param_out, fsdp_dtype_t* reduce_out) {
-  return guard(__func__, [&] {
-    const fsdp::PrecisionRequest context =
-        ctx ? fsdp::capi::context_from(ctx, "ctx").options().precision : fsdp::PrecisionRequest{};
-    const DType s = dtype_from(storage, "storage");
-    if (!fsdp::dtype_storable(s))
-      fail(Errc::InvalidArgument, std::string("storage = ") + fsdp::dtype_name(s) +
-                                      ": parameters are stored in float32 or float64 "
-                                      "(fsdp_storage_dtype)");
-    fsdp::PrecisionRequest unit;
-    unit.param = fsdp::capi::optional_dtype(enum_int(param_dtype), "param_dtype");
-    unit.reduce = fsdp::capi::optional_dtype(enum_int(reduce_dtype), "reduce_dtype");
-    const fsdp::Precision p =
-        fsdp::resolve_precision(s, context, unit, "param_dtype, reduce_dtype");
-    if (param_out) *param_out = static_cast<fsdp_dtype_t>(p.param);
-    if (reduce_out) *reduce_out = static_cast<fsdp_dtype_t>(p.reduce);
-  });
+void fsdp_precision_resolve(fsdp::Context* ctx, fsdp_dtype_t storage, fsdp_dtype_t param_dtype,
+                            fsdp_dtype_t reduce_dtype, fsdp_dtype_t* param_out,
+                            fsdp_dtype_t* reduce_out) {
+  const fsdp::PrecisionRequest context = ctx ? ctx->options().precision : fsdp::PrecisionRequest{};
+  const DType s = dtype_from(storage, "storage");
+  if (!fsdp::dtype_storable(s))
+    fail(Errc::InvalidArgument, std::string("storage = ") + fsdp::dtype_name(s) +
+                                    ": parameters are stored in float32 or float64 "
+                                    "(fsdp_storage_dtype)");
+  fsdp::PrecisionRequest unit;
+  unit.param = fsdp::capi::optional_dtype(enum_int(param_dtype), "param_dtype");
+  unit.reduce = fsdp::capi::optional_dtype(enum_int(reduce_dtype), "reduce_dtype");
+  const fsdp::Precision p = fsdp::resolve_precision(s, context, unit, "param_dtype, reduce_dtype");
+  if (param_out) *param_out = static_cast<fsdp_dtype_t>(p.param);
+  if (reduce_out) *reduce_out = static_cast<fsdp_dtype_t>(p.reduce);
 }
 
-}  // extern "C"
+}  // namespace fsdp::capi::body

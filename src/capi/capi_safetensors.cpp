@@ -6,6 +6,7 @@
 #include "base/agreement.hpp"
 #include "base/fingerprint.hpp"
 #include "base/mpi_check.hpp"
+#include "capi/entry_bodies.hpp"
 #include "capi/guard.hpp"
 #include "capi/mpi_args.hpp"
 #include "capi/sized_struct.hpp"
@@ -108,28 +109,26 @@ void import_body(MPI_Comm comm, const char* in, const char* checkpoint,
 
 }  // namespace
 
-extern "C" {
+namespace fsdp::capi::body {
 
-fsdp_status_t fsdp_safetensors_export(MPI_Comm comm, const char* checkpoint, const char* out,
-                                      const fsdp_safetensors_options_t* options) {
-  return fsdp::capi::guard(__func__, [&] { export_body(comm, checkpoint, out, options); });
+void fsdp_safetensors_export(MPI_Comm comm, const char* checkpoint, const char* out,
+                             const fsdp_safetensors_options_t* options) {
+  export_body(comm, checkpoint, out, options);
 }
 
-fsdp_status_t fsdp_safetensors_import(MPI_Comm comm, const char* in, const char* checkpoint,
-                                      const fsdp_safetensors_options_t* options) {
-  return fsdp::capi::guard(__func__, [&] { import_body(comm, in, checkpoint, options); });
+void fsdp_safetensors_import(MPI_Comm comm, const char* in, const char* checkpoint,
+                             const fsdp_safetensors_options_t* options) {
+  import_body(comm, in, checkpoint, options);
 }
 
-fsdp_status_t fsdp_safetensors_export_fcomm(int fcomm, const char* checkpoint, const char* out,
-                                            const fsdp_safetensors_options_t* options) {
-  return fsdp::capi::guard(__func__,
-                           [&] { export_body(from_fortran(fcomm), checkpoint, out, options); });
+void fsdp_safetensors_export_fcomm(int fcomm, const char* checkpoint, const char* out,
+                                   const fsdp_safetensors_options_t* options) {
+  export_body(from_fortran(fcomm), checkpoint, out, options);
 }
 
-fsdp_status_t fsdp_safetensors_import_fcomm(int fcomm, const char* in, const char* checkpoint,
-                                            const fsdp_safetensors_options_t* options) {
-  return fsdp::capi::guard(__func__,
-                           [&] { import_body(from_fortran(fcomm), in, checkpoint, options); });
+void fsdp_safetensors_import_fcomm(int fcomm, const char* in, const char* checkpoint,
+                                   const fsdp_safetensors_options_t* options) {
+  import_body(from_fortran(fcomm), in, checkpoint, options);
 }
 
-}  // extern "C"
+}  // namespace fsdp::capi::body

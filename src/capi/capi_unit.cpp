@@ -9,6 +9,7 @@
 #include "capi/calls.hpp"
 #include "capi/config.hpp"
 #include "capi/descriptors.hpp"
+#include "capi/entry_bodies.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
 #include "capi/sized_struct.hpp"
@@ -18,7 +19,6 @@ using fsdp::Errc;
 using fsdp::Error;
 using fsdp::fail;
 using fsdp::Unit;
-using fsdp::capi::guard;
 using fsdp::capi::param_index;
 using fsdp::capi::require_output;
 using fsdp::capi::unit_from;
@@ -91,21 +91,19 @@ fsdp::Context::UnitRequest request_from(const fsdp_unit_options_t& o, int nparam
   return r;
 }
 
-void create_unit(fsdp_context_t ctx, int nparams, const fsdp_param_desc_t* descs,
-                 const void* const* initial_values, const fsdp_unit_options_t* options,
-                 fsdp_unit_t* unit) {
-  fsdp::Context& c = fsdp::capi::context_from(ctx, "ctx");
-  const fsdp::CallScope call = c.begin_call(fsdp::capi::context_call("fsdp_unit_create"));
-  // This rank's argument errors join the collective check, so all ranks fail together.
-  std::optional<Error> local;
+// `local`: this rank's argument errors found by the entry point (a NULL `unit`); they and the
+// ones found here join the collective check, so all ranks fail together.
+void create_unit(std::optional<Error> local, fsdp::Context& c, int nparams,
+                 const fsdp_param_desc_t* descs, const void* const* initial_values,
+                 const fsdp_unit_options_t* options, fsdp_unit_t* unit) {
   std::vector<fsdp::ParamSpec> specs;
   fsdp::Context::UnitRequest request;
-  local = fsdp::attempt([&] {
-    require_output(unit, "unit");
-    specs = fsdp::capi::specs_from_descriptors(nparams, descs);
-    request = request_from(read_options(options), nparams, descs, initial_values,
-                           c.groups().world().rank);
-  });
+  if (!local)
+    local = fsdp::attempt([&] {
+      specs = fsdp::capi::specs_from_descriptors(nparams, descs);
+      request = request_from(read_options(options), nparams, descs, initial_values,
+                             c.groups().world().rank);
+    });
   Unit& u = c.create_unit(std::move(specs), request, local);
   fsdp::capi::register_unit(&u);
   *unit = fsdp::capi::to_handle(&u);
@@ -113,268 +111,191 @@ void create_unit(fsdp_context_t ctx, int nparams, const fsdp_param_desc_t* descs
 
 }  // namespace
 
-extern "C" {
+namespace fsdp::capi::body {
 
-fsdp_status_t fsdp_unit_create(fsdp_context_t ctx, int nparams, const fsdp_param_desc_t* descs,
-                               const void* const* initial_values, fsdp_unit_t* unit) {
-  return guard(__func__, [&] { create_unit(ctx, nparams, descs, initial_values, nullptr, unit); });
+void fsdp_unit_create(std::optional<fsdp::Error> local, fsdp::Context& ctx, int nparams,
+                      const fsdp_param_desc_t* descs, const void* const* initial_values,
+                      fsdp_unit_t* unit) {
+  create_unit(std::move(local), ctx, nparams, descs, initial_values, nullptr, unit);
 }
 
-fsdp_status_t fsdp_unit_create_ex(fsdp_context_t ctx, int nparams, const fsdp_param_desc_t* descs,
-                                  const void* const* initial_values,
-                                  const fsdp_unit_options_t* options, fsdp_unit_t* unit) {
-  return guard(__func__, [&] { create_unit(ctx, nparams, descs, initial_values, options, unit); });
+void fsdp_unit_create_ex(std::optional<fsdp::Error> local, fsdp::Context& ctx, int nparams,
+                         const fsdp_param_desc_t* descs, const void* const* initial_values,
+                         const fsdp_unit_options_t* options, fsdp_unit_t* unit) {
+  create_unit(std::move(local), ctx, nparams, descs, initial_values, options, unit);
 }
 
-fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit) {
-  return guard(__func__, [&] {
-    if (!unit) fail(Errc::InvalidArgument, "unit: NULL pointer to a unit handle");
-    Unit& u = unit_from(*unit, "*unit");
-    u.context().scheduler().release_unclaimed("at fsdp_unit_destroy", &u);
-    if (std::optional<Error> refusal = u.destroy_refusal())
-      fail(refusal->code(), "*unit: " + std::string(refusal->what()));
-    fsdp::capi::retire(&u, fsdp::capi::Retired::Destroyed);
-    u.context().destroy_unit(u);
-    *unit = nullptr;
+void fsdp_unit_destroy(fsdp_unit_t* unit) {
+  Unit& u = unit_from(*unit, "*unit");
+  u.context().scheduler().release_unclaimed("at fsdp_unit_destroy", &u);
+  if (std::optional<Error> refusal = u.destroy_refusal())
+    fail(refusal->code(), "*unit: " + std::string(refusal->what()));
+  fsdp::capi::retire(&u, fsdp::capi::Retired::Destroyed);
+  u.context().destroy_unit(u);
+  *unit = nullptr;
+}
+
+void fsdp_unit_tie(fsdp::Unit& u, const char* alias, fsdp_unit_t owner, int owner_index,
+                   int* alias_index) {
+  std::optional<Error> local;
+  Unit* o = nullptr;
+  std::size_t idx = 0;
+  local = fsdp::attempt([&] {
+    o = &unit_from(owner, "owner");
+    idx = param_index(*o, owner_index);
+    if (!alias || !*alias) fail(Errc::InvalidArgument, "alias: NULL or empty");
+    u.check_tie(alias, *o);
   });
+  u.context().tie(u, alias ? alias : "", o, idx, local);
+  if (alias_index) *alias_index = static_cast<int>(u.layout().num_params() + u.ties().size() - 1);
 }
 
-fsdp_status_t fsdp_unit_tie(fsdp_unit_t user, const char* alias, fsdp_unit_t owner, int owner_index,
-                            int* alias_index) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(user, "user");
-    const fsdp::CallScope call =
-        u.context().begin_call(fsdp::capi::context_call("fsdp_unit_tie", u.id()));
-    std::optional<Error> local;
-    Unit* o = nullptr;
-    std::size_t idx = 0;
-    local = fsdp::attempt([&] {
-      o = &unit_from(owner, "owner");
-      idx = param_index(*o, owner_index);
-      if (!alias || !*alias) fail(Errc::InvalidArgument, "alias: NULL or empty");
-      u.check_tie(alias, *o);
-    });
-    u.context().tie(u, alias ? alias : "", o, idx, local);
-    if (alias_index) *alias_index = static_cast<int>(u.layout().num_params() + u.ties().size() - 1);
-  });
+void fsdp_unshard(fsdp::Unit& u) {
+  u.context().scheduler().caller_unshard(u, /*async=*/false);
+  u.complete_pending();
 }
 
-fsdp_status_t fsdp_unshard(fsdp_unit_t unit) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(unit, "unit");
-    fsdp::CallInfo info = fsdp::capi::unshard_call("fsdp_unshard", u);
-    if (u.context().debug_collectives()) info.refusal = u.unshard_refusal(/*async=*/false);
-    const fsdp::CallScope call = u.context().begin_call(info);
-    u.context().scheduler().caller_unshard(u, /*async=*/false);
-    u.complete_pending();
-  });
+void fsdp_reshard(fsdp::Unit& unit) {
+  unit.reshard();
 }
 
-fsdp_status_t fsdp_reshard(fsdp_unit_t unit) {
-  return guard(__func__, [&] { unit_from(unit, "unit").reshard(); });
+void fsdp_param_data(fsdp::Unit& u, int index, void** data) {
+  const Resolved r = resolve(u, index);
+  if (r.tie && !r.unit->held_by_caller())
+    fail(Errc::State, u.label() + ": index = " + std::to_string(index) + " ('" + r.tie->alias +
+                          "') is tied to '" + r.unit->layout().param(r.index).name + "' of " +
+                          r.unit->label() + ", which is sharded: unshard " + r.unit->label() +
+                          " while " + u.label() + " uses it");
+  *data = r.unit->param_data(r.index);
 }
 
-fsdp_status_t fsdp_param_data(fsdp_unit_t unit, int index, void** data) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(unit, "unit");
-    const Resolved r = resolve(u, index);
-    require_output(data, "data");
-    if (r.tie && !r.unit->held_by_caller())
-      fail(Errc::State, u.label() + ": index = " + std::to_string(index) + " ('" + r.tie->alias +
-                            "') is tied to '" + r.unit->layout().param(r.index).name + "' of " +
-                            r.unit->label() + ", which is sharded: unshard " + r.unit->label() +
-                            " while " + u.label() + " uses it");
-    *data = r.unit->param_data(r.index);
-  });
+void fsdp_grad_data(fsdp::Unit& u, int index, void** data) {
+  const Resolved r = resolve(u, index);
+  if (!r.unit->layout().param(r.index).requires_grad)
+    fail(Errc::InvalidArgument, u.label() + ": index = " + std::to_string(index) + " ('" +
+                                    r.unit->layout().param(r.index).name +
+                                    "'): the parameter has requires_grad = 0");
+  *data = r.unit->grad_data(r.index);  // a tie adds into the owner's full gradient
 }
 
-fsdp_status_t fsdp_grad_data(fsdp_unit_t unit, int index, void** data) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(unit, "unit");
-    const Resolved r = resolve(u, index);
-    require_output(data, "data");
-    if (!r.unit->layout().param(r.index).requires_grad)
-      fail(Errc::InvalidArgument, u.label() + ": index = " + std::to_string(index) + " ('" +
-                                      r.unit->layout().param(r.index).name +
-                                      "'): the parameter has requires_grad = 0");
-    *data = r.unit->grad_data(r.index);  // a tie adds into the owner's full gradient
-  });
+void fsdp_reduce_grads(fsdp::Unit& u) {
+  u.reduce_grads();
 }
 
-fsdp_status_t fsdp_reduce_grads(fsdp_unit_t unit) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(unit, "unit");
-    fsdp::CallInfo info = fsdp::capi::reduce_call("fsdp_reduce_grads", u);
-    if (u.context().debug_collectives()) info.refusal = u.reduce_refusal();
-    const fsdp::CallScope call = u.context().begin_call(info);
-    u.reduce_grads();
-  });
+void fsdp_zero_grads(fsdp::Unit& unit) {
+  unit.zero_grads();
 }
 
-fsdp_status_t fsdp_zero_grads(fsdp_unit_t unit) {
-  return guard(__func__, [&] { unit_from(unit, "unit").zero_grads(); });
+void fsdp_grad_set_none(fsdp::Unit& u, int index, int none) {
+  u.set_grad_none(fsdp::capi::trainable_index(u, index), none != 0);
 }
 
-fsdp_status_t fsdp_grad_set_none(fsdp_unit_t unit, int index, int none) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(unit, "unit");
-    u.set_grad_none(fsdp::capi::trainable_index(u, index), none != 0);
-  });
+void fsdp_grad_none(fsdp::Unit& u, int* none, int count) {
+  const std::size_t n = u.layout().num_params();
+  if (count < 0 || static_cast<std::size_t>(count) != n)
+    fail(Errc::InvalidArgument, "count = " + std::to_string(count) + ": " + u.label() + " has " +
+                                    std::to_string(n) + " parameters");
+  for (std::size_t i = 0; i < n; ++i) none[i] = u.grad_none(i) ? 1 : 0;
 }
 
-fsdp_status_t fsdp_grad_none(fsdp_unit_t unit, int* none, int count) {
-  return guard(__func__, [&] {
-    const Unit& u = unit_from(unit, "unit");
-    require_output(none, "none");
-    const std::size_t n = u.layout().num_params();
-    if (count < 0 || static_cast<std::size_t>(count) != n)
-      fail(Errc::InvalidArgument, "count = " + std::to_string(count) + ": " + u.label() + " has " +
-                                      std::to_string(n) + " parameters");
-    for (std::size_t i = 0; i < n; ++i) none[i] = u.grad_none(i) ? 1 : 0;
-  });
+void fsdp_shard_data(fsdp::Unit& u, void** data, size_t* numel) {
+  u.refuse_split_shard(__func__);
+  if (data) {
+    *data = u.shard_data();
+    u.drop_secondary();                       // hpZ: the caller may write the shard from here on
+    u.context().before_cpu_touches_shards();  // offloaded: the CPU may read it now
+    u.context().shard_memory().handover_to_caller();
+  }
+  if (numel) *numel = u.layout().shard_numel();
 }
 
-fsdp_status_t fsdp_shard_data(fsdp_unit_t unit, void** data, size_t* numel) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(unit, "unit");
-    u.refuse_split_shard(__func__);
-    if (data) {
-      *data = u.shard_data();
-      u.drop_secondary();                       // hpZ: the caller may write the shard from here on
-      u.context().before_cpu_touches_shards();  // offloaded: the CPU may read it now
-      u.context().shard_memory().handover_to_caller();
-    }
-    if (numel) *numel = u.layout().shard_numel();
-  });
-}
-
-fsdp_status_t fsdp_shard_grad(fsdp_unit_t unit, void** data, size_t* numel) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(unit, "unit");
-    u.refuse_piece_view("the gradient shard");
-    if (data) {
-      if (u.layout().grad_shard_numel() == 0)
-        fail(Errc::InvalidArgument,
-             u.label() +
-                 ": every parameter is frozen (requires_grad = 0): there is no gradient "
-                 "shard");
-      *data = u.shard_grad();
-      u.context().before_cpu_touches_shards();
-      u.context().shard_memory().handover_to_caller();
-    }
-    if (numel) *numel = u.layout().grad_shard_numel();
-  });
-}
-
-fsdp_status_t fsdp_unit_precision(fsdp_unit_t unit, fsdp_dtype_t* storage,
-                                  fsdp_dtype_t* param_dtype, fsdp_dtype_t* reduce_dtype) {
-  return guard(__func__, [&] {
-    const fsdp::Precision& p = unit_from(unit, "unit").precision();
-    if (storage) *storage = static_cast<fsdp_dtype_t>(p.storage);
-    if (param_dtype) *param_dtype = static_cast<fsdp_dtype_t>(p.param);
-    if (reduce_dtype) *reduce_dtype = static_cast<fsdp_dtype_t>(p.reduce);
-  });
-}
-
-fsdp_status_t fsdp_unit_set_grad_sync(fsdp_unit_t unit, int enabled) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(unit, "unit");
-    if (enabled != 0 && enabled != 1)
-      fail(Errc::InvalidArgument, "enabled = " + std::to_string(enabled) + ": must be 0 or 1");
-    u.set_grad_sync(enabled != 0);
-  });
-}
-
-fsdp_status_t fsdp_unit_set_grad_divide_factor(fsdp_unit_t unit, double factor) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(unit, "unit");
-    if (!std::isfinite(factor) || factor < 0.0)
+void fsdp_shard_grad(fsdp::Unit& u, void** data, size_t* numel) {
+  u.refuse_piece_view("the gradient shard");
+  if (data) {
+    if (u.layout().grad_shard_numel() == 0)
       fail(Errc::InvalidArgument,
-           "factor = " + std::to_string(factor) + ": must be > 0 and finite, or 0 (the context's)");
-    u.set_grad_divide_factor(factor);
-  });
+           u.label() +
+               ": every parameter is frozen (requires_grad = 0): there is no gradient "
+               "shard");
+    *data = u.shard_grad();
+    u.context().before_cpu_touches_shards();
+    u.context().shard_memory().handover_to_caller();
+  }
+  if (numel) *numel = u.layout().grad_shard_numel();
 }
 
-fsdp_status_t fsdp_unit_grad_sync(fsdp_unit_t unit, int* enabled) {
-  return guard(__func__, [&] {
-    const Unit& u = unit_from(unit, "unit");
-    fsdp::capi::require_output(enabled, "enabled");
-    *enabled = u.grad_sync() ? 1 : 0;
-  });
+void fsdp_unit_precision(fsdp::Unit& unit, fsdp_dtype_t* storage, fsdp_dtype_t* param_dtype,
+                         fsdp_dtype_t* reduce_dtype) {
+  const fsdp::Precision& p = unit.precision();
+  if (storage) *storage = static_cast<fsdp_dtype_t>(p.storage);
+  if (param_dtype) *param_dtype = static_cast<fsdp_dtype_t>(p.param);
+  if (reduce_dtype) *reduce_dtype = static_cast<fsdp_dtype_t>(p.reduce);
 }
 
-fsdp_status_t fsdp_unit_zero_copy(fsdp_unit_t unit, int* zero_copy) {
-  return guard(__func__, [&] {
-    const Unit& u = unit_from(unit, "unit");
-    fsdp::capi::require_output(zero_copy, "zero_copy");
-    *zero_copy = u.zero_copy() ? 1 : 0;
-  });
+void fsdp_unit_set_grad_sync(fsdp::Unit& u, int enabled) {
+  if (enabled != 0 && enabled != 1)
+    fail(Errc::InvalidArgument, "enabled = " + std::to_string(enabled) + ": must be 0 or 1");
+  u.set_grad_sync(enabled != 0);
 }
 
-fsdp_status_t fsdp_param_shard_range(fsdp_unit_t unit, int index, size_t* shard_offset,
-                                     size_t* param_offset, size_t* length) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(unit, "unit");
-    const Resolved r = resolve(u, index);  // an alias: the owner's parameter, in the owner's shard
-    const fsdp::ShardSlice s = r.unit->slice(r.index);
-    if (shard_offset) *shard_offset = s.shard_offset;
-    if (param_offset) *param_offset = s.param_offset;
-    if (length) *length = s.length;
-  });
+void fsdp_unit_set_grad_divide_factor(fsdp::Unit& u, double factor) {
+  if (!std::isfinite(factor) || factor < 0.0)
+    fail(Errc::InvalidArgument,
+         "factor = " + std::to_string(factor) + ": must be > 0 and finite, or 0 (the context's)");
+  u.set_grad_divide_factor(factor);
 }
 
-fsdp_status_t fsdp_gather_params(fsdp_unit_t unit, void* const* values) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(unit, "unit");
-    const fsdp::FlatLayout& l = u.layout();
-    const fsdp::CallScope call = u.context().begin_call(fsdp::capi::unit_call(
-        "fsdp_gather_params", u, l.padded_numel() * l.element_size(), l.dtype()));
-    const std::optional<Error> local = fsdp::attempt([&] {
-      if (!values) fail(Errc::InvalidArgument, "values: NULL array of destinations");
-    });
-    fsdp::gather_masters(u, values, local);
-  });
+void fsdp_unit_grad_sync(fsdp::Unit& u, int* enabled) {
+  *enabled = u.grad_sync() ? 1 : 0;
 }
 
-fsdp_status_t fsdp_unit_numel(fsdp_unit_t unit, size_t* numel, size_t* padded_numel,
-                              size_t* shard_numel) {
-  return guard(__func__, [&] {
-    const fsdp::FlatLayout& l = unit_from(unit, "unit").layout();
-    if (numel) *numel = l.numel();
-    if (padded_numel) *padded_numel = l.padded_numel();
-    if (shard_numel) *shard_numel = l.shard_numel();
-  });
+void fsdp_unit_zero_copy(fsdp::Unit& u, int* zero_copy) {
+  *zero_copy = u.zero_copy() ? 1 : 0;
 }
 
-fsdp_status_t fsdp_unit_info(fsdp_unit_t unit, int* nparams, fsdp_dtype_t* dtype) {
-  return guard(__func__, [&] {
-    const fsdp::FlatLayout& l = unit_from(unit, "unit").layout();
-    if (nparams) *nparams = static_cast<int>(l.num_params());
-    if (dtype) *dtype = static_cast<fsdp_dtype_t>(l.dtype());
-  });
+void fsdp_param_shard_range(fsdp::Unit& u, int index, size_t* shard_offset, size_t* param_offset,
+                            size_t* length) {
+  const Resolved r = resolve(u, index);  // an alias: the owner's parameter, in the owner's shard
+  const fsdp::ShardSlice s = r.unit->slice(r.index);
+  if (shard_offset) *shard_offset = s.shard_offset;
+  if (param_offset) *param_offset = s.param_offset;
+  if (length) *length = s.length;
 }
 
-fsdp_status_t fsdp_param_numel(fsdp_unit_t unit, int index, size_t* numel) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(unit, "unit");
-    const Resolved r = resolve(u, index);
-    require_output(numel, "numel");
-    *numel = r.unit->layout().param(r.index).numel;
+void fsdp_gather_params(fsdp::Unit& u, void* const* values) {
+  const std::optional<Error> local = fsdp::attempt([&] {
+    if (!values) fail(Errc::InvalidArgument, "values: NULL array of destinations");
   });
+  fsdp::gather_masters(u, values, local);
 }
 
-fsdp_status_t fsdp_param_info(fsdp_unit_t unit, int index, const char** name, int* ndim,
-                              int64_t* shape, fsdp_dtype_t* dtype, int* requires_grad) {
-  return guard(__func__, [&] {
-    Unit& u = unit_from(unit, "unit");
-    const Resolved r = resolve(u, index);
-    const fsdp::ParamSpec& p = r.unit->layout().param(r.index);
-    if (name) *name = r.tie ? r.tie->alias.c_str() : p.name.c_str();
-    if (ndim) *ndim = static_cast<int>(p.shape.size());
-    if (shape) std::copy(p.shape.begin(), p.shape.end(), shape);
-    if (dtype) *dtype = static_cast<fsdp_dtype_t>(p.dtype);
-    if (requires_grad) *requires_grad = p.requires_grad ? 1 : 0;
-  });
+void fsdp_unit_numel(fsdp::Unit& unit, size_t* numel, size_t* padded_numel, size_t* shard_numel) {
+  const fsdp::FlatLayout& l = unit.layout();
+  if (numel) *numel = l.numel();
+  if (padded_numel) *padded_numel = l.padded_numel();
+  if (shard_numel) *shard_numel = l.shard_numel();
 }
 
-}  // extern "C"
+void fsdp_unit_info(fsdp::Unit& unit, int* nparams, fsdp_dtype_t* dtype) {
+  const fsdp::FlatLayout& l = unit.layout();
+  if (nparams) *nparams = static_cast<int>(l.num_params());
+  if (dtype) *dtype = static_cast<fsdp_dtype_t>(l.dtype());
+}
+
+void fsdp_param_numel(fsdp::Unit& u, int index, size_t* numel) {
+  const Resolved r = resolve(u, index);
+  *numel = r.unit->layout().param(r.index).numel;
+}
+
+void fsdp_param_info(fsdp::Unit& u, int index, const char** name, int* ndim, int64_t* shape,
+                     fsdp_dtype_t* dtype, int* requires_grad) {
+  const Resolved r = resolve(u, index);
+  const fsdp::ParamSpec& p = r.unit->layout().param(r.index);
+  if (name) *name = r.tie ? r.tie->alias.c_str() : p.name.c_str();
+  if (ndim) *ndim = static_cast<int>(p.shape.size());
+  if (shape) std::copy(p.shape.begin(), p.shape.end(), shape);
+  if (dtype) *dtype = static_cast<fsdp_dtype_t>(p.dtype);
+  if (requires_grad) *requires_grad = p.requires_grad ? 1 : 0;
+}
+
+}  // namespace fsdp::capi::body

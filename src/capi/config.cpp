@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "capi/entry_bodies.hpp"
 #include "capi/guard.hpp"
 
 namespace fsdp::capi {
@@ -125,16 +126,11 @@ ContextOptions options_from_config(const fsdp_config_t* cfg) {
 
 }  // namespace fsdp::capi
 
-extern "C" fsdp_status_t fsdp_config_defaults(fsdp_config_t* cfg, size_t size) {
-  return fsdp::capi::guard(__func__, [&] {
-    using fsdp::Errc;
-    if (!cfg) fsdp::fail(Errc::InvalidArgument, "cfg: NULL");
-    if (size < fsdp::capi::kHeaderBytes)
-      fsdp::fail(Errc::InvalidArgument,
-                 "size = " + std::to_string(size) +
-                     ": smaller than the config's size/magic/version header");
-    fsdp_config_t c = fsdp::capi::kDefaults;
-    c.size = size < sizeof c ? size : sizeof c;
-    std::memcpy(cfg, &c, c.size);
-  });
+void fsdp::capi::body::fsdp_config_defaults(fsdp_config_t* cfg, size_t size) {
+  if (size < kHeaderBytes)
+    fail(Errc::InvalidArgument, "size = " + std::to_string(size) +
+                                    ": smaller than the config's size/magic/version header");
+  fsdp_config_t c = kDefaults;
+  c.size = size < sizeof c ? size : sizeof c;
+  std::memcpy(cfg, &c, c.size);
 }

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "base/dtype.hpp"
+#include "capi/entry_bodies.hpp"
 #include "capi/guard.hpp"
 #include "fsdp.h"
 
@@ -51,7 +52,6 @@ fsdp_status_t record_error(const char* call, Errc code, const char* what) noexce
 }  // namespace fsdp::capi
 
 using fsdp::Errc;
-using fsdp::capi::guard;
 
 extern "C" {
 
@@ -93,25 +93,25 @@ fsdp_status_t fsdp_record_error(fsdp_status_t status, const char* call, const ch
                                   message ? message : "");
 }
 
-fsdp_status_t fsdp_get_version(int* major, int* minor, int* patch) {
+}  // extern "C"
+
+namespace fsdp::capi::body {
+
+void fsdp_get_version(int* major, int* minor, int* patch) {
   if (major) *major = FSDP_VERSION_MAJOR;
   if (minor) *minor = FSDP_VERSION_MINOR;
   if (patch) *patch = FSDP_VERSION_PATCH;
-  return FSDP_SUCCESS;
 }
 
-fsdp_status_t fsdp_check_version(int major, int minor, int patch) {
-  return guard(__func__, [&] {
-    if (major != FSDP_VERSION_MAJOR || minor > FSDP_VERSION_MINOR)
-      fsdp::fail(Errc::Version,
-                 "program compiled against libfsdp " + std::to_string(major) + "." +
-                     std::to_string(minor) + "." + std::to_string(patch) +
-                     " headers cannot run with library " + std::to_string(FSDP_VERSION_MAJOR) +
-                     "." + std::to_string(FSDP_VERSION_MINOR) + "." +
-                     std::to_string(FSDP_VERSION_PATCH) +
-                     " (the major versions must match and the library's minor must be at least "
-                     "the header's)");
-  });
+void fsdp_check_version(int major, int minor, int patch) {
+  if (major != FSDP_VERSION_MAJOR || minor > FSDP_VERSION_MINOR)
+    fsdp::fail(Errc::Version,
+               "program compiled against libfsdp " + std::to_string(major) + "." +
+                   std::to_string(minor) + "." + std::to_string(patch) +
+                   " headers cannot run with library " + std::to_string(FSDP_VERSION_MAJOR) + "." +
+                   std::to_string(FSDP_VERSION_MINOR) + "." + std::to_string(FSDP_VERSION_PATCH) +
+                   " (the major versions must match and the library's minor must be at least "
+                   "the header's)");
 }
 
-}  // extern "C"
+}  // namespace fsdp::capi::body

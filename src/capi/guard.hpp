@@ -1,6 +1,6 @@
 // The one place where C++ exceptions become status codes: every C entry point is
-//   return guard(__func__, [&] { ... });
-// and nothing throws across the ABI.
+//   return guard("fsdp_x", [&] { ... });
+// (generated from fsdp.h: bindings/capi_entries.py) and nothing throws across the ABI.
 #pragma once
 
 #include <cstring>

@@ -75,6 +75,9 @@ void apply_environment(ContextOptions& options) {
     options.placement.transport = static_cast<TransportKind>(i);
   read_byte_count(Env::RingMinBlockBytes, options.transport.ring_min_block_bytes);
   read_byte_count(Env::RingPieceBytes, options.transport.ring_piece_bytes);
+  // Debug mode (FSDP_DEBUG) turns every debug check on, the comparison of collective calls
+  // included; FSDP_DEBUG_COLLECTIVES sets that one alone and wins.
+  if (debug_env()) options.debug_collectives = true;
   if (int i = env_choice(Env::DebugCollectives, {"0", "1"}); i >= 0)
     options.debug_collectives = i == 1;
   if (const char* v = env(Env::Timeout)) {

@@ -22,8 +22,7 @@ bool protect_shared_parameters() {
 #ifndef NDEBUG
   return true;
 #else
-  const char* v = env(Env::Debug);
-  return v && std::string(v) != "0";
+  return debug_env();
 #endif
 }
 
