@@ -13,7 +13,10 @@ rounds (rounded up to even, so that each goes first equally often: on this disk 
 after another runs up to 4x slower) after one warm-up round; every round's times are in the
 JSON line.
 
-    mpiexec -n N python bench_dcp.py DIR MIB REPS
+    mpiexec -n N python bench_dcp.py DIR MIB REPS [TENSORS]
+
+TENSORS: how many parameters (8 unless given; a GPT-2 Large has about 580), each with its two
+AdamW states.
 
 Prints a markdown row; a JSON line goes to stderr."""
 import json
@@ -32,7 +35,6 @@ from torch.distributed.tensor import DTensor, Shard
 import numpy as np
 import libfsdp
 
-NPARAMS = 8
 ROWS_MULTIPLE = 12  # rows divisible by 1, 2, 3 and 4 ranks
 
 
@@ -97,6 +99,7 @@ def timed(fn):
 
 def main():
     directory, mib, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    ntensors = int(sys.argv[4]) if len(sys.argv) > 4 else 8
     reps += reps % 2
     torch.set_num_threads(1)
     ctx = libfsdp.init()
@@ -106,15 +109,15 @@ def main():
     dist.init_process_group("gloo", rank=rank, world_size=world)
     mesh = init_device_mesh("cpu", (world,))
 
-    # Sizes: NPARAMS parameters of (rows, cols), rows a multiple of 12; params + 2 states = mib.
+    # Sizes: ntensors parameters of (rows, cols), rows a multiple of 12; params + 2 states = mib.
     cols = 1024
-    per_param = mib * (1 << 20) // 3 // NPARAMS // 4
+    per_param = mib * (1 << 20) // 3 // ntensors // 4
     rows = max(ROWS_MULTIPLE, per_param // cols // ROWS_MULTIPLE * ROWS_MULTIPLE)
-    names = [f"layers.{i}.weight" for i in range(NPARAMS)]
-    nbytes = 3 * NPARAMS * rows * cols * 4
+    names = [f"layers.{i}.weight" for i in range(ntensors)]
+    nbytes = 3 * ntensors * rows * cols * 4
 
     # libfsdp: two units, AdamW with state filled and a step count.
-    half = NPARAMS // 2
+    half = ntensors // 2
     units = [ctx.unit([(n, (rows, cols), np.float32) for n in names[:half]], name="a"),
              ctx.unit([(n, (rows, cols), np.float32) for n in names[half:]], name="b")]
     opt = ctx.optimizer("adamw", units, lr=1e-3)
@@ -186,7 +189,7 @@ def main():
                 results[k].append(v)
     med = {k: statistics.median(v) for k, v in results.items()}
     gib = nbytes / (1 << 30)
-    row = {"bench": "dcp", "mib": mib, "bytes": nbytes, "ranks": world, "reps": reps,
+    row = {"bench": "dcp", "mib": mib, "tensors": ntensors, "bytes": nbytes, "ranks": world, "reps": reps,
            "cold_reads": cold, "torch": torch.__version__, "libfsdp": libfsdp.__version__,
            **{k + "_s": round(v, 4) for k, v in med.items()},
            "save_vs_dcp": round(med["dcp_save"] / med["libfsdp_save"], 3),
