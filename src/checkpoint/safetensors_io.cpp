@@ -18,6 +18,7 @@
 #include "base/error.hpp"
 #include "base/group.hpp"
 #include "checkpoint/catalog.hpp"
+#include "checkpoint/catalog_attrs.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/partial_checksums.hpp"
@@ -364,16 +365,17 @@ void import_safetensors(MPI_Comm comm, const std::string& in, const std::string&
         fail(Errc::Format, "'" + f.path + "' changed size while being imported");
     }
   });
-  WritePlan plan;
-  plan.groups.push_back(
-      root_group(c.size, c.size, "imported", broadcast_string(comm, utc_timestamp()), 0));
-  plan.groups.push_back({kModelGroup, {}});
-  GroupSpec meta{kMetadataGroup, {}};
+  // A checkpoint of parameters alone: the root, /model and /metadata (the files' own, then where
+  // they came from).
+  Catalog imported;
+  static_cast<RootInfo&>(imported) =
+      this_library_root(c.size, c.size, "imported", broadcast_string(comm, utc_timestamp()), 0);
   std::map<std::string, std::string> metadata;
   for (const InFile& f : files) metadata.insert(f.header.metadata.begin(), f.header.metadata.end());
-  for (const auto& [k, v] : metadata) meta.attrs.push_back(Attr::str(k, v));
-  meta.attrs.push_back(Attr::str("imported_from", in));
-  plan.groups.push_back(meta);
+  imported.metadata.assign(metadata.begin(), metadata.end());
+  imported.metadata.emplace_back("imported_from", in);
+  WritePlan plan;
+  plan.groups = attribute_groups(imported);
   DatasetSpec layout;
   layout.path = kLayoutDataset;
   layout.text = "{\"units\": [], \"imported_from\": \"safetensors\"}";
