@@ -23,6 +23,7 @@
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/partial_checksums.hpp"
 #include "checkpoint/posix_file.hpp"
+#include "checkpoint/posix_sink.hpp"
 #include "checkpoint/safetensors_format.hpp"
 #include "checkpoint/writer.hpp"
 #include "memory/host/host_kernels.hpp"
@@ -290,7 +291,7 @@ void export_safetensors(MPI_Comm comm, const std::string& checkpoint, const std:
     PosixFile in(checkpoint, O_RDONLY);
     std::vector<char> buf, conv;
     for (const OutFile& f : files) {
-      PosixFile o(temporary_path(f.path), O_WRONLY);
+      PosixSink o(temporary_path(f.path), false);
       const uint64_t data_start = 8 + f.header.size();
       for (std::size_t k = 0; k < f.tensors.size(); ++k) {
         const std::size_t i = f.tensors[k];
@@ -315,6 +316,7 @@ void export_safetensors(MPI_Comm comm, const std::string& checkpoint, const std:
         partial.push_back({i, lo, hi - lo, crc});
       }
       o.sync();
+      o.close();
     }
   });
   auto remove_temporaries = [&] {
