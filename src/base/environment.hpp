@@ -31,7 +31,7 @@ enum class Env : int {
   ProgressThread,
   Trace,
   // Test hooks: kills a rank inside a checkpoint save (tests/fault/checkpoint_kill.sh); acts as
-  // a filesystem that refuses O_DIRECT (checkpoint/piece_writer.cpp); truncates the file a load
+  // a filesystem that refuses O_DIRECT (checkpoint/posix_sink.cpp); truncates the file a load
   // reads after verifying it (checkpoint/checkpoint_load.cpp).
   CkptTestKillRank,
   CkptTestRefuseDirect,

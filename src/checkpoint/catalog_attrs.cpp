@@ -1,6 +1,7 @@
 #include "checkpoint/catalog_attrs.hpp"
 
 #include "checkpoint/names.hpp"
+#include "checkpoint/nesting.hpp"
 #include "fsdp.h"
 
 namespace fsdp::ckpt {
@@ -20,83 +21,96 @@ RootInfo this_library_root(int64_t world_size, int64_t sharding_factor, const st
 }
 
 namespace {
-GroupSpec root_group(const RootInfo& root) {
-  GroupSpec g{"/", {Attr::str(kFormatAttr, kFormatName)}};
-  for (Attr& a : to_attrs(root_fields(), root)) g.attrs.push_back(std::move(a));
-  return g;
+
+// The save's side: every group, created in the walk's order, with its attributes.
+struct AttrWriter : Writing {
+  std::vector<GroupSpec> groups;
+
+  GroupSpec& group(const std::string& path) {
+    for (auto g = groups.rbegin(); g != groups.rend(); ++g)
+      if (g->path == path) return *g;
+    return groups.emplace_back(GroupSpec{path, {}});
+  }
+  template <class S>
+  void fields(const Node& n, const Table<S>& table, const S& s) {
+    if constexpr (std::is_same_v<S, RootInfo>)  // the format's magic first
+      groups.push_back({n.path, {Attr::str(kFormatAttr, kFormatName)}});
+    for (Attr& a : to_attrs(table, s)) group(n.path).attrs.push_back(std::move(a));
+  }
+  void datasets(const Node& n, const std::vector<DatasetInfo>&) { group(n.path); }
+  template <class T, class F>
+  void list(const Node& n, const Count& count, const std::vector<T>& items, F&& each) {
+    if (items.empty() && n.may_be_absent) return;
+    group(count.holder).attrs.push_back(Attr::i64(count.attr, static_cast<int64_t>(items.size())));
+    Writing::list(n, count, items, each);
+  }
+  void strings(const Node& n, const std::vector<std::pair<std::string, std::string>>& kv) {
+    GroupSpec& g = group(n.path);
+    for (const auto& [key, value] : kv) g.attrs.push_back(Attr::str(key, value));
+  }
+};
+
+bool exists(hid_t file, const std::string& path) {
+  return H5Lexists(file, path.c_str(), H5P_DEFAULT) > 0;
 }
+
+Hid open_group(hid_t file, const std::string& path) {
+  return Hid(h5_check(H5Gopen2(file, path.c_str(), H5P_DEFAULT), Errc::Format, path));
+}
+
+// The load's side: every group's attributes into the catalog, the lists sized as the file says
+// (the datasets themselves are catalog_reader's). A group the file must have and lacks is
+// refused (Errc::Format) naming it.
+struct AttrReader : Reading {
+  hid_t file;
+  std::string file_name;  // how errors name the root: the file
+
+  template <class S>
+  void fields(const Node& n, const Table<S>& table, S& s) {
+    read_attrs(open_group(file, n.path), table, s, n.path == "/" ? file_name : n.path);
+    if constexpr (std::is_same_v<S, OptimizerInfo>)
+      if (state_names(s.kind).empty())
+        fail(Errc::Format, n.path + ": unknown optimizer kind '" + s.kind + "'");
+  }
+  void datasets(const Node&, std::vector<DatasetInfo>&) {}
+  template <class T, class F>
+  void list(const Node& n, const Count& count, std::vector<T>& items, F&& each) {
+    if (n.may_be_absent && !exists(file, n.path)) return;
+    const int64_t size = read_attr_i64(open_group(file, count.holder), count.attr, count.holder);
+    if (size < count.min || size > count.max)
+      fail(Errc::Format, count.holder + ": bad " + count.attr);
+    sized(items, static_cast<std::size_t>(size), each);
+  }
+  template <class F>
+  void optional(const Node& n, bool& present, F&& body) {
+    present = exists(file, n.path);
+    if (present) body();
+  }
+  void strings(const Node& n, std::vector<std::pair<std::string, std::string>>& kv) {
+    if (n.may_be_absent && !exists(file, n.path)) return;
+    Hid g = open_group(file, n.path);
+    for (const std::string& k : attr_names(g))
+      kv.emplace_back(k, read_attr_string(g, k.c_str(), n.path));
+  }
+};
+
 }  // namespace
 
-GroupSpec root_group(int64_t world_size, int64_t sharding_factor, const std::string& strategy,
-                     const std::string& created, int64_t num_units) {
-  return root_group(this_library_root(world_size, sharding_factor, strategy, created, num_units));
-}
-
 std::vector<GroupSpec> attribute_groups(const Catalog& c) {
-  std::vector<GroupSpec> groups{root_group(static_cast<const RootInfo&>(c)), {kModelGroup, {}}};
-  if (!c.optimizers.empty())
-    groups.push_back(
-        {kOptimizersGroup, {Attr::i64(kCountAttr, static_cast<int64_t>(c.optimizers.size()))}});
-  for (std::size_t k = 0; k < c.optimizers.size(); ++k) {
-    const OptimizerInfo& o = c.optimizers[k];
-    GroupSpec og{optimizer_path(k), to_attrs(optimizer_fields(), o)};
-    og.attrs.push_back(Attr::i64(kNumGroupsAttr, static_cast<int64_t>(o.groups.size())));
-    groups.push_back(std::move(og));
-    for (std::size_t g = 0; g < o.groups.size(); ++g)
-      groups.push_back(
-          {optimizer_group_path(k, g), to_attrs(optimizer_group_fields(), o.groups[g])});
-    for (const std::string& name : state_names(o.kind)) groups.push_back({state_path(k, name), {}});
-  }
-  if (c.scaler.present) groups.push_back({kScalerGroup, to_attrs(scaler_fields(), c.scaler)});
-  GroupSpec meta{kMetadataGroup, {}};
-  for (const auto& kv : c.metadata) meta.attrs.push_back(Attr::str(kv.first, kv.second));
-  groups.push_back(std::move(meta));
-  return groups;
+  AttrWriter w;
+  walk_catalog(w, c);
+  return std::move(w.groups);
 }
 
-std::vector<OptimizerInfo> read_optimizers(hid_t file) {
-  std::vector<OptimizerInfo> out;
-  if (H5Lexists(file, kOptimizersGroup, H5P_DEFAULT) <= 0) return out;
-  Hid all(h5_check(H5Gopen2(file, kOptimizersGroup, H5P_DEFAULT), Errc::Format, kOptimizersGroup));
-  const int64_t n = read_attr_i64(all, kCountAttr, kOptimizersGroup);
-  for (int64_t k = 0; k < n; ++k) {
-    const std::string path = optimizer_path(static_cast<std::size_t>(k));
-    Hid g(h5_check(H5Gopen2(file, path.c_str(), H5P_DEFAULT), Errc::Format, path));
-    OptimizerInfo o;
-    read_attrs(g, optimizer_fields(), o, path);
-    const std::vector<std::string> states = state_names(o.kind);
-    if (states.empty()) fail(Errc::Format, path + ": unknown optimizer kind '" + o.kind + "'");
-    const int64_t ngroups = read_attr_i64(g, kNumGroupsAttr, path);
-    if (ngroups < 1 || ngroups > 100000) fail(Errc::Format, path + ": bad num_groups");
-    for (int64_t i = 0; i < ngroups; ++i) {
-      const std::string gp =
-          optimizer_group_path(static_cast<std::size_t>(k), static_cast<std::size_t>(i));
-      Hid gg(h5_check(H5Gopen2(file, gp.c_str(), H5P_DEFAULT), Errc::Format, gp));
-      o.groups.emplace_back();
-      read_attrs(gg, optimizer_group_fields(), o.groups.back(), gp);
-    }
-    o.states.resize(states.size());
-    out.push_back(std::move(o));
-  }
-  return out;
-}
-
-ScalerInfo read_scaler(hid_t file) {
-  ScalerInfo s;
-  if (H5Lexists(file, kScalerGroup, H5P_DEFAULT) <= 0) return s;
-  Hid g(h5_check(H5Gopen2(file, kScalerGroup, H5P_DEFAULT), Errc::Format, kScalerGroup));
-  read_attrs(g, scaler_fields(), s, kScalerGroup);
-  s.present = true;
-  return s;
+void read_attribute_groups(hid_t file, const std::string& file_name, Catalog& c) {
+  AttrReader r{{}, file, file_name};
+  walk_catalog(r, c);
 }
 
 std::vector<std::pair<std::string, std::string>> read_metadata_group(hid_t file) {
-  std::vector<std::pair<std::string, std::string>> kv;
-  if (H5Lexists(file, kMetadataGroup, H5P_DEFAULT) <= 0) return kv;
-  Hid g(h5_check(H5Gopen2(file, kMetadataGroup, H5P_DEFAULT), Errc::Format, kMetadataGroup));
-  for (const std::string& k : attr_names(g))
-    kv.emplace_back(k, read_attr_string(g, k.c_str(), kMetadataGroup));
-  return kv;
+  Catalog c;
+  AttrReader{{}, file, {}}.strings(Node{kMetadataGroup, nullptr, true}, c.metadata);
+  return c.metadata;
 }
 
 }  // namespace fsdp::ckpt

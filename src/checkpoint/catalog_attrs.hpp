@@ -1,7 +1,8 @@
 // The schema's attribute encoding (checkpoint/schema.hpp): the groups and attributes a save
-// creates (through writer.hpp's plan) and a load reads back (catalog_reader.hpp), each group's
-// attributes from its table. A field the file lacks reads as the struct's default when its row
-// allows it (Presence), else it is refused naming the field.
+// creates (through writer.hpp's plan) and a load reads back (catalog_reader.hpp), the groups as
+// checkpoint/nesting.hpp nests them, each group's attributes from its table. A field the file lacks
+// reads as the struct's default when its row allows it (Presence), else it is refused naming the
+// field.
 #pragma once
 
 #include <hdf5.h>
@@ -73,19 +74,18 @@ void read_attrs(hid_t obj, const Table<S>& table, S& s, const std::string& where
 // `created`: utc_timestamp() of rank 0.
 RootInfo this_library_root(int64_t world_size, int64_t sharding_factor, const std::string& strategy,
                            const std::string& created, int64_t num_units);
-// The root group as a save by this library writes it (fsdp-ckpt import: without optimizers).
-GroupSpec root_group(int64_t world_size, int64_t sharding_factor, const std::string& strategy,
-                     const std::string& created, int64_t num_units);
 
-// Every group of the file with its attributes, in creation order: "/", /model, /optimizers,
-// each optimizer with its hyperparameter groups and (empty) state groups, /grad_scaler when
-// present, /metadata. `c`'s dataset lists are not used.
+// Every group of the file with its attributes, in creation order (checkpoint/nesting.hpp): "/",
+// /model, /optimizers, each optimizer with its hyperparameter groups and (empty) state groups,
+// /grad_scaler when present, /metadata. `c`'s dataset lists are not used.
 std::vector<GroupSpec> attribute_groups(const Catalog& c);
 
-// The counterparts of attribute_groups for a file being read (after its root was checked):
-// the optimizers (kind and groups; their state lists sized, not filled), the scaler, the metadata.
-std::vector<OptimizerInfo> read_optimizers(hid_t file);
-ScalerInfo read_scaler(hid_t file);
+// The counterpart for a file being read (after its format and version were checked): every
+// group's attributes into `c` (the root's, the optimizers with their groups, the scaler, the
+// metadata), each optimizer's state lists sized, not filled. `file_name` names the file (and
+// its root) in errors.
+void read_attribute_groups(hid_t file, const std::string& file_name, Catalog& c);
+// The /metadata group alone.
 std::vector<std::pair<std::string, std::string>> read_metadata_group(hid_t file);
 
 }  // namespace fsdp::ckpt

@@ -1,44 +1,78 @@
 #include "checkpoint/catalog_json.hpp"
 
 #include "checkpoint/json_text.hpp"
+#include "checkpoint/nesting.hpp"
 
 namespace fsdp::ckpt {
 
 namespace {
 
-std::string optimizer_json(const OptimizerInfo& o) {
-  std::string out = "{" + json_members(optimizer_fields(), o) + ",\"groups\":[";
-  for (std::size_t g = 0; g < o.groups.size(); ++g)
-    out += (g ? ",{" : "{") + json_members(optimizer_group_fields(), o.groups[g]) + "}";
-  out += "],\"state\":{";
-  const std::vector<std::string> names = state_names(o.kind);
-  for (std::size_t k = 0; k < o.states.size() && k < names.size(); ++k) {
-    out += (k ? "," : "") + json_quote(names[k]) + ":{";
-    for (std::size_t i = 0; i < o.states[k].size(); ++i)
-      out += (i ? "," : "") + json_quote(o.states[k][i].name) +
-             ":{\"step\":" + std::to_string(o.states[k][i].step) + "}";
+// The catalog as one JSON object, a member a group (its key the nesting's), the fields of a
+// group inside its object.
+struct JsonOut : Writing {
+  std::string out = "{";
+
+  // A comma unless the member or element is the first of its object or array.
+  void next() {
+    if (out.back() != '{' && out.back() != '[' && out.back() != ':') out += ',';
+  }
+  void key(const Node& n) {
+    if (n.json) next(), out += json_quote(n.json) + ":";
+  }
+  template <class S>
+  void fields(const Node&, const Table<S>& table, const S& s) {
+    const std::string members = json_members(table, s);
+    if (!members.empty()) next(), out += members;
+  }
+  void datasets(const Node& n, const std::vector<DatasetInfo>& list) {
+    key(n);
+    const bool steps = n.form == DatasetsJson::Steps;
+    out += steps ? "{" : "[";
+    for (const DatasetInfo& d : list) {
+      next();
+      out += steps ? json_quote(d.name) + ":{\"step\":" + std::to_string(d.step) + "}"
+                   : "{" + json_members(dataset_fields(), d) + "}";
+    }
+    out += steps ? "}" : "]";
+  }
+  template <class T, class F>
+  void list(const Node& n, const Count&, const std::vector<T>& items, F&& each) {
+    key(n);
+    out += "[";
+    for (std::size_t i = 0; i < items.size(); ++i)
+      next(), out += "{", each(items[i], i), out += "}";
+    out += "]";
+  }
+  template <class F>
+  void by_name(const Node& n, const std::vector<std::string>& names,
+               const std::vector<std::vector<DatasetInfo>>& lists, F&& each) {
+    key(n);
+    out += "{";
+    Writing::by_name(n, names, lists, each);
     out += "}";
   }
-  return out + "}}";
-}
+  template <class F>
+  void optional(const Node& n, bool present, F&& body) {
+    key(n);
+    if (!present) return void(out += "null");
+    out += "{";
+    body();
+    out += "}";
+  }
+  void strings(const Node& n, const std::vector<std::pair<std::string, std::string>>& kv) {
+    key(n);
+    out += "{";
+    for (const auto& [k, v] : kv) next(), out += json_quote(k) + ":" + json_quote(v);
+    out += "}";
+  }
+};
 
 }  // namespace
 
 std::string catalog_json(const Catalog& c) {
-  std::string out =
-      "{" + json_members(root_fields(), static_cast<const RootInfo&>(c)) + ",\"params\":[";
-  for (std::size_t i = 0; i < c.model.size(); ++i)
-    out += (i ? ",{" : "{") + json_members(dataset_fields(), c.model[i]) + "}";
-  out += "],\"optimizers\":[";
-  for (std::size_t k = 0; k < c.optimizers.size(); ++k)
-    out += (k ? "," : "") + optimizer_json(c.optimizers[k]);
-  out += "],\"grad_scaler\":";
-  out += c.scaler.present ? "{" + json_members(scaler_fields(), c.scaler) + "}" : "null";
-  out += ",\"metadata\":{";
-  for (std::size_t i = 0; i < c.metadata.size(); ++i)
-    out +=
-        (i ? "," : "") + json_quote(c.metadata[i].first) + ":" + json_quote(c.metadata[i].second);
-  return out + "}}";
+  JsonOut j;
+  walk_catalog(j, c);
+  return j.out + "}";
 }
 
 }  // namespace fsdp::ckpt

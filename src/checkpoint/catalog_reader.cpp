@@ -10,6 +10,7 @@
 #include "checkpoint/h5util.hpp"
 #include "checkpoint/index.hpp"
 #include "checkpoint/names.hpp"
+#include "checkpoint/nesting.hpp"
 
 namespace fsdp::ckpt {
 namespace {
@@ -82,21 +83,25 @@ std::vector<DatasetInfo> read_datasets(hid_t file, const std::string& path, uint
   return out;
 }
 
-// The groups that hold data datasets: /model, then each optimizer's state groups, with the
-// catalog list each fills. Groups that do not exist are left out.
+// The groups that hold data datasets (checkpoint/nesting.hpp): /model, then each optimizer's state
+// groups, with the catalog list each fills. Groups a file may lack and does are left out.
 using DataGroups = std::vector<std::pair<std::string, std::vector<DatasetInfo>*>>;
-DataGroups data_groups(hid_t file, Catalog& c) {
-  DataGroups g;
-  g.emplace_back(kModelGroup, &c.model);
-  for (std::size_t k = 0; k < c.optimizers.size(); ++k) {
-    const std::vector<std::string> names = state_names(c.optimizers[k].kind);
-    for (std::size_t b = 0; b < names.size(); ++b) {
-      const std::string sp = state_path(k, names[b]);
-      if (H5Lexists(file, sp.c_str(), H5P_DEFAULT) > 0)
-        g.emplace_back(sp, &c.optimizers[k].states[b]);
-    }
+struct DataGroupFinder : Writing {
+  hid_t file;
+  DataGroups groups;
+  template <class S>
+  void fields(const Node&, const Table<S>&, S&) {}
+  void datasets(const Node& n, std::vector<DatasetInfo>& list) {
+    if (!n.may_be_absent || H5Lexists(file, n.path.c_str(), H5P_DEFAULT) > 0)
+      groups.emplace_back(n.path, &list);
   }
-  return g;
+  void strings(const Node&, std::vector<std::pair<std::string, std::string>>&) {}
+};
+
+DataGroups data_groups(hid_t file, Catalog& c) {
+  DataGroupFinder f{{}, file, {}};
+  walk_catalog(f, c);
+  return std::move(f.groups);
 }
 
 // Fills the groups' dataset lists from /index. False when the index is absent, stale or names a
@@ -135,8 +140,8 @@ bool datasets_from_index(hid_t file, const DataGroups& groups, uint64_t file_siz
   return true;
 }
 
-// Opens a checkpoint after checking what read_catalog promises of the file as a whole, and reads
-// the root attributes into `c`.
+// Opens a checkpoint after checking what read_catalog promises of the file as a whole (its file
+// size into `c`).
 Hid open_checkpoint(const std::string& path, Catalog& c) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
@@ -165,7 +170,6 @@ Hid open_checkpoint(const std::string& path, Catalog& c) {
     fail(Errc::Version, where + " has checkpoint format version " + std::to_string(version) +
                             "; this library reads up to " + std::to_string(kFormatVersion) +
                             " (upgrade libfsdp)");
-  read_attrs(root, root_fields(), static_cast<RootInfo&>(c), where);
   return file;
 }
 
@@ -195,15 +199,13 @@ Catalog read_catalog(const std::string& path, CatalogSource source) {
   QuietHdf5 quiet;
   Catalog c;
   Hid file = open_checkpoint(path, c);
+  read_attribute_groups(file, "'" + path + "'", c);
   c.layout = read_layout(file);
-  c.optimizers = read_optimizers(file);
   const DataGroups groups = data_groups(file, c);
   c.from_index = source == CatalogSource::Index && datasets_from_index(file, groups, c.file_size);
   if (!c.from_index)
     for (const auto& g : groups)
       *g.second = read_datasets(file, g.first, c.file_size, g.second != &c.model);
-  c.scaler = read_scaler(file);
-  c.metadata = read_metadata_group(file);
   return c;
 }
 

@@ -4,7 +4,7 @@
 #include <type_traits>
 
 #include "base/error.hpp"
-#include "checkpoint/schema.hpp"
+#include "checkpoint/nesting.hpp"
 
 namespace fsdp::ckpt {
 namespace {
@@ -78,71 +78,79 @@ void get_value(In& in, T& v) {
   }
 }
 
-template <class S>
-void put(Out& o, const Table<S>& table, const S& s) {
-  for (const Field<S>& f : table) std::visit([&](auto m) { put_value(o, s.*m); }, f.member);
-}
+// The writing end: each group's fields in the walk's order, a list's length before its items.
+struct Put : Writing {
+  Out o;
+  template <class S>
+  void fields(const Node&, const Table<S>& table, const S& s) {
+    for (const Field<S>& f : table) std::visit([&](auto m) { put_value(o, s.*m); }, f.member);
+  }
+  void datasets(const Node&, const std::vector<DatasetInfo>& v) {
+    o.num<uint64_t>(v.size());
+    for (const DatasetInfo& d : v) fields(Node{}, dataset_fields(), d);
+  }
+  template <class T, class F>
+  void list(const Node& n, const Count& count, const std::vector<T>& items, F&& each) {
+    o.num<uint64_t>(items.size());
+    Writing::list(n, count, items, each);
+  }
+  template <class F>
+  void optional(const Node& n, bool present, F&& body) {
+    o.num<int32_t>(present ? 1 : 0);
+    Writing::optional(n, present, body);
+  }
+  void strings(const Node&, const std::vector<std::pair<std::string, std::string>>& kv) {
+    o.num<uint64_t>(kv.size());
+    for (const auto& [key, value] : kv) o.str(key), o.str(value);
+  }
+};
 
-template <class S>
-void get(In& in, const Table<S>& table, S& s) {
-  for (const Field<S>& f : table) std::visit([&](auto m) { get_value(in, s.*m); }, f.member);
-}
-
-void put_datasets(Out& o, const std::vector<DatasetInfo>& v) {
-  o.num<uint64_t>(v.size());
-  for (const DatasetInfo& d : v) put(o, dataset_fields(), d);
-}
-
-std::vector<DatasetInfo> get_datasets(In& in) {
-  std::vector<DatasetInfo> v(in.num<uint64_t>());
-  for (DatasetInfo& d : v) get(in, dataset_fields(), d);
-  return v;
-}
+// The reading end: the same, sizing each list from its length.
+struct Get : Reading {
+  In in;
+  template <class S>
+  void fields(const Node&, const Table<S>& table, S& s) {
+    for (const Field<S>& f : table) std::visit([&](auto m) { get_value(in, s.*m); }, f.member);
+  }
+  void datasets(const Node&, std::vector<DatasetInfo>& v) {
+    v.resize(in.num<uint64_t>());
+    for (DatasetInfo& d : v) fields(Node{}, dataset_fields(), d);
+  }
+  template <class T, class F>
+  void list(const Node&, const Count&, std::vector<T>& items, F&& each) {
+    sized(items, in.num<uint64_t>(), each);
+  }
+  template <class F>
+  void optional(const Node&, bool& present, F&& body) {
+    present = in.num<int32_t>() != 0;
+    if (present) body();
+  }
+  void strings(const Node&, std::vector<std::pair<std::string, std::string>>& kv) {
+    kv.resize(in.num<uint64_t>());
+    for (auto& [key, value] : kv) key = in.str(), value = in.str();
+  }
+};
 
 }  // namespace
 
+// What the nesting does not hold first (the layout, the file's size, where the lists came from),
+// then the catalog as checkpoint/nesting.hpp walks it.
 std::vector<char> serialize(const Catalog& c) {
-  Out o;
-  put(o, root_fields(), static_cast<const RootInfo&>(c));
-  o.str(c.layout);
-  o.num(c.file_size);
-  o.num<int32_t>(c.from_index ? 1 : 0);
-  put_datasets(o, c.model);
-  o.num<uint64_t>(c.optimizers.size());
-  for (const OptimizerInfo& opt : c.optimizers) {
-    put(o, optimizer_fields(), opt);
-    o.num<uint64_t>(opt.groups.size());
-    for (const OptimizerGroupInfo& g : opt.groups) put(o, optimizer_group_fields(), g);
-    o.num<uint64_t>(opt.states.size());
-    for (const auto& s : opt.states) put_datasets(o, s);
-  }
-  o.num<int32_t>(c.scaler.present ? 1 : 0);
-  put(o, scaler_fields(), c.scaler);
-  o.num<uint64_t>(c.metadata.size());
-  for (const auto& kv : c.metadata) o.str(kv.first), o.str(kv.second);
-  return std::move(o.buf);
+  Put p;
+  p.o.str(c.layout);
+  p.o.num(c.file_size);
+  p.o.num<int32_t>(c.from_index ? 1 : 0);
+  walk_catalog(p, c);
+  return std::move(p.o.buf);
 }
 
 Catalog deserialize(const std::vector<char>& bytes) {
-  In in(bytes);
+  Get g{{}, In(bytes)};
   Catalog c;
-  get(in, root_fields(), static_cast<RootInfo&>(c));
-  c.layout = in.str();
-  c.file_size = in.num<uint64_t>();
-  c.from_index = in.num<int32_t>() != 0;
-  c.model = get_datasets(in);
-  c.optimizers.resize(in.num<uint64_t>());
-  for (OptimizerInfo& opt : c.optimizers) {
-    get(in, optimizer_fields(), opt);
-    opt.groups.resize(in.num<uint64_t>());
-    for (OptimizerGroupInfo& g : opt.groups) get(in, optimizer_group_fields(), g);
-    opt.states.resize(in.num<uint64_t>());
-    for (auto& s : opt.states) s = get_datasets(in);
-  }
-  c.scaler.present = in.num<int32_t>() != 0;
-  get(in, scaler_fields(), c.scaler);
-  c.metadata.resize(in.num<uint64_t>());
-  for (auto& kv : c.metadata) kv.first = in.str(), kv.second = in.str();
+  c.layout = g.in.str();
+  c.file_size = g.in.num<uint64_t>();
+  c.from_index = g.in.num<int32_t>() != 0;
+  walk_catalog(g, c);
   return c;
 }
 

@@ -18,10 +18,12 @@
 #include "base/error.hpp"
 #include "base/group.hpp"
 #include "checkpoint/catalog.hpp"
+#include "checkpoint/catalog_attrs.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/partial_checksums.hpp"
 #include "checkpoint/posix_file.hpp"
+#include "checkpoint/posix_sink.hpp"
 #include "checkpoint/safetensors_format.hpp"
 #include "checkpoint/writer.hpp"
 #include "memory/host/host_kernels.hpp"
@@ -289,7 +291,7 @@ void export_safetensors(MPI_Comm comm, const std::string& checkpoint, const std:
     PosixFile in(checkpoint, O_RDONLY);
     std::vector<char> buf, conv;
     for (const OutFile& f : files) {
-      PosixFile o(temporary_path(f.path), O_WRONLY);
+      PosixSink o(temporary_path(f.path), false);
       const uint64_t data_start = 8 + f.header.size();
       for (std::size_t k = 0; k < f.tensors.size(); ++k) {
         const std::size_t i = f.tensors[k];
@@ -314,6 +316,7 @@ void export_safetensors(MPI_Comm comm, const std::string& checkpoint, const std:
         partial.push_back({i, lo, hi - lo, crc});
       }
       o.sync();
+      o.close();
     }
   });
   auto remove_temporaries = [&] {
@@ -364,16 +367,17 @@ void import_safetensors(MPI_Comm comm, const std::string& in, const std::string&
         fail(Errc::Format, "'" + f.path + "' changed size while being imported");
     }
   });
-  WritePlan plan;
-  plan.groups.push_back(
-      root_group(c.size, c.size, "imported", broadcast_string(comm, utc_timestamp()), 0));
-  plan.groups.push_back({kModelGroup, {}});
-  GroupSpec meta{kMetadataGroup, {}};
+  // A checkpoint of parameters alone: the root, /model and /metadata (the files' own, then where
+  // they came from).
+  Catalog imported;
+  static_cast<RootInfo&>(imported) =
+      this_library_root(c.size, c.size, "imported", broadcast_string(comm, utc_timestamp()), 0);
   std::map<std::string, std::string> metadata;
   for (const InFile& f : files) metadata.insert(f.header.metadata.begin(), f.header.metadata.end());
-  for (const auto& [k, v] : metadata) meta.attrs.push_back(Attr::str(k, v));
-  meta.attrs.push_back(Attr::str("imported_from", in));
-  plan.groups.push_back(meta);
+  imported.metadata.assign(metadata.begin(), metadata.end());
+  imported.metadata.emplace_back("imported_from", in);
+  WritePlan plan;
+  plan.groups = attribute_groups(imported);
   DatasetSpec layout;
   layout.path = kLayoutDataset;
   layout.text = "{\"units\": [], \"imported_from\": \"safetensors\"}";

@@ -1,7 +1,8 @@
 // The checkpoint schema: every value a file stores besides the datasets' data (the root's
 // attributes, each optimizer's kind, hyperparameter groups and state groups, the grad scaler),
 // and every field the catalog broadcast carries, described once, as one table of fields per
-// group. The tables drive every encoding of those values:
+// group. Which group sits under which is checkpoint/nesting.hpp's. The tables drive every
+// encoding of those values:
 //   - the attributes a save writes and a load reads (catalog_attrs.hpp);
 //   - the broadcast of the catalog from rank 0 to the others (catalog_wire.cpp);
 //   - the JSON of fsdp_checkpoint_describe (catalog_json.cpp).

@@ -267,80 +267,115 @@ void maybe_die_for_test(MPI_Comm all) {
 #endif
 }
 
-}  // namespace
+// ---- A save's phases, in order (write_checkpoint) ----
 
-void write_checkpoint(const WriteComms& comms, const std::string& path, const WritePlan& plan,
-                      const std::vector<WritePiece>& mine) {
-  const std::string tmp = temporary_path(path);
-  const bool writer = comms.writers != MPI_COMM_NULL;
-  int writer_rank = -1, all_rank = 0;
-  if (writer) MPI_Comm_rank(comms.writers, &writer_rank);
-  MPI_Comm_rank(comms.all, &all_rank);
-  std::optional<Error> failure = attempt([&] {
-    if (writer) {
-      std::vector<uint32_t> crc;
-      agree_on(comms.writers, [&] { crc = dataset_checksums(comms.writers, plan, mine); });
-      agree_on(comms.writers, [&] {
-        if (writer_rank != 0) return;
-        if (std::remove(tmp.c_str()) != 0 && errno != ENOENT)
-          fail(Errc::Io, "removing stale '" + tmp + "': " + std::strerror(errno));
-        check_space(tmp, plan);
-      });
-      std::vector<uint64_t> offsets(plan.datasets.size());
-      Metadata mode = Metadata::Rank0;
-      agree_on(comms.writers, [&] {
-        mode = metadata_mode();
-        if (mode != Metadata::Rank0 || writer_rank == 0)
-          offsets = create_structure(comms.writers, mode, tmp, plan, crc);
-      });
-      if (mode == Metadata::Rank0)
-        mpi_check(MPI_Bcast(offsets.data(), static_cast<int>(offsets.size()), MPI_UINT64_T, 0,
-                            comms.writers),
-                  "MPI_Bcast");
-      maybe_die_for_test(comms.all);
-      std::vector<IoPiece> io;
-      std::vector<std::string> texts;  // the text datasets, padded, written by the first writer
-      for (std::size_t i = 0; writer_rank == 0 && i < plan.datasets.size(); ++i) {
-        const DatasetSpec& d = plan.datasets[i];
-        if (!d.is_text()) continue;
-        texts.push_back(d.text);
-        texts.back().resize(d.text_bytes(), '\0');
-      }
-      for (std::size_t i = 0, t = 0; writer_rank == 0 && i < plan.datasets.size(); ++i)
-        if (plan.datasets[i].is_text())
-          io.push_back({offsets[i], plan.datasets[i].text_bytes(), texts[t++].data(), {}});
-      for (const WritePiece& p : mine) {
-        const DatasetSpec& d = plan.datasets[p.dataset];
-        const std::size_t es = dtype_size(d.dtype);
-        IoPiece piece;
-        piece.file_offset = offsets[p.dataset] + p.first * es;
-        piece.bytes = p.count * es;
-        piece.memory = const_cast<void*>(p.data);
-        if (p.produce) {
-          auto produce = p.produce;
-          piece.produce = [produce, es](uint64_t first, uint64_t bytes, void* out) {
-            // Rounds may cut a block inside an element: produce whole elements, keep the bytes.
-            const uint64_t e0 = first / es, e1 = (first + bytes + es - 1) / es;
-            std::vector<char> whole((e1 - e0) * es);
-            produce(e0, e1 - e0, whole.data());
-            std::memcpy(out, whole.data() + (first - e0 * es), bytes);
-          };
-        }
-        io.push_back(std::move(piece));
-      }
-      write_pieces(comms.writers, tmp, std::move(io), io_options_from_environment());
-    }
+// 1. Every writer learns every dataset's checksum.
+std::vector<uint32_t> agreed_checksums(MPI_Comm writers, const WritePlan& plan,
+                                       const std::vector<WritePiece>& mine) {
+  std::vector<uint32_t> crc;
+  agree_on(writers, [&] { crc = dataset_checksums(writers, plan, mine); });
+  return crc;
+}
+
+// 2. The first writer removes a stale temporary file and checks that the filesystem has room.
+void prepare_temporary(MPI_Comm writers, bool first_writer, const std::string& tmp,
+                       const WritePlan& plan) {
+  agree_on(writers, [&] {
+    if (!first_writer) return;
+    if (std::remove(tmp.c_str()) != 0 && errno != ENOENT)
+      fail(Errc::Io, "removing stale '" + tmp + "': " + std::strerror(errno));
+    check_space(tmp, plan);
   });
-  // Commit only when every rank, writer or not, got here without error.
+}
+
+// 3. The HDF5 structure, created as FSDP_CKPT_METADATA asks; every writer learns each dataset's
+// file offset.
+std::vector<uint64_t> create_agreed_structure(MPI_Comm writers, bool first_writer,
+                                              const std::string& tmp, const WritePlan& plan,
+                                              const std::vector<uint32_t>& crc) {
+  std::vector<uint64_t> offsets(plan.datasets.size());
+  Metadata mode = Metadata::Rank0;
+  agree_on(writers, [&] {
+    mode = metadata_mode();
+    if (mode != Metadata::Rank0 || first_writer)
+      offsets = create_structure(writers, mode, tmp, plan, crc);
+  });
+  if (mode == Metadata::Rank0)
+    mpi_check(MPI_Bcast(offsets.data(), static_cast<int>(offsets.size()), MPI_UINT64_T, 0, writers),
+              "MPI_Bcast");
+  return offsets;
+}
+
+// 4. This writer's bytes as file ranges: the text datasets, NUL-padded (the first writer's), and
+// its pieces.
+std::vector<IoPiece> file_ranges(const WritePlan& plan, const std::vector<uint64_t>& offsets,
+                                 const std::vector<WritePiece>& mine, bool first_writer) {
+  std::vector<IoPiece> io;
+  for (std::size_t i = 0; first_writer && i < plan.datasets.size(); ++i) {
+    const DatasetSpec& d = plan.datasets[i];
+    if (!d.is_text()) continue;
+    std::string padded = d.text;
+    padded.resize(d.text_bytes(), '\0');
+    io.push_back(
+        {offsets[i], d.text_bytes(), nullptr, [padded](uint64_t first, uint64_t bytes, void* out) {
+           std::memcpy(out, padded.data() + first, bytes);
+         }});
+  }
+  for (const WritePiece& p : mine) {
+    const DatasetSpec& d = plan.datasets[p.dataset];
+    const std::size_t es = dtype_size(d.dtype);
+    IoPiece piece{offsets[p.dataset] + p.first * es, p.count * es, p.data, {}};
+    if (p.produce) {
+      piece.produce = [produce = p.produce, es](uint64_t first, uint64_t bytes, void* out) {
+        // A sink may cut a block inside an element: produce whole elements, keep the bytes.
+        const uint64_t e0 = first / es, e1 = (first + bytes + es - 1) / es;
+        std::vector<char> whole((e1 - e0) * es);
+        produce(e0, e1 - e0, whole.data());
+        std::memcpy(out, whole.data() + (first - e0 * es), bytes);
+      };
+    }
+    io.push_back(std::move(piece));
+  }
+  return io;
+}
+
+// 5. (write_pieces: every writer's ranges through the sink FSDP_CKPT_DATA_IO asks for.)
+// 6. Committed only when every rank, writer or not, got here without error: the first rank
+// renames the temporary file into place; on any failure the first writer removes it.
+void commit_or_discard(const WriteComms& comms, const std::string& tmp, const std::string& path,
+                       const std::optional<Error>& failure, bool first_writer) {
+  int all_rank = 0;
+  MPI_Comm_rank(comms.all, &all_rank);
   try {
     agree_error(comms.all, failure);
     agree_on(comms.all, [&] {
       if (all_rank == 0) commit_rename(tmp, path);
     });
   } catch (...) {
-    if (writer_rank == 0) std::remove(tmp.c_str());
+    if (first_writer) std::remove(tmp.c_str());
     throw;
   }
+}
+
+}  // namespace
+
+void write_checkpoint(const WriteComms& comms, const std::string& path, const WritePlan& plan,
+                      const std::vector<WritePiece>& mine) {
+  const std::string tmp = temporary_path(path);
+  int writer_rank = -1;
+  if (comms.writers != MPI_COMM_NULL) MPI_Comm_rank(comms.writers, &writer_rank);
+  const bool first_writer = writer_rank == 0;
+  const std::optional<Error> failure = attempt([&] {
+    if (writer_rank < 0) return;
+    const std::vector<uint32_t> crc = agreed_checksums(comms.writers, plan, mine);
+    prepare_temporary(comms.writers, first_writer, tmp, plan);
+    const std::vector<uint64_t> offsets =
+        create_agreed_structure(comms.writers, first_writer, tmp, plan, crc);
+    maybe_die_for_test(comms.all);
+    write_pieces(comms.writers, tmp, file_ranges(plan, offsets, mine, first_writer),
+                 io_options_from_environment());
+  });
+  commit_or_discard(comms, tmp, path, failure, first_writer);
 }
 
 }  // namespace fsdp::ckpt
