@@ -76,7 +76,7 @@ void check_saveable(Context& ctx, const std::vector<Optimizer*>& optimizers) {
 
 // What a save writes, and this rank's share of it.
 struct SaveJob {
-  WritePlan plan;
+  FileStructure plan;
   std::vector<WritePiece> pieces;
   std::deque<std::vector<char>> copies;  // background saves: the values at the call (a deque:
                                          // growing it keeps earlier buffers in place)

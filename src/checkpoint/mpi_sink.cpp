@@ -20,7 +20,8 @@ struct Block {
 
 // Pieces in file order, cut into blocks of at most round_bytes, grouped into rounds of at most
 // round_bytes each.
-std::vector<std::vector<Block>> plan_rounds(std::vector<IoPiece>& pieces, uint64_t round_bytes) {
+std::vector<std::vector<Block>> cut_into_rounds(std::vector<IoPiece>& pieces,
+                                                uint64_t round_bytes) {
   std::sort(pieces.begin(), pieces.end(),
             [](const IoPiece& a, const IoPiece& b) { return a.file_offset < b.file_offset; });
   std::vector<std::vector<Block>> rounds(1);
@@ -131,7 +132,7 @@ void MpiSink::write_at(const void* data, uint64_t bytes, uint64_t offset) {
 }
 
 void MpiSink::write(std::vector<IoPiece>& pieces) {
-  auto rounds = plan_rounds(pieces, round_bytes_);
+  auto rounds = cut_into_rounds(pieces, round_bytes_);
   uint64_t nrounds = rounds.size();
   if (calls_ == Calls::Collective) {  // every rank makes as many calls as the busiest
     const uint64_t mine = nrounds;

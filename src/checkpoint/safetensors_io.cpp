@@ -376,7 +376,7 @@ void import_safetensors(MPI_Comm comm, const std::string& in, const std::string&
   for (const InFile& f : files) metadata.insert(f.header.metadata.begin(), f.header.metadata.end());
   imported.metadata.assign(metadata.begin(), metadata.end());
   imported.metadata.emplace_back("imported_from", in);
-  WritePlan plan;
+  FileStructure plan;
   plan.groups = attribute_groups(imported);
   DatasetSpec layout;
   layout.path = kLayoutDataset;

@@ -51,7 +51,7 @@ uint32_t piece_crc(const WritePiece& p, std::size_t element_size) {
 }
 
 // Every writer learns every dataset's checksum (and that the pieces tile each dataset).
-std::vector<uint32_t> dataset_checksums(MPI_Comm writers, const WritePlan& plan,
+std::vector<uint32_t> dataset_checksums(MPI_Comm writers, const FileStructure& plan,
                                         const std::vector<WritePiece>& mine) {
   std::vector<PartialCrc> local;
   for (const WritePiece& p : mine) {
@@ -80,7 +80,7 @@ void write_attrs(hid_t obj, const std::vector<Attr>& attrs) {
 }
 
 // What /index lists: every dataset but the text ones.
-std::vector<IndexRow> index_rows(const WritePlan& plan, const std::vector<uint64_t>& offsets,
+std::vector<IndexRow> index_rows(const FileStructure& plan, const std::vector<uint64_t>& offsets,
                                  const std::vector<uint32_t>& crc) {
   std::vector<IndexRow> rows;
   for (std::size_t i = 0; i < plan.datasets.size(); ++i) {
@@ -111,7 +111,8 @@ Metadata metadata_mode() {
 // data is written once, next), /index. Returns each dataset's file offset. Called by every
 // writer with parallel modes, by the first writer alone with Rank0.
 std::vector<uint64_t> create_structure(MPI_Comm writers, Metadata mode, const std::string& tmp,
-                                       const WritePlan& plan, const std::vector<uint32_t>& crc) {
+                                       const FileStructure& plan,
+                                       const std::vector<uint32_t>& crc) {
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   QuietHdf5 quiet;
   Hid fapl(h5_check(H5Pcreate(H5P_FILE_ACCESS), Errc::Io, "H5Pcreate"));
@@ -235,7 +236,7 @@ namespace {
 // cannot recover from a metadata flush that fails (its file object stays broken until the process
 // ends), so a full disk must be found before HDF5 writes. A filesystem that reports no sizes
 // (f_blocks 0, some FUSE and network mounts) is not checked.
-void check_space(const std::string& tmp, const WritePlan& plan) {
+void check_space(const std::string& tmp, const FileStructure& plan) {
   const std::size_t slash = tmp.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "."
                           : slash == 0               ? "/"
@@ -270,7 +271,7 @@ void maybe_die_for_test(MPI_Comm all) {
 // ---- A save's phases, in order (write_checkpoint) ----
 
 // 1. Every writer learns every dataset's checksum.
-std::vector<uint32_t> agreed_checksums(MPI_Comm writers, const WritePlan& plan,
+std::vector<uint32_t> agreed_checksums(MPI_Comm writers, const FileStructure& plan,
                                        const std::vector<WritePiece>& mine) {
   std::vector<uint32_t> crc;
   agree_on(writers, [&] { crc = dataset_checksums(writers, plan, mine); });
@@ -279,7 +280,7 @@ std::vector<uint32_t> agreed_checksums(MPI_Comm writers, const WritePlan& plan,
 
 // 2. The first writer removes a stale temporary file and checks that the filesystem has room.
 void prepare_temporary(MPI_Comm writers, bool first_writer, const std::string& tmp,
-                       const WritePlan& plan) {
+                       const FileStructure& plan) {
   agree_on(writers, [&] {
     if (!first_writer) return;
     if (std::remove(tmp.c_str()) != 0 && errno != ENOENT)
@@ -291,7 +292,7 @@ void prepare_temporary(MPI_Comm writers, bool first_writer, const std::string& t
 // 3. The HDF5 structure, created as FSDP_CKPT_METADATA asks; every writer learns each dataset's
 // file offset.
 std::vector<uint64_t> create_agreed_structure(MPI_Comm writers, bool first_writer,
-                                              const std::string& tmp, const WritePlan& plan,
+                                              const std::string& tmp, const FileStructure& plan,
                                               const std::vector<uint32_t>& crc) {
   std::vector<uint64_t> offsets(plan.datasets.size());
   Metadata mode = Metadata::Rank0;
@@ -308,7 +309,7 @@ std::vector<uint64_t> create_agreed_structure(MPI_Comm writers, bool first_write
 
 // 4. This writer's bytes as file ranges: the text datasets, NUL-padded (the first writer's), and
 // its pieces.
-std::vector<IoPiece> file_ranges(const WritePlan& plan, const std::vector<uint64_t>& offsets,
+std::vector<IoPiece> file_ranges(const FileStructure& plan, const std::vector<uint64_t>& offsets,
                                  const std::vector<WritePiece>& mine, bool first_writer) {
   std::vector<IoPiece> io;
   for (std::size_t i = 0; first_writer && i < plan.datasets.size(); ++i) {
@@ -359,7 +360,7 @@ void commit_or_discard(const WriteComms& comms, const std::string& tmp, const st
 
 }  // namespace
 
-void write_checkpoint(const WriteComms& comms, const std::string& path, const WritePlan& plan,
+void write_checkpoint(const WriteComms& comms, const std::string& path, const FileStructure& plan,
                       const std::vector<WritePiece>& mine) {
   const std::string tmp = temporary_path(path);
   int writer_rank = -1;

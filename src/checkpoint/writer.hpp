@@ -53,7 +53,7 @@ struct DatasetSpec {
   uint64_t text_bytes() const { return (text.size() + 8) / 8 * 8; }
 };
 
-struct WritePlan {
+struct FileStructure {
   std::vector<GroupSpec> groups;  // created in order
   std::vector<DatasetSpec> datasets;
 };
@@ -77,7 +77,7 @@ struct WriteComms {
 // "<path>.tmp" (removing a stale one), then renames it to `path` and syncs the directory only
 // after every rank succeeded; on any failure every rank throws the same error, the temporary file
 // is removed and an earlier file at `path` is untouched.
-void write_checkpoint(const WriteComms& comms, const std::string& path, const WritePlan& plan,
+void write_checkpoint(const WriteComms& comms, const std::string& path, const FileStructure& plan,
                       const std::vector<WritePiece>& mine);
 
 std::string temporary_path(const std::string& path);

@@ -96,7 +96,7 @@ ck::Catalog sample() {
 
 // The sample as a file, through the save's own writer (one rank writes everything).
 void save(const ck::Catalog& c, const std::string& path) {
-  ck::WritePlan plan;
+  ck::FileStructure plan;
   plan.groups = ck::attribute_groups(c);
   std::vector<std::vector<double>> values;
   std::vector<ck::WritePiece> pieces;
