@@ -89,8 +89,11 @@ def _param(p):
     return f"{t} {p.name}"
 
 
-def _body_params(f):
-    """The body's parameters: `local` for JOINED calls, the first handle as its object."""
+def _body_params(api, f):
+    """The body's parameters: `local` for JOINED calls, the first handle as its object, an enum
+    by const reference (the entry point's own argument object: a C caller may store any int in it,
+    and copying it as the enum type would read an enum outside its range, undefined behaviour in
+    C++; the body reads it with capi::enum_int, range-checks it, and only then converts it)."""
     out = []
     if f.name in capi_calls.JOINED:
         out.append("std::optional<fsdp::Error> local")
@@ -99,6 +102,8 @@ def _body_params(f):
         if p is h:
             ref = "*" if optional_handle(f, p) else "&"
             out.append(f"{capi_calls.HANDLES[p.ctype.base][0]}{ref} {p.name}")
+        elif p.ctype.stars == 0 and api.is_enum(p.ctype.base):
+            out.append(f"const {p.ctype.base}& {p.name}")
         else:
             out.append(_param(p))
     return out
@@ -152,7 +157,7 @@ def generate(api):
     problems = check(api)
     if problems:
         raise ApiError("the C entry points:\n  " + "\n  ".join(problems))
-    decls = [f"void {f.name}({', '.join(_body_params(f))});" for f in generated(api)]
+    decls = [f"void {f.name}({', '.join(_body_params(api, f))});" for f in generated(api)]
     header = ["// " + NOTE,
               "// The body of each C entry point: what the call does, after the generated entry",
               "// point (capi/entry_points.cpp) has checked its arguments and recorded the call.",

@@ -123,7 +123,7 @@ void fsdp_finalize(fsdp_context_t* ctx) {
          "communicators could not be");
 }
 
-void fsdp_group_info(fsdp::Context& ctx, fsdp_group_t group, int* rank, int* size) {
+void fsdp_group_info(fsdp::Context& ctx, const fsdp_group_t& group, int* rank, int* size) {
   const fsdp::Group* g = &group_of(ctx, enum_int(group));
   if (rank) *rank = g->rank;
   if (size) *size = g->size;
@@ -168,7 +168,8 @@ void fsdp_memory_stats(fsdp::Context& c, fsdp_memory_stats_t* stats) {
   fsdp::capi::write_sized(stats, s, "stats");
 }
 
-void fsdp_broadcast(fsdp::Context& c, fsdp_group_t group, int root, void* data, size_t bytes) {
+void fsdp_broadcast(fsdp::Context& c, const fsdp_group_t& group, int root, void* data,
+                    size_t bytes) {
   const fsdp::Group* g = nullptr;
   agree_group_call(
       c, "fsdp_broadcast arguments (group, root, bytes)",
@@ -188,8 +189,8 @@ void fsdp_broadcast(fsdp::Context& c, fsdp_group_t group, int root, void* data, 
   });
 }
 
-void fsdp_allreduce(fsdp::Context& c, fsdp_group_t group, fsdp_reduce_op_t op, double* data,
-                    size_t count) {
+void fsdp_allreduce(fsdp::Context& c, const fsdp_group_t& group, const fsdp_reduce_op_t& op,
+                    double* data, size_t count) {
   const fsdp::Group* g = nullptr;
   MPI_Op mpi_op = MPI_SUM;
   agree_group_call(c, "fsdp_allreduce arguments (group, op, count)",

@@ -5,8 +5,8 @@
 #include "capi/guard.hpp"
 #include "memory/host/host_kernels.hpp"
 
-void fsdp::capi::body::fsdp_convert(void* dst, fsdp_dtype_t dst_dtype, const void* src,
-                                    fsdp_dtype_t src_dtype, size_t n) {
+void fsdp::capi::body::fsdp_convert(void* dst, const fsdp_dtype_t& dst_dtype, const void* src,
+                                    const fsdp_dtype_t& src_dtype, size_t n) {
   const int dst_t = fsdp::capi::enum_int(dst_dtype), src_t = fsdp::capi::enum_int(src_dtype);
   if (dst_t < 0 || dst_t >= FSDP_DTYPE_COUNT)
     fail(Errc::InvalidArgument, "dst_dtype = " + std::to_string(dst_t) + ": not an fsdp_dtype_t");

@@ -53,7 +53,7 @@ const fsdp::Unit& optimized_unit(const Optimizer& o, fsdp_unit_t unit) {
 namespace fsdp::capi::body {
 
 void fsdp_optimizer_create(std::optional<fsdp::Error> local, fsdp::Context& c,
-                           fsdp_optimizer_kind_t kind, const fsdp_hyperparams_t* defaults,
+                           const fsdp_optimizer_kind_t& kind, const fsdp_hyperparams_t* defaults,
                            int nunits, const fsdp_unit_t* units, fsdp_optimizer_t* opt) {
   std::vector<fsdp::Unit*> list;
   HyperParams h;

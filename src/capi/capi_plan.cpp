@@ -379,7 +379,7 @@ void fsdp_plan_tie(fsdp::plan::PlanModel& m, int user_unit, const char* alias, i
 }
 
 void fsdp_plan_read_model(fsdp::plan::PlanModel& m, const char* path,
-                          fsdp_plan_model_format_t format) {
+                          const fsdp_plan_model_format_t& format) {
   if (!path || !*path) fail(Errc::InvalidArgument, "path: NULL or empty");
   const int f = enum_int(format);
   if (f < 0 || f >= FSDP_PLAN_MODEL_FORMAT_COUNT)

@@ -66,7 +66,7 @@ void fsdp_param_group_of(const char* const* patterns, int npatterns, const char*
       static_cast<std::size_t>(npatterns), [&](std::size_t g) { return patterns[g]; }, name);
 }
 
-void fsdp_optimizer_kind_info(fsdp_optimizer_kind_t kind, const char** name, int* nstates,
+void fsdp_optimizer_kind_info(const fsdp_optimizer_kind_t& kind, const char** name, int* nstates,
                               int* nhyperparams, int* step_count) {
   const OptimizerKind k = kind_from(kind);
   const fsdp::KindReads& reads = fsdp::kind_reads(k);
@@ -76,7 +76,7 @@ void fsdp_optimizer_kind_info(fsdp_optimizer_kind_t kind, const char** name, int
   if (step_count) *step_count = reads.step_count ? 1 : 0;
 }
 
-void fsdp_optimizer_state_name(fsdp_optimizer_kind_t kind, int index, const char** name,
+void fsdp_optimizer_state_name(const fsdp_optimizer_kind_t& kind, int index, const char** name,
                                const char** kept_when) {
   const OptimizerKind k = kind_from(kind);
   const std::vector<fsdp::StateBuffer>& buffers = fsdp::state_buffers(k);
@@ -85,28 +85,29 @@ void fsdp_optimizer_state_name(fsdp_optimizer_kind_t kind, int index, const char
   if (kept_when) *kept_when = buffers[i].kept_when;
 }
 
-void fsdp_optimizer_hyperparam_name(fsdp_optimizer_kind_t kind, int index, const char** name) {
+void fsdp_optimizer_hyperparam_name(const fsdp_optimizer_kind_t& kind, int index,
+                                    const char** name) {
   const OptimizerKind k = kind_from(kind);
   const std::vector<const char*>& names = fsdp::kind_reads(k).hyperparams;
   const std::size_t i = list_index(index, names.size(), k, "hyperparameter(s)");
   *name = names[i];
 }
 
-void fsdp_optimizer_defaults(fsdp_optimizer_kind_t kind, fsdp_hyperparams_t* hp) {
+void fsdp_optimizer_defaults(const fsdp_optimizer_kind_t& kind, fsdp_hyperparams_t* hp) {
   static const fsdp_hyperparams_t sgd = FSDP_SGD_DEFAULTS, adamw = FSDP_ADAMW_DEFAULTS;
   const OptimizerKind k = kind_from(kind);
   require_output(hp, "hp");
   fsdp::capi::write_sized(hp, k == OptimizerKind::AdamW ? adamw : sgd, "hp");
 }
 
-void fsdp_storage_dtype(fsdp_dtype_t dtype, fsdp_dtype_t* storage) {
+void fsdp_storage_dtype(const fsdp_dtype_t& dtype, fsdp_dtype_t* storage) {
   const DType t = dtype_from(dtype, "dtype");
   *storage = static_cast<fsdp_dtype_t>(fsdp::storage_dtype(t));
 }
 
-void fsdp_precision_resolve(fsdp::Context* ctx, fsdp_dtype_t storage, fsdp_dtype_t param_dtype,
-                            fsdp_dtype_t reduce_dtype, fsdp_dtype_t* param_out,
-                            fsdp_dtype_t* reduce_out) {
+void fsdp_precision_resolve(fsdp::Context* ctx, const fsdp_dtype_t& storage,
+                            const fsdp_dtype_t& param_dtype, const fsdp_dtype_t& reduce_dtype,
+                            fsdp_dtype_t* param_out, fsdp_dtype_t* reduce_out) {
   const fsdp::PrecisionRequest context = ctx ? ctx->options().precision : fsdp::PrecisionRequest{};
   const DType s = dtype_from(storage, "storage");
   if (!fsdp::dtype_storable(s))
