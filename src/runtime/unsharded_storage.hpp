@@ -1,8 +1,8 @@
 // Where a unit's unsharded parameters live while it is unsharded: the one interface through which
 // a unit gets that storage, whatever the placement. The backend chooses the implementation with
-// the transport (placement/transport_stacks.cpp): buffers from the context's pool (MPI, NCCL, staging), or
-// the node's shared copy (the shared-memory transport: node slots, and zero-copy storage that
-// keeps a unit's shards at their places in its unsharded copy for its whole life).
+// the transport (placement/transport_stacks.cpp): buffers from the context's pool (MPI, NCCL,
+// staging), or the node's shared copy (the shared-memory transport: node slots, and zero-copy
+// storage that keeps a unit's shards at their places in its unsharded copy for its whole life).
 //
 // A unit's storage, step by step (Unit::unshard_async and Unit::reshard):
 //   place    unit creation, collective over the storage's team in creation order: a storage that
