@@ -35,9 +35,15 @@ export DEBIAN_FRONTEND=noninteractive
 groups=(mpi mpirun mpi-x86_64-linux-gnu h5pcc)
 declare -A chosen=()
 for g in "${groups[@]}"; do
-  chosen[$g]=$(update-alternatives --query "$g" 2>/dev/null | sed -n 's/^Value: //p')
+  # (a group that does not exist yet makes --query fail: no value, not an error)
+  chosen[$g]=$(update-alternatives --query "$g" 2>/dev/null | sed -n 's/^Value: //p' || true)
 done
-$sudo apt-get update -qq
+# Package lists: a fresh machine's first update can fail while its network comes up.
+for try in 1 2 3; do
+  $sudo apt-get update -qq && break
+  [ "$try" -eq 3 ] && exit 1
+  sleep 10
+done
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 for g in "${groups[@]}"; do
   v=${chosen[$g]}
