@@ -97,8 +97,8 @@ for kind in ("sgd", "adamw"):
     losses, final = jax_mlp.train(ctx, kind, STEPS)
     ref_losses, ref_final = reference(kind, STEPS)
     worst = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses))
-    check(worst <= LOSS_RTOL, f"{kind}: losses {losses} against {ref_losses} (worst relative "
-          f"difference {worst:.2e})")
+    check(worst <= LOSS_RTOL, f"{kind}: losses {[f'{x:.7g}' for x in losses]} against "
+          f"{[f'{x:.7g}' for x in ref_losses]} (worst relative difference {worst:.2e})")
     late = np.mean(ref_losses[-4:])  # each step is a new batch: the losses are noisy
     check(late < 0.75 * ref_losses[0], f"{kind}: the reference learns ({ref_losses[0]} -> the "
           f"last 4 steps' mean {late})")
