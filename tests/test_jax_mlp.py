@@ -4,7 +4,8 @@ gradients from jax.vjp written back, the library's SGD (momentum, weight decay) 
 at every step the loss, and at the end the parameters, of plain JAX on the whole global batch
 with an optimizer written here in jax.numpy (PyTorch's update rules, which the library's are),
 within float32 rounding. Also what jnp.from_dlpack does with a view of the library's memory:
-alias or copy, and on JAX 0.10.2 (bench/setup-python.sh's) alias exactly at 64-byte alignment.
+alias or copy, and on JAX 0.10.2 (bench/setup-python.sh's) alias exactly at 64-byte alignment;
+and np.asarray of a JAX array (the gradients handed back) is JAX's buffer, read-only.
 Exits 77 (skipped) where JAX is not installed. Run under mpiexec with 1, 2 or 4 ranks."""
 import os
 import sys
@@ -131,6 +132,12 @@ for i, v in enumerate(values):
     del array
 if jax.__version__ == "0.10.2":
     check(seen == {True, False}, f"both an alias and a copy among the views (saw {seen})")
+    # The other way, as the example hands gradients over: numpy reads JAX's own buffer, read-only
+    # (Unit.write_grad copies it into the library's).
+    grad = jnp.arange(8, dtype=jnp.float32) * 2
+    seen_by_numpy = np.asarray(grad)
+    check(seen_by_numpy.ctypes.data == grad.unsafe_buffer_pointer()
+          and not seen_by_numpy.flags.writeable, "np.asarray of a JAX array: its buffer, read-only")
 unit.reshard()
 unit.destroy()
 
