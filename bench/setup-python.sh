@@ -18,8 +18,16 @@ tt() {
   "$venv/bin/pip" install -q --no-deps torchtitan==0.3.0 spmd_types==0.2.3 >&2 &&
     "$venv/bin/pip" install -q tyro >&2 || echo "torchtitan not installed" >&2
 }
+# JAX on the CPU (tests/test_jax_mlp.py and examples/jax/mlp.py, which report themselves skipped
+# without it), pinned: jax and the jaxlib of the same version (PyPI's jaxlib wheel is the CPU one).
+jx() {
+  "$venv/bin/python" -c 'import jax, jaxlib; assert jax.__version__ == "0.10.2"' 2>/dev/null &&
+    return 0
+  "$venv/bin/pip" install -q jax==0.10.2 jaxlib==0.10.2 >&2 || echo "jax not installed" >&2
+}
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" 2>/dev/null; then
   tt
+  jx
   echo "$venv/bin/python"
   exit 0
 fi
@@ -34,4 +42,5 @@ base=$(command -v python3)
 "$venv/bin/pip" install -q transformers safetensors >&2 || echo "transformers not installed" >&2
 "$venv/bin/python" -c "$check" >&2
 tt
+jx
 echo "$venv/bin/python"

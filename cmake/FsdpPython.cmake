@@ -32,11 +32,11 @@ set(FSDP_PYTHON_ENV "PYTHONPATH=${PROJECT_SOURCE_DIR}/python" "LIBFSDP_LIBRARY=$
 # transformers): FSDP_TORCH_PYTHON, else the benchmark's virtual environment
 # (bench/setup-python.sh) when it exists. Without one those tests report themselves skipped;
 # FSDP_TORCH_PYTHON=OFF asks for that (tests/check_skips.sh).
+set(_venv "$ENV{FSDP_BENCH_VENV}")
+if(NOT _venv)
+  set(_venv "$ENV{HOME}/.cache/libfsdp/bench-venv")
+endif()
 if(NOT DEFINED FSDP_TORCH_PYTHON OR FSDP_TORCH_PYTHON STREQUAL "")
-  set(_venv "$ENV{FSDP_BENCH_VENV}")
-  if(NOT _venv)
-    set(_venv "$ENV{HOME}/.cache/libfsdp/bench-venv")
-  endif()
   if(EXISTS "${_venv}/bin/python")
     execute_process(COMMAND "${_venv}/bin/python" -c
       "import torch, numpy; assert tuple(int(x) for x in torch.__version__.split('.')[:2]) >= (2, 6)"
@@ -54,4 +54,28 @@ else()
   set(FSDP_TORCH_PYTHON "")  # OFF reads as none below
   fsdp_skip_command(FSDP_TORCH_PYTHON_RUN
                     "no Python with PyTorch >= 2.6 (run bench/setup-python.sh)")
+endif()
+
+# A Python with JAX for the JAX embedding (tests/test_jax_mlp.py, examples/python/jax_mlp.py):
+# FSDP_JAX_PYTHON, else the benchmark's virtual environment when it imports jax (bench/setup-python.sh
+# installs it there), else the binding's interpreter, where those scripts report themselves skipped
+# (exit 77) for want of jax. FSDP_JAX_PYTHON=OFF asks for the stand-in (tests/check_skips.sh).
+if(NOT DEFINED FSDP_JAX_PYTHON OR FSDP_JAX_PYTHON STREQUAL "")
+  set(FSDP_JAX_PYTHON_RUN ${FSDP_PYTHON_RUN})
+  if(EXISTS "${_venv}/bin/python")
+    execute_process(COMMAND "${_venv}/bin/python" -c "import jax, numpy"
+                    RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+    if(_rc EQUAL 0)
+      set(FSDP_JAX_PYTHON_RUN "${_venv}/bin/python")
+    endif()
+  endif()
+elseif(FSDP_JAX_PYTHON)
+  set(FSDP_JAX_PYTHON_RUN ${FSDP_JAX_PYTHON})
+else()
+  fsdp_skip_command(FSDP_JAX_PYTHON_RUN "no Python with JAX (run bench/setup-python.sh)")
+endif()
+if(FSDP_JAX_PYTHON_RUN MATCHES "fsdp_skip.sh")
+  message(STATUS "libfsdp: no Python with JAX: its tests will report skipped")
+else()
+  message(STATUS "libfsdp: JAX tests with ${FSDP_JAX_PYTHON_RUN} (skipped if it lacks jax)")
 endif()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A test whose optional dependency is missing reports Skipped, never Passed (cmake/FsdpSkip.cmake).
 # Configures a scratch tree of the project without those dependencies (FSDP_PYTHON=OFF,
-# FSDP_TORCH_PYTHON=OFF, no Python3 package, no Doxygen; nothing is built) and runs every test
+# FSDP_TORCH_PYTHON=OFF, FSDP_JAX_PYTHON=OFF, no Python3 package, no Doxygen; nothing is built) and runs every test
 # that needs them there: the ones labelled python or pytorch, test_python_capi and
 # doc_api_reference. Each must report Skipped; the PyTorch >= 2.6 ones must be among them.
 # Usage: check_skips.sh <cmake> <ctest> <source dir> <scratch dir> [<cmake argument>...]
@@ -11,6 +11,7 @@ cmake=$1 ctest=$2 src=$3 dir=$4
 shift 4
 rm -rf "$dir" && mkdir -p "$dir"
 if ! "$cmake" -S "$src" -B "$dir" "$@" -DFSDP_PYTHON=OFF -DFSDP_TORCH_PYTHON=OFF \
+     -DFSDP_JAX_PYTHON=OFF \
      -DCMAKE_DISABLE_FIND_PACKAGE_Python3=ON -DCMAKE_DISABLE_FIND_PACKAGE_Doxygen=ON \
      -DFSDP_BUILD_FORTRAN=OFF -DFSDP_ENABLE_CUDA=OFF -DFSDP_BUILD_BENCH=OFF \
      > "$dir/configure.log" 2>&1; then
@@ -26,7 +27,7 @@ names=$({ "$ctest" -N -L 'python|pytorch'
         sed -n 's/^ *Test *#[0-9]*: *//p' | sort -u)
 fails=0
 for must in test_pytorch_fullyshard_torch2.np2 test_pytorch_hf.np2 test_python_binding.np2 \
-            test_python_capi doc_api_reference; do
+            test_jax_mlp.np2 test_python_capi doc_api_reference; do
   if ! grep -qx "$must" <<< "$names"; then
     echo "FAIL: $must is not registered in the scratch tree"
     fails=$((fails + 1))
