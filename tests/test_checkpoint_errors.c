@@ -1,9 +1,11 @@
 /* Every checkpoint error: a clear status on every rank, a message naming the problem, and the
  * model in memory untouched. Files are damaged here with plain HDF5 and POSIX calls. */
+#include <fcntl.h>
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "ckpt_model.h"
@@ -14,30 +16,41 @@ static void path_of(char* out, const char* name) {
   snprintf(out, 600, "%s/%s", dir, name);
 }
 
-/* A copy of every unit's shard, to prove a failed load changed nothing. */
+/* A copy of every unit's shard and AdamW state, to prove a failed load changed nothing. */
+static const char* state_names[2] = {"exp_avg", "exp_avg_sq"};
 typedef struct {
-  float* data[CM_NPARAMS];
-  size_t n[CM_NPARAMS];
+  float* data[CM_NPARAMS][3]; /* the shard, then each state buffer */
+  size_t n[CM_NPARAMS][3];
 } snapshot_t;
 
+static void* buffer_of(cm_model_t* m, int u, int b, size_t* n) {
+  void* p = NULL;
+  if (b == 0)
+    CHECK_OK(fsdp_shard_data(m->units[u], &p, n));
+  else
+    CHECK_OK(fsdp_optimizer_state(m->opt, m->units[u], state_names[b - 1], &p, n));
+  return p;
+}
+
 static void take(cm_model_t* m, snapshot_t* s) {
-  for (int u = 0; u < m->nunits; ++u) {
-    void* p = NULL;
-    CHECK_OK(fsdp_shard_data(m->units[u], &p, &s->n[u]));
-    s->data[u] = malloc(s->n[u] * sizeof(float) + 1);
-    memcpy(s->data[u], p, s->n[u] * sizeof(float));
-  }
+  for (int u = 0; u < m->nunits; ++u)
+    for (int b = 0; b < 3; ++b) {
+      const void* p = buffer_of(m, u, b, &s->n[u][b]);
+      s->data[u][b] = malloc(s->n[u][b] * sizeof(float) + 1);
+      memcpy(s->data[u][b], p, s->n[u][b] * sizeof(float));
+    }
 }
 
 static void same_as(cm_model_t* m, snapshot_t* s, const char* after) {
-  for (int u = 0; u < m->nunits; ++u) {
-    void* p = NULL;
-    CHECK_OK(fsdp_shard_data(m->units[u], &p, NULL));
-    char msg[200];
-    snprintf(msg, sizeof msg, "unit %d changed after %s", u, after);
-    CHECK_MSG(memcmp(p, s->data[u], s->n[u] * sizeof(float)) == 0, msg);
-    free(s->data[u]);
-  }
+  for (int u = 0; u < m->nunits; ++u)
+    for (int b = 0; b < 3; ++b) {
+      const void* p = buffer_of(m, u, b, NULL);
+      char msg[200];
+      snprintf(msg, sizeof msg, "unit %d %s changed after %s", u, b ? state_names[b - 1] : "shard",
+               after);
+      CHECK_MSG(memcmp(p, s->data[u][b], s->n[u][b] * sizeof(float)) == 0, msg);
+      free(s->data[u][b]);
+    }
 }
 
 static void copy_file(const char* from, const char* to) {
@@ -174,6 +187,19 @@ int main(int argc, char** argv) {
   copy_file(good, other);
   flip_byte(other, dataset_offset(good, "/optimizers/0/exp_avg_sq/layer0.weight") + 3);
   load_fails(ctx, &m, other, 0, FSDP_ERR_CORRUPT, "optimizer state of 'layer0.weight'");
+#ifdef FSDP_TEST_HOOKS
+  /* The same read as from the disk (the hook: as if nothing were in the page cache), where each
+   * rank's pieces are read straight into its shards and optimizer state before they are verified,
+   * and must be put back when some rank's checksum fails. */
+  setenv("FSDP_CKPT_TEST_COLD_LOAD", "1", 1);
+  copy_file(good, other);
+  flip_byte(other, dataset_offset(good, "/model/embed.weight") + 1000);
+  load_fails(ctx, &m, other, 0, FSDP_ERR_CORRUPT, "embed.weight");
+  copy_file(good, other);
+  flip_byte(other, dataset_offset(good, "/optimizers/0/exp_avg_sq/layer0.weight") + 3);
+  load_fails(ctx, &m, other, 0, FSDP_ERR_CORRUPT, "optimizer state of 'layer0.weight'");
+  unsetenv("FSDP_CKPT_TEST_COLD_LOAD");
+#endif
   /* ...which a model-only load does not read. */
   copy_file(good, other);
   if (th_rank() == 0) {
@@ -267,9 +293,18 @@ int main(int argc, char** argv) {
   unsetenv("FSDP_CKPT_TEST_TRUNCATE_LOAD");
 #endif
 
-  /* After all that, the good file still loads. */
+  /* After all that, the good file still loads, from the page cache and as from the disk. */
   CHECK_OK(fsdp_checkpoint_load(ctx, good, &o, NULL));
   cm_check(&m, 1, "final load");
+#ifdef FSDP_TEST_HOOKS
+  cm_step(&m, 2);
+  setenv("FSDP_CKPT_TEST_COLD_LOAD", "1", 1);
+  CHECK_OK(fsdp_checkpoint_load(ctx, good, &o, NULL));
+  unsetenv("FSDP_CKPT_TEST_COLD_LOAD");
+  cm_check(&m, 1, "final load read as from the disk");
+  cm_step(&m, 2); /* the optimizer state came back too: this step is the reference's second */
+  cm_check(&m, 2, "a step after the load read as from the disk");
+#endif
   char v[8];
   CHECK_FAILS(fsdp_checkpoint_metadata(good, "nope", v, sizeof v, NULL), FSDP_ERR_OUT_OF_RANGE,
               "nope");

@@ -33,6 +33,7 @@ const EnvVar kVars[kEnvCount] = {
     {"FSDP_CKPT_TEST_KILL_RANK", true, "test hook: that rank dies inside a checkpoint save"},
     {"FSDP_CKPT_TEST_REFUSE_DIRECT", false, "open|write, test hook: O_DIRECT refused there"},
     {"FSDP_CKPT_TEST_TRUNCATE_LOAD", false, "1, test hook: a load's file emptied once verified"},
+    {"FSDP_CKPT_TEST_COLD_LOAD", false, "1, test hook: a load reads as if nothing were cached"},
 };
 
 }  // namespace

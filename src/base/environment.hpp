@@ -32,12 +32,14 @@ enum class Env : int {
   Trace,
   // Test hooks: kills a rank inside a checkpoint save (tests/fault/checkpoint_kill.sh); acts as
   // a filesystem that refuses O_DIRECT (checkpoint/posix_sink.cpp); truncates the file a load
-  // reads after verifying it (checkpoint/checkpoint_load.cpp).
+  // reads after verifying it, and makes a load read its file as if none of it were in the page
+  // cache (checkpoint/checkpoint_load.cpp).
   CkptTestKillRank,
   CkptTestRefuseDirect,
   CkptTestTruncateLoad,
+  CkptTestColdLoad,
 };
-constexpr int kEnvCount = static_cast<int>(Env::CkptTestTruncateLoad) + 1;
+constexpr int kEnvCount = static_cast<int>(Env::CkptTestColdLoad) + 1;
 
 struct EnvVar {
   const char* name;

@@ -3,6 +3,7 @@
 // (every rank's ranges checksummed, combined per dataset, compared), place (the verified bytes
 // copied into the shards and optimizer state), apply (step counts, hyperparameters, the scaler).
 // Nothing changes before every rank has verified. FSDP_TRACE records each phase.
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "base/crc32c.hpp"
 #include "base/environment.hpp"
 #include "checkpoint/checkpoint_service.hpp"
+#include "checkpoint/direct_reads.hpp"
 #include "checkpoint/file_mapping.hpp"
 #include "checkpoint/from_rank0.hpp"
 #include "checkpoint/load_match.hpp"
@@ -58,27 +60,46 @@ struct LoadFile {
   explicit LoadFile(const std::string& path) : file(path, O_RDONLY), map(file) {}
 };
 
+// Testing hook, compiled only with FSDP_TEST_HOOKS: FSDP_CKPT_TEST_COLD_LOAD=1 makes a load read
+// its file as if none of it were in the page cache (test_checkpoint_errors: the pieces read
+// straight into the shards and optimizer state are put back when verification fails).
+bool test_cold_load() {
+#ifdef FSDP_TEST_HOOKS
+  return env(Env::CkptTestColdLoad) != nullptr;
+#else
+  return false;
+#endif
+}
+
 // Each range's CRC-32C, in file order, in 1 MiB pieces: a piece already in the page cache is
-// checksummed in place through the mapping; any other is read with pread into one buffer that
-// stays in the CPU's cache (large sequential reads, which the kernel reads ahead of, rather than
-// page faults) and checksummed there.
+// checksummed in place through the mapping; any other is read with pread, into its destination
+// where `direct` allows it (then checksummed there, while it is in the CPU's cache), else into one
+// scratch buffer that stays in the CPU's cache (large sequential reads, which the kernel reads
+// ahead of, rather than page faults).
 std::vector<PartialCrc> checksum(const LoadFile& f, const std::vector<FileRange>& ranges,
-                                 const std::vector<Target>& targets) {
-  constexpr uint64_t kPiece = uint64_t{1} << 20;
-  std::vector<char> piece;
+                                 const std::vector<Target>& targets, DirectReads& direct) {
+  const bool cold = test_cold_load();
+  std::vector<char> scratch;
   std::vector<PartialCrc> crc;
-  for (const FileRange& rg : ranges) {
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const FileRange& rg = ranges[i];
     const std::string& name = targets[rg.target].file->name;
     uint32_t c = 0;
-    for (uint64_t done = 0; done < rg.bytes; done += kPiece) {
-      const uint64_t n = std::min(kPiece, rg.bytes - done), at = rg.file_offset + done;
-      if (f.map.resident(at, n)) {
+    for (uint64_t piece = 0; piece < load_piece_count(rg.bytes); ++piece) {
+      const uint64_t done = piece * kLoadPiece, n = std::min(kLoadPiece, rg.bytes - done);
+      const uint64_t at = rg.file_offset + done;
+      if (!cold && f.map.resident(at, n)) {
         f.map.guarded(at, n, name, [&c](const char* p, uint64_t k) { c = crc32c(c, p, k); });
         continue;
       }
-      piece.resize(kPiece);
-      f.file.read_at(piece.data(), n, at, name);
-      c = crc32c(c, piece.data(), n);
+      char* to = direct.claim(i, rg.bytes, piece, n);
+      if (std::getenv("NORESTORE")) fprintf(stderr, "DBG direct %p\n", (void*)to);
+      if (!to) {
+        scratch.resize(kLoadPiece);
+        to = scratch.data();
+      }
+      f.file.read_at(to, n, at, name);
+      c = crc32c(c, to, n);
     }
     crc.push_back({rg.target, rg.slice.param_offset, rg.slice.length, c});
   }
@@ -124,7 +145,7 @@ void verify_checksums(MPI_Comm comm, const std::vector<Target>& targets,
 std::unique_ptr<LoadFile> open_verified(MPI_Comm all, MPI_Comm shard, bool hfsdp,
                                         const std::string& path,
                                         const std::vector<FileRange>& ranges,
-                                        const std::vector<Target>& targets) {
+                                        const std::vector<Target>& targets, DirectReads& direct) {
   std::unique_ptr<LoadFile> file;
   agree_on(all, [&] {
     file = std::make_unique<LoadFile>(path);
@@ -134,13 +155,41 @@ std::unique_ptr<LoadFile> open_verified(MPI_Comm all, MPI_Comm shard, bool hfsdp
         fail(Errc::Corrupt, "'" + path + "': " + targets[rg.target].file->name +
                                 " runs past the end of the file (truncated file)");
   });
-  agree_on(all, [&] {
-    const std::vector<PartialCrc> crc = checksum(*file, ranges, targets);
-    if (!hfsdp) return verify_checksums(shard, targets, crc, [](const Target&) { return true; });
-    verify_checksums(shard, targets, crc, [](const Target& t) { return !t.in_piece(); });
-    verify_checksums(all, targets, crc, [](const Target& t) { return t.in_piece(); });
-  });
+  try {
+    agree_on(all, [&] {
+      const std::vector<PartialCrc> crc = checksum(*file, ranges, targets, direct);
+      if (!hfsdp) return verify_checksums(shard, targets, crc, [](const Target&) { return true; });
+      verify_checksums(shard, targets, crc, [](const Target& t) { return !t.in_piece(); });
+      verify_checksums(all, targets, crc, [](const Target& t) { return t.in_piece(); });
+    });
+  } catch (...) {
+    if (!std::getenv("NORESTORE"))
+      direct.restore();  // some rank failed: the bytes read directly give back what they replaced
+    throw;
+  }
   return file;
+}
+
+// Where each range may be read into during the verify pass (DirectReads): its place in a shard or
+// optimizer state buffer that exists now, in host memory, when the file holds the model's dtype;
+// nullptr for the rest (device memory, which is filled through host copies made after
+// verification; a conversion; state not yet allocated, which verification must not allocate).
+std::vector<char*> direct_destinations(Context& ctx, const LoadRequest& r,
+                                       const std::vector<Target>& targets,
+                                       const std::vector<FileRange>& ranges) {
+  std::vector<char*> to(ranges.size(), nullptr);
+  if (!ctx.shard_memory().host_accessible()) return to;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const FileRange& rg = ranges[i];
+    const Target& tg = targets[rg.target];
+    if (tg.file->dtype != tg.unit->layout().param(tg.param).dtype) continue;
+    char* d = static_cast<char*>(
+        tg.optimizer < 0
+            ? tg.unit->shard_data()
+            : r.optimizers[static_cast<std::size_t>(tg.optimizer)]->state(*tg.unit, tg.buffer));
+    if (d) to[i] = d + rg.slice.shard_offset * tg.unit->layout().element_size();
+  }
+  return to;
 }
 
 // Pass 2 (place): copies (or converts) the verified ranges over the shards and optimizer state.
@@ -150,7 +199,7 @@ std::unique_ptr<LoadFile> open_verified(MPI_Comm all, MPI_Comm shard, bool hfsdp
 // what the file does not cover keeps its value), copied back once every range is in.
 void place_ranges(Context& ctx, MPI_Comm all, const LoadRequest& r,
                   const std::vector<Target>& targets, const std::vector<FileRange>& ranges,
-                  const LoadFile& file) {
+                  const LoadFile& file, const DirectReads& direct) {
   MemorySpace& memory = ctx.memory();
   const bool staged = !ctx.shard_memory().host_accessible();
   std::vector<char*> destination(targets.size());
@@ -179,19 +228,31 @@ void place_ranges(Context& ctx, MPI_Comm all, const LoadRequest& r,
   }
   if (staged) memory.synchronize();
   // Each range is copied from the page cache (pass 1 just read it) through the mapping straight
-  // into its destination, or into an aligned buffer when it must be converted. An error here
-  // means the file changed under the load; every rank reports it alike.
+  // into its destination, but for the pieces pass 1 read there directly, or into an aligned buffer
+  // when it must be converted. An error here means the file changed under the load; every rank
+  // reports it alike.
   agree_on(all, [&] {
     std::vector<double> aligned;
-    for (const FileRange& rg : ranges) {
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      const FileRange& rg = ranges[i];
       const Target& tg = targets[rg.target];
       const DType model_t = tg.unit->layout().param(tg.param).dtype;
       char* dst = destination[rg.target] + rg.slice.shard_offset * tg.unit->layout().element_size();
       const bool same = tg.file->dtype == model_t;
       if (!same) aligned.resize((rg.bytes + sizeof(double) - 1) / sizeof(double));
       char* to = same ? dst : reinterpret_cast<char*>(aligned.data());
-      file.map.guarded(rg.file_offset, rg.bytes, tg.file->name,
-                       [to](const char* p, uint64_t n) { std::memcpy(to, p, n); });
+      for (uint64_t p = 0, count = load_piece_count(rg.bytes); p < count;) {
+        if (direct.direct(i, p)) {
+          ++p;
+          continue;
+        }
+        uint64_t end = p + 1;  // a run of pieces still to copy
+        while (end < count && !direct.direct(i, end)) ++end;
+        const uint64_t at = p * kLoadPiece, n = std::min(end * kLoadPiece, rg.bytes) - at;
+        file.map.guarded(rg.file_offset + at, n, tg.file->name,
+                         [to, at](const char* src, uint64_t k) { std::memcpy(to + at, src, k); });
+        p = end;
+      }
       if (!same) host::convert(dst, model_t, aligned.data(), tg.file->dtype, rg.slice.length);
     }
   });
@@ -277,12 +338,13 @@ LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Err
                              problem_list(m.problems));
   const std::vector<FileRange> ranges = plan_reads(m.targets);
   phase.emplace(trace, "checkpoint_load_verify", r.path, 0);
+  DirectReads direct(direct_destinations(ctx_, r, m.targets, ranges));
   const std::unique_ptr<LoadFile> file =
-      open_verified(all_, shard_, ctx_.options().hfsdp, r.path, ranges, m.targets);
+      open_verified(all_, shard_, ctx_.options().hfsdp, r.path, ranges, m.targets, direct);
   maybe_truncate_for_test(all_, r.path);
   // Everything is verified: from here on the destinations change.
   phase.emplace(trace, "checkpoint_load_place", r.path, 0);
-  place_ranges(ctx_, all_, r, m.targets, ranges, *file);
+  place_ranges(ctx_, all_, r, m.targets, ranges, *file, direct);
   for (Unit* u : ctx_.units())  // split masters: the trainable blocks from the loaded pieces
     if (u->split_masters()) u->gather_update_pieces();
   phase.emplace(trace, "checkpoint_load_apply", r.path, 0);
