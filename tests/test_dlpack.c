@@ -177,29 +177,29 @@ static double mean_grad(int p, int64_t e) {
   return (th_size() + 1) / 2.0;
 }
 
+/* A 1-D tensor of the shard's layout (the shard, the gradient shard, optimizer state) against
+ * the raw call's pointer and numel, and its values against `expect`; then deleted. */
+static void check_1d(fsdp_unit_t u, DLManagedTensorVersioned* t, const void* raw, size_t numel,
+                     fsdp_dtype_t storage, int trainable_only, double (*expect)(int, int64_t)) {
+  if (!t) return;
+  check_common(t, raw, storage);
+  const int64_t shape[1] = {(int64_t)numel};
+  check_shape(&t->dl_tensor, 1, shape);
+  check_shard_values(u, t, storage, trainable_only, expect);
+  t->deleter(t);
+}
+
 static void check_shards(fsdp_unit_t u, fsdp_dtype_t storage) {
   void* raw = NULL;
   size_t numel = 0;
   DLManagedTensorVersioned* t = NULL;
   CHECK_OK(fsdp_dlpack(u, FSDP_BUFFER_SHARD, 0, &t));
   CHECK_OK(fsdp_shard_data(u, &raw, &numel));
-  if (t) {
-    check_common(t, raw, storage);
-    const int64_t shape[1] = {(int64_t)numel};
-    check_shape(&t->dl_tensor, 1, shape);
-    check_shard_values(u, t, storage, 0, value);
-    t->deleter(t);
-  }
+  check_1d(u, t, raw, numel, storage, 0, value);
   t = NULL;
   CHECK_OK(fsdp_dlpack(u, FSDP_BUFFER_GRAD_SHARD, 0, &t));
   CHECK_OK(fsdp_shard_grad(u, &raw, &numel));
-  if (t) {
-    check_common(t, raw, storage);
-    const int64_t shape[1] = {(int64_t)numel};
-    check_shape(&t->dl_tensor, 1, shape);
-    check_shard_values(u, t, storage, 1, mean_grad);
-    t->deleter(t);
-  }
+  check_1d(u, t, raw, numel, storage, 1, mean_grad);
 }
 
 /* SGD with momentum: after one step, the momentum buffer is the gradient (torch.optim.SGD). */
@@ -214,13 +214,7 @@ static void check_optimizer_state(fsdp_context_t ctx, fsdp_unit_t u, fsdp_dtype_
   DLManagedTensorVersioned* t = NULL;
   CHECK_OK(fsdp_optimizer_state_dlpack(opt, u, "momentum", &t));
   CHECK_OK(fsdp_optimizer_state(opt, u, "momentum", &raw, &numel));
-  if (t) {
-    check_common(t, raw, storage);
-    const int64_t shape[1] = {(int64_t)numel};
-    check_shape(&t->dl_tensor, 1, shape);
-    check_shard_values(u, t, storage, 1, mean_grad);
-    t->deleter(t);
-  }
+  check_1d(u, t, raw, numel, storage, 1, mean_grad);
   DLManagedTensorVersioned* keep = (DLManagedTensorVersioned*)&keep;
   CHECK_FAILS(fsdp_optimizer_state_dlpack(opt, u, "exp_avg", &keep), FSDP_ERR_INVALID_ARGUMENT,
               "name");

@@ -113,6 +113,7 @@ check(a.ctypes.data == p_w and np.array_equal(a, w0), "np.from_dlpack views the 
 view = unit.param("w")
 check(isinstance(view, np.ndarray) and view.ctypes.data == p_w and view.flags.writeable
       and view.dtype == np.float32 and view.shape == (5, 3), "Unit.param is a writable view")
+barrier()  # node shared memory: every rank read the values before any writes (the same values)
 view[0, 0] = 42.0
 check(at(p_w) == 42.0 and a[0, 0] == 42.0, "a write through Unit.param reaches the C pointer")
 if torch is not None:
@@ -174,7 +175,7 @@ barrier()  # every rank resharded: the shard may be written (zero-copy storage)
 if torch is not None:
     ts = torch.from_dlpack(sh)
     ts += 1.0
-    check(np.array_equal(unit.shard(), flat_reference([w0 + 1, b0 + 1])),
+    check(np.array_equal(unit.shard(), flat_reference([w0, b0]) + 1),
           "a write through torch into the shard is in Unit.shard")
     ts -= 1.0
 barrier()

@@ -61,7 +61,9 @@ _DTYPE_NAMES = {(_KDL_FLOAT, 16): "float16", (_KDL_FLOAT, 32): "float32",
                 (_KDL_FLOAT, 64): "float64", (_KDL_BFLOAT, 16): "bfloat16"}
 # numpy's typestr of each: numpy has no bfloat16, so its view shows the bits as uint16, as the
 # binding always has (libfsdp.to_float32 converts).
-_TYPESTR = {"float16": "<f2", "float32": "<f4", "float64": "<f8", "bfloat16": "<u2"}
+_TYPESTR = {name: np.dtype(t).str for name, t in (("float16", np.float16), ("float32", np.float32),
+                                                   ("float64", np.float64),
+                                                   ("bfloat16", np.uint16))}
 
 # The capsule names must outlive every capsule: module constants.
 _VERSIONED_NAME = ctypes.create_string_buffer(b"dltensor_versioned")
