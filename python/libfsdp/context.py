@@ -18,9 +18,10 @@ class Context:
         self.units = []
         self._on_device = self.placement()["memory_space"] == "cuda"
 
-    def _numpy_only(self, call, what):
-        """Refuses (libfsdp.Error, FSDP_ERR_UNSUPPORTED) what takes or makes numpy arrays of a
-        CUDA context's buffers, which are on the GPU: take them through DLPack instead."""
+    def _host_memory(self, call, what="its buffers"):
+        """Refuses (libfsdp.Error, FSDP_ERR_UNSUPPORTED) what needs a context's buffers in host
+        memory (numpy arrays in or out; libfsdp.pytorch.FullyShard) on a CUDA context, whose
+        buffers are on the GPU: those are taken through DLPack (Unit.dlpack)."""
         if self._on_device:
             _refuse(call, f"ctx: a CUDA context (memory_space='cuda') keeps {what} on the GPU; "
                     "numpy arrays are host memory: take the buffer through DLPack "

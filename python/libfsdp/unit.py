@@ -216,7 +216,7 @@ class Unit:
         (each starts where the library aligned it) and between sections (trainable, frozen).
         Each parameter is read where fsdp_param_data says it is. The unit must be unsharded.
         Host memory only (a CUDA context's parameters: Unit.dlpack)."""
-        self.context._numpy_only("fsdp_param_data", "the unsharded parameters")
+        self.context._host_memory("fsdp_param_data", "the unsharded parameters")
         return np.concatenate([self.param(i).reshape(-1) for i in range(len(self.shapes))])
 
     def gather(self):
@@ -239,7 +239,7 @@ class Unit:
         exact shape and dtype (float32 is also accepted for bfloat16 / float16 param_dtype and
         converted); otherwise Error names the argument and nothing is written."""
         call = "fsdp_grad_data"
-        self.context._numpy_only(call, "gradients")
+        self.context._host_memory(call, "gradients")
         i = self.index(param, call)
         if not isinstance(values, np.ndarray):
             _refuse(call, f"values: a numpy array is needed, got {type(values).__name__}")
