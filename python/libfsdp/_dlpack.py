@@ -83,11 +83,17 @@ _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 
 
+_deleters = {}  # a deleter's address: its callable (the library has one or two)
+
+
 def _call_deleter(address, struct):
     """Calls the deleter of the managed tensor at `address` (a `struct`), if it has one."""
     deleter = struct.from_address(address).deleter
     if deleter:
-        _DELETER(deleter)(address)
+        call = _deleters.get(deleter)
+        if call is None:
+            call = _deleters.setdefault(deleter, _DELETER(deleter))
+        call(address)
 
 
 def _destructor(name, struct):
@@ -126,7 +132,7 @@ class DLPackBuffer:
 
     def __del__(self):
         address, self._address = getattr(self, "_address", None), None
-        if address:
+        if address and _call_deleter is not None:  # None: the interpreter is shutting down
             _call_deleter(address, _ManagedVersioned)
 
     def __repr__(self):
