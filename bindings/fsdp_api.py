@@ -77,6 +77,9 @@ class Api:
         self.enums = []        # (typedef name, [(enumerator, value)]), sentinels included
         self.defines = {}      # NAME: integer value, for the simple numeric #defines
         self.handles = []      # typedef names of opaque handles
+        # Structs of another header the calls pass by address only (`struct DLManagedTensor;`):
+        # a binding sees an address (void*), never a field.
+        self.foreign = []
         self.callbacks = []    # (typedef name, return CType, [Param])
         self.structs = []      # (typedef name, [(field, CType)])
         self.initializers = []  # (macro, struct typedef, [values as text])
@@ -102,7 +105,7 @@ class Api:
         return None
 
 
-_TYPE = re.compile(r"(const\s+)?(\w+)\s*(\*?)\s*(const\s*)?(\*?)")
+_TYPE = re.compile(r"(const\s+)?(?:struct\s+)?(\w+)\s*(\*?)\s*(const\s*)?(\*?)")
 
 
 def _ctype(text, where):
@@ -123,6 +126,7 @@ def _split_decl(text, where):
 
 def _check_known(api, t, where):
     known = (set(SCALARS) | {"void", "char", "MPI_Comm", "fsdp_status_t"} | set(api.handles)
+             | set(api.foreign)
              | {n for n, _ in api.enums} | {n for n, _ in api.structs}
              | {n for n, _, _ in api.callbacks})
     if t.base not in known:
@@ -153,6 +157,12 @@ def _classify(api, fname, p, doc):
     if t.stars == 0:
         p.direction, p.form = "in", "value"
         return
+    if t.base in api.foreign:
+        if t.stars == 1:  # an address the caller hands in
+            p.direction, p.form = "in", "buffer"
+            return
+        if t.inner_const:
+            raise ApiError(f"{where}: a foreign struct {t.base} passes by address only")
     # T*: the call writes the T; T**: the pointer (const T** included); T* const*: neither.
     writes = ((t.stars == 2 and not t.inner_const)
               or (t.stars == 1 and not t.const and t.base not in ("void", "char")))
@@ -243,6 +253,8 @@ def parse(path):
             _typedef(api, stmt)
         elif stmt.lstrip().startswith("FSDP_EXPORT"):
             _function(api, stmt, doc)
+        elif re.fullmatch(r"\s*struct (\w+);\s*", stmt):
+            api.foreign.append(re.fullmatch(r"\s*struct (\w+);\s*", stmt).group(1))
         else:
             raise ApiError(f"cannot read this declaration of {path}: '{stmt.strip()[:80]}'")
     for name, typename, _ in api.initializers:

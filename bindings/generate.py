@@ -111,7 +111,7 @@ def py_type(api, t):
             return class_name(t.base)
     if t.base == "char" and t.stars == 1:
         return "ctypes.c_char_p"
-    if t.base == "void" and t.stars == 1:
+    if t.stars == 1 and (t.base == "void" or t.base in api.foreign):
         return "ctypes.c_void_p"
     inner = fsdp_api.CType(t.const, t.base, t.stars - 1, False)
     return f"ctypes.POINTER({py_type(api, inner)})"

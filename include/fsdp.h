@@ -1018,6 +1018,64 @@ FSDP_EXPORT fsdp_status_t fsdp_param_numel(fsdp_unit_t unit, int index, size_t* 
 FSDP_EXPORT fsdp_status_t fsdp_param_info(fsdp_unit_t unit, int index, const char** name, int* ndim,
                                           int64_t* shape, fsdp_dtype_t* dtype, int* requires_grad);
 
+/* ---- DLPack: every buffer in one exchange format (since 0.15) -------------------------------- */
+
+/* DLPack's managed tensor (dlpack.h, DLPack 1.0 or later): include a dlpack.h to read it. */
+struct DLManagedTensorVersioned;
+/* DLPack's managed tensor before 1.0, for older consumers (fsdp_dlpack_unversioned). */
+struct DLManagedTensor;
+
+/** Since 0.15: a buffer of a unit, for fsdp_dlpack. */
+typedef enum fsdp_buffer_e {
+  FSDP_BUFFER_PARAM = 0,      /**< unsharded parameter `index` (fsdp_param_data): its shape */
+  FSDP_BUFFER_GRAD = 1,       /**< full gradient of parameter `index` (fsdp_grad_data): its shape */
+  FSDP_BUFFER_SHARD = 2,      /**< this rank's shard (fsdp_shard_data): 1-D, shard_numel */
+  FSDP_BUFFER_GRAD_SHARD = 3, /**< this rank's gradient shard (fsdp_shard_grad): 1-D */
+  FSDP_BUFFER_COUNT
+} fsdp_buffer_t;
+
+/** Since 0.15: a buffer of `unit` as a DLPack tensor: a new DLManagedTensorVersioned describing
+ *  exactly the memory the raw call gives (fsdp_param_data, fsdp_grad_data, fsdp_shard_data,
+ *  fsdp_shard_grad for `which`; that call runs, with its effects and its errors). Its data is that
+ *  call's pointer (byte_offset 0); device kDLCPU for host memory, kDLCUDAHost for pinned host
+ *  memory (the shards of a CUDA context with cpu_offload), kDLCUDA and the context's device for
+ *  CUDA memory, as the context placed the buffer; dtype float32, float64, float16 (kDLFloat) or
+ *  bfloat16 (kDLBfloat): param_dtype for PARAM and GRAD, the unit's storage dtype for the shards;
+ *  ndim and shape the parameter's (PARAM, GRAD) or 1 and the raw call's numel (the shards);
+ *  strides C-contiguous, always filled; version 1.0 or later (DLPACK_MAJOR_VERSION 1); flags 0:
+ *  writable, as the raw pointer is (writes to an unsharded parameter are discarded at reshard).
+ *  Ownership: the tensor is the caller's: call (*out)->deleter(*out) once when done, which frees
+ *  the tensor, its shape and strides, never the library's memory. The memory it describes is the
+ *  library's and stays valid exactly as long as the raw pointer would: PARAM until fsdp_reshard,
+ *  GRAD until fsdp_reduce_grads, SHARD and GRAD_SHARD for the unit's life (fetch GRAD_SHARD again
+ *  after fsdp_zero_grads); every one until fsdp_unit_destroy. Local.
+ *  @param[in] unit the unit
+ *  @param[in] which the buffer
+ *  @param[in] index PARAM, GRAD: a parameter of the unit (tied aliases follow the own
+ * parameters); SHARD, GRAD_SHARD: must be 0
+ *  @param[out] out receives the new tensor; unchanged on error
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (out NULL, which not an fsdp_buffer_t, index not 0 for
+ * a shard, GRAD of a frozen parameter, GRAD_SHARD of a unit with every parameter frozen),
+ * OUT_OF_RANGE (index), STATE (PARAM of a sharded unit), UNSUPPORTED (as fsdp_shard_data and
+ * fsdp_shard_grad with cfg->hfsdp), OUT_OF_MEMORY; FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_dlpack(fsdp_unit_t unit, fsdp_buffer_t which, int index,
+                                      struct DLManagedTensorVersioned** out);
+
+/** Since 0.15: the same tensor for a consumer of DLPack before 1.0 (PyTorch before 2.4, numpy
+ *  before 2.1): a new DLManagedTensor with `tensor`'s dl_tensor (its shape and strides arrays
+ *  included), which takes `tensor` over: its deleter frees itself and calls tensor's deleter.
+ *  On success the caller calls (*out)->deleter(*out) instead of tensor's deleter; on error
+ *  `tensor` stays the caller's. The older struct has no flags: use it only for a tensor whose
+ *  flags are 0, as every tensor of fsdp_dlpack and fsdp_optimizer_state_dlpack is. Local;
+ *  thread-safe.
+ *  @param[in] tensor a tensor of fsdp_dlpack or fsdp_optimizer_state_dlpack
+ *  @param[out] out receives the new tensor; unchanged on error
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (tensor or out NULL, tensor's major version not 1,
+ * tensor's flags not 0), OUT_OF_MEMORY */
+FSDP_EXPORT fsdp_status_t fsdp_dlpack_unversioned(struct DLManagedTensorVersioned* tensor,
+                                                  struct DLManagedTensor** out);
+
 /* ------------------------------------------------------------------------------------------------
  * Asynchronous unshard and reduce, prefetch (since 0.2). With MPI initialized at
  * MPI_THREAD_MULTIPLE, the context runs its collectives on a progress thread, in the order they
@@ -1248,6 +1306,22 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_zero_grad(fsdp_optimizer_t opt);
  * or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_state(fsdp_optimizer_t opt, fsdp_unit_t unit,
                                                const char* name, void** data, size_t* numel);
+
+/** Since 0.15: state buffer `name` of `unit` (fsdp_optimizer_state, which runs) as a DLPack
+ *  tensor, as fsdp_dlpack gives a unit's buffers: 1-D, numel elements of the unit's storage
+ *  dtype, in the memory the context keeps shards in (kDLCPU, kDLCUDAHost with cpu_offload on a
+ *  CUDA context, or kDLCUDA), flags 0. The caller calls (*out)->deleter(*out) once, which never
+ *  frees the state; the state stays valid for the optimizer's life. Local.
+ *  @param[in] opt the optimizer
+ *  @param[in] unit one of the optimizer's units with trainable parameters
+ *  @param[in] name the state buffer's name
+ *  @param[out] out receives the new tensor; unchanged on error
+ *  @return FSDP_SUCCESS; INVALID_ARGUMENT (out NULL, and as fsdp_optimizer_state), UNSUPPORTED
+ * (as fsdp_optimizer_state), OUT_OF_MEMORY; FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_optimizer_state_dlpack(fsdp_optimizer_t opt, fsdp_unit_t unit,
+                                                      const char* name,
+                                                      struct DLManagedTensorVersioned** out);
 
 /** Since 0.8: updates `opt` made to `unit` so far (AdamW's bias-correction step t). Local.
  *  @param[in] opt the optimizer

@@ -61,7 +61,9 @@ tables = [("STRATEGIES", "fsdp_sharding_strategy_t",
           ("LOAD_FLAGS", "fsdp_load_flags_t", lambda k: f"FSDP_LOAD_{k.upper()}"),
           ("MEMORY_SPACES", "fsdp_memory_space_t", lambda k: f"FSDP_MEMORY_{k.upper()}"),
           ("TRANSPORTS", "fsdp_transport_t", lambda k: f"FSDP_TRANSPORT_{k.upper()}"),
-          ("ON_TIMEOUT", "fsdp_on_timeout_t", lambda k: f"FSDP_ON_TIMEOUT_{k.upper()}")]
+          ("ON_TIMEOUT", "fsdp_on_timeout_t", lambda k: f"FSDP_ON_TIMEOUT_{k.upper()}"),
+          ("BUFFERS", "fsdp_buffer_t",
+           lambda k: "FSDP_BUFFER_GRAD_SHARD" if k == "shard_grad" else f"FSDP_BUFFER_{k.upper()}")]
 for attr, cname in checks[0][1].items():
     if getattr(capi, attr) != enums["fsdp_dtype_t"][cname]:
         problems.append(f"{attr} = {getattr(capi, attr)}, fsdp.h {cname} = "

@@ -374,9 +374,10 @@ check(placement == {"memory_space": "host", "device": -1, "cpu_offload": False,
 mctx.finalize()
 if saved is not None:
     os.environ["FSDP_TRANSPORT"] = saved
-# A CUDA context: numpy views of its memory (and FullyShard over it) are refused by name, since the
-# binding views host memory only. Without a GPU init itself is refused; the views' refusal is then
-# checked on a host context marked as a device one (what init() records for a CUDA context).
+# A CUDA context: its buffers are DLPackBuffers in device memory (test_python_dlpack); what takes or
+# makes numpy arrays of them (write_grad, unsharded) is refused by name. Without a GPU init itself
+# is refused; the refusal is then checked on a host context marked as a device one (what init()
+# records for a CUDA context).
 try:
     cctx = libfsdp.init(memory_space="cuda")
 except libfsdp.Error as e:
@@ -387,16 +388,19 @@ except libfsdp.Error as e:
 else:
     check(cctx.placement()["memory_space"] == "cuda", "a CUDA context says so")
 cunit = cctx.unit([("w", w0)])
-before = cunit.context._on_device
-cctx._on_device = False
-shard_before = cunit.shard().copy()
-cctx._on_device = before
-for name, call in [("Unit.shard", cunit.shard), ("Unit.shard_grad", cunit.shard_grad),
-                   ("Unit.param", lambda: cunit.param(0)), ("Unit.grad", lambda: cunit.grad(0))]:
+on_gpu = cctx.placement()["memory_space"] == "cuda"
+shard_before = None if on_gpu else cunit.shard().copy()
+for name, call in [("fsdp_grad_data", lambda: cunit.write_grad(0, w0)),
+                   ("fsdp_param_data", cunit.unsharded)]:
     expect_error("FSDP_ERR_UNSUPPORTED", name, call)
     expect_error("FSDP_ERR_UNSUPPORTED", "CUDA context", call)
-cctx._on_device = False
-check(np.array_equal(cunit.shard(), shard_before), "a refused view changed nothing")
+if on_gpu:
+    shard = cunit.shard()
+    check(isinstance(shard, libfsdp.DLPackBuffer) and shard.__dlpack_device__()[0] == 2,
+          f"a CUDA context's shard is a DLPackBuffer on the GPU: {shard!r}")
+else:
+    cctx._on_device = False
+    check(np.array_equal(cunit.shard(), shard_before), "a refused call changed nothing")
 cctx.finalize()
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "transport", libfsdp.init, transport="carrier pigeon")
 expect_error("FSDP_ERR_INVALID_ARGUMENT", "timeout_s", libfsdp.init, timeout_s="soon")

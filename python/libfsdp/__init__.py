@@ -1,9 +1,12 @@
 """libfsdp from Python: a thin ctypes binding over the C ABI (include/fsdp.h).
 
-Arrays are numpy views of the library's own buffers, never copies: `Unit.param(i)` views the
-unsharded parameter (valid until `reshard`), `Unit.grad(i)` the full gradient to write (valid until
-`reduce_grads`), `Unit.shard()` the master shard (valid for the unit's life). Every error raises
-`libfsdp.Error`, whose message names the call and the argument, as `fsdp_last_error` does in C.
+Buffers are the library's own memory, never copies, described by DLPack (`Unit.dlpack`,
+`Optimizer.state_dlpack`: a `DLPackBuffer`, which torch.from_dlpack, np.from_dlpack,
+cupy.from_dlpack and jax.numpy.from_dlpack take). `Unit.param(i)` gives the unsharded parameter
+(valid until `reshard`), `Unit.grad(i)` the full gradient to write (valid until `reduce_grads`),
+`Unit.shard()` the master shard (valid for the unit's life): numpy views in host memory, the
+DLPackBuffer itself in CUDA memory. Every error raises `libfsdp.Error`, whose message names the
+call and the argument, as `fsdp_last_error` does in C.
 
     import numpy as np, libfsdp
     ctx = libfsdp.init()                         # MPI_COMM_WORLD; initializes MPI if needed
@@ -13,8 +16,8 @@ unsharded parameter (valid until `reshard`), `Unit.grad(i)` the full gradient to
 """
 import atexit
 import ctypes
-import math
 import json
+import math
 
 import numpy as np
 
@@ -72,8 +75,10 @@ def _choice(call, arg, table, value):
 
 
 def _view(address, dtype, shape):
-    """A numpy array over library memory at `address` (no copy; the library owns it)."""
-    count = math.prod(int(d) for d in shape)  # ints: numpy's prod costs 10x per call here
+    """A numpy array over library memory at `address`: libfsdp.pytorch's views of parts of a
+    buffer (pytorch/_param.py), until it takes its tensors through DLPack (issue 47); the binding
+    itself hands out DLPack buffers (_dlpack.py). Remove with that import."""
+    count = math.prod(int(d) for d in shape)
     buf = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
     return np.frombuffer(buf, dtype=dtype).reshape(shape)
 
@@ -223,7 +228,9 @@ from .grad_scaler import GradScaler  # noqa: E402
 from .optimizer import Optimizer  # noqa: E402
 from .request import Request  # noqa: E402
 from .unit import Unit  # noqa: E402
+from ._dlpack import DLPackBuffer  # noqa: E402
 
-__all__ = ["Error", "Context", "Unit", "Optimizer", "Request", "GradScaler", "init", "plan",
+__all__ = ["Error", "Context", "Unit", "Optimizer", "Request", "GradScaler", "DLPackBuffer",
+           "init", "plan",
            "plan_machine", "plan_sweep", "finalize_mpi",
            "checkpoint_metadata", "describe_checkpoint", "to_float32"]

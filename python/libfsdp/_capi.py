@@ -107,6 +107,9 @@ LOAD_FLAGS = _table("fsdp_load_flags_t", {k: f"FSDP_LOAD_{k.upper()}"
 PLAN_FORMATS = _table("fsdp_plan_model_format_t", {"layout": "FSDP_PLAN_MODEL_JSON",
                                                    "checkpoint": "FSDP_PLAN_MODEL_CHECKPOINT",
                                                    "hf": "FSDP_PLAN_MODEL_HF_CONFIG"})
+BUFFERS = _table("fsdp_buffer_t", {"param": "FSDP_BUFFER_PARAM", "grad": "FSDP_BUFFER_GRAD",
+                                    "shard": "FSDP_BUFFER_SHARD",
+                                    "shard_grad": "FSDP_BUFFER_GRAD_SHARD"})
 CONFIG_MAGIC = _abi.DEFINES["FSDP_CONFIG_MAGIC"]
 MAX_NDIM = _abi.DEFINES["FSDP_MAX_NDIM"]
 

@@ -18,12 +18,14 @@ class Context:
         self.units = []
         self._on_device = self.placement()["memory_space"] == "cuda"
 
-    def _host_memory(self, call):
-        """Refuses (libfsdp.Error, FSDP_ERR_UNSUPPORTED) a numpy view of a CUDA context's memory:
-        the binding's views are host memory (no __cuda_array_interface__ / DLPack path yet)."""
+    def _host_memory(self, call, what="its buffers"):
+        """Refuses (libfsdp.Error, FSDP_ERR_UNSUPPORTED) what needs a context's buffers in host
+        memory (numpy arrays in or out; libfsdp.pytorch.FullyShard) on a CUDA context, whose
+        buffers are on the GPU: those are taken through DLPack (Unit.dlpack)."""
         if self._on_device:
-            _refuse(call, "ctx: a CUDA context (memory_space='cuda') keeps this memory on the GPU; "
-                    "the Python binding gives numpy views of host memory only",
+            _refuse(call, f"ctx: a CUDA context (memory_space='cuda') keeps {what} on the GPU; "
+                    "numpy arrays are host memory: take the buffer through DLPack "
+                    "(Unit.dlpack, torch.from_dlpack)",
                     _capi.STATUS_NAMES.index("FSDP_ERR_UNSUPPORTED"))
 
     # ---- groups and state --------------------------------------------------------------------

@@ -4,7 +4,8 @@ import ctypes
 import functools
 
 from . import _capi
-from . import _check, _choice, _lib, _refuse, _view
+from . import _check, _choice, _lib, _refuse
+from ._dlpack import hand_out, state_buffer
 
 # fsdp_hyperparams_t's fields, and "betas" for (beta1, beta2) as torch.optim takes them.
 _FIELDS = {f for f, _ in _capi.Hyperparams._fields_ if f != "size"} | {"betas"}
@@ -127,15 +128,17 @@ class Optimizer:
                         if was_none and trains:
                             unit.set_grad_none(i)
 
+    def state_dlpack(self, unit, name):
+        """This rank's state buffer `name` of `unit` ("exp_avg", "exp_avg_sq"; "momentum") as a
+        libfsdp.DLPackBuffer (fsdp_optimizer_state_dlpack): 1-D, laid out like
+        unit.shard_grad(), in the unit's dtype, allocated as zeros if no update made it yet;
+        valid for the optimizer's life. Local."""
+        return state_buffer(self._handle, unit._handle, str(name).encode())
+
     def state(self, unit, name):
-        """This rank's state buffer `name` of `unit` ("exp_avg", "exp_avg_sq"; "momentum"), a
-        numpy view laid out like unit.shard_grad() (allocated as zeros if no update made it yet).
-        Writing it, with set_steps, restores the optimizer from another source. Local."""
-        unit.context._host_memory("Optimizer.state")
-        ptr, n = ctypes.c_void_p(), ctypes.c_size_t()
-        _check(_lib.fsdp_optimizer_state(self._handle, unit._handle, str(name).encode(),
-                                         ctypes.byref(ptr), ctypes.byref(n)))
-        return _view(ptr.value, unit.dtype, (n.value,))
+        """state_dlpack's buffer as a numpy view in host memory, the DLPackBuffer itself in CUDA
+        memory. Writing it, with set_steps, restores the optimizer from another source. Local."""
+        return hand_out(self.state_dlpack(unit, name))
 
     def steps(self, unit):
         """Updates made to `unit` so far. Local."""

@@ -1,10 +1,11 @@
-"""libfsdp.Unit: one flat parameter, and numpy views of its buffers."""
+"""libfsdp.Unit: one flat parameter, and its buffers (DLPack; numpy views of host memory)."""
 import ctypes
 
 import numpy as np
 
 from . import _capi
-from . import _NUMPY, _DTYPES, _check, _choice, _lib, _refuse, _view
+from . import _NUMPY, _DTYPES, _check, _choice, _lib, _refuse
+from ._dlpack import hand_out, unit_buffer
 from .request import Request
 
 _DTYPE_NAMES = {code: name for name, code in _DTYPES.items() if name not in (None, "auto")}
@@ -183,21 +184,39 @@ class Unit:
         alike."""
         _check(_lib.fsdp_grad_set_none(self._handle, self.index(param), 1 if none else 0))
 
-    # ---- views -------------------------------------------------------------------------------
+    # ---- buffers -----------------------------------------------------------------------------
+    def dlpack(self, which, param=None):
+        """A buffer of the unit as a libfsdp.DLPackBuffer (fsdp_dlpack), which torch.from_dlpack,
+        np.from_dlpack, cupy.from_dlpack and jax.numpy.from_dlpack view without a copy, in host
+        or CUDA memory alike. which: "param" or "grad" with `param` (index or name): the
+        unsharded parameter (valid until reshard) or its full gradient (valid until
+        reduce_grads), of its shape in param_dtype; "shard" or "shard_grad" without `param`:
+        the 1-D shard or gradient shard in the unit's dtype (valid for the unit's life)."""
+        call = "fsdp_dlpack"
+        _choice(call, "which", _capi.BUFFERS, which)
+        if which in ("param", "grad"):
+            if param is None:
+                _refuse(call, f"param: which = '{which}' needs a parameter (index or name)")
+            index = self.index(param, call)
+        else:
+            if param is not None:
+                _refuse(call, f"param: which = '{which}' takes none, got {param!r}")
+            index = 0
+        return unit_buffer(self._handle, which, index)
+
     def param(self, param):
-        """The unsharded parameter (by index or name) as an array of its shape in param_dtype,
-        viewing the library's buffer: valid until reshard(); writes are discarded there."""
-        self.context._host_memory("Unit.param")
-        i = self.index(param)
-        ptr = ctypes.c_void_p()
-        _check(_lib.fsdp_param_data(self._handle, i, ctypes.byref(ptr)))
-        return _view(ptr.value, self.param_dtype, self.shapes[i])
+        """The unsharded parameter (by index or name), of its shape in param_dtype: the
+        library's buffer (valid until reshard(); writes are discarded there) as a numpy view in
+        host memory, as its DLPackBuffer in CUDA memory."""
+        return hand_out(unit_buffer(self._handle, "param", self.index(param)))
 
     def unsharded(self):
         """Every unsharded parameter in order, flattened and concatenated into one 1-D array in
         param_dtype, padding excluded: a copy, since the buffer has padding between parameters
         (each starts where the library aligned it) and between sections (trainable, frozen).
-        Each parameter is read where fsdp_param_data says it is. The unit must be unsharded."""
+        Each parameter is read where fsdp_param_data says it is. The unit must be unsharded.
+        Host memory only (a CUDA context's parameters: Unit.dlpack)."""
+        self.context._host_memory("fsdp_param_data", "the unsharded parameters")
         return np.concatenate([self.param(i).reshape(-1) for i in range(len(self.shapes))])
 
     def gather(self):
@@ -212,18 +231,15 @@ class Unit:
 
     def grad(self, param):
         """The full gradient buffer of a parameter (shape, param_dtype) to write or add into;
-        valid until reduce_grads()."""
-        self.context._host_memory("Unit.grad")
-        i = self.index(param, "fsdp_grad_data")
-        ptr = ctypes.c_void_p()
-        _check(_lib.fsdp_grad_data(self._handle, i, ctypes.byref(ptr)))
-        return _view(ptr.value, self.param_dtype, self.shapes[i])
+        valid until reduce_grads(). A numpy view in host memory, a DLPackBuffer in CUDA memory."""
+        return hand_out(unit_buffer(self._handle, "grad", self.index(param, "fsdp_grad_data")))
 
     def write_grad(self, param, values, accumulate=False):
         """Writes (or adds, accumulate=True) a full gradient. `values` must have the parameter's
         exact shape and dtype (float32 is also accepted for bfloat16 / float16 param_dtype and
         converted); otherwise Error names the argument and nothing is written."""
         call = "fsdp_grad_data"
+        self.context._host_memory(call, "gradients")
         i = self.index(param, call)
         if not isinstance(values, np.ndarray):
             _refuse(call, f"values: a numpy array is needed, got {type(values).__name__}")
@@ -255,18 +271,14 @@ class Unit:
         return "bfloat16 (uint16 bits)" if dtype == np.uint16 else str(dtype)
 
     def shard(self):
-        """This rank's master shard (1-D, the unit's dtype, padding included); unit's life."""
-        self.context._host_memory("Unit.shard")
-        ptr, n = ctypes.c_void_p(), ctypes.c_size_t()
-        _check(_lib.fsdp_shard_data(self._handle, ctypes.byref(ptr), ctypes.byref(n)))
-        return _view(ptr.value, self.dtype, (n.value,))
+        """This rank's master shard (1-D, the unit's dtype, padding included); unit's life. A
+        numpy view in host memory, a DLPackBuffer in CUDA memory."""
+        return hand_out(unit_buffer(self._handle, "shard", 0))
 
     def shard_grad(self):
-        """This rank's gradient shard (1-D); fetch again after zero_grads()."""
-        self.context._host_memory("Unit.shard_grad")
-        ptr, n = ctypes.c_void_p(), ctypes.c_size_t()
-        _check(_lib.fsdp_shard_grad(self._handle, ctypes.byref(ptr), ctypes.byref(n)))
-        return _view(ptr.value, self.dtype, (n.value,))
+        """This rank's gradient shard (1-D); fetch again after zero_grads(). A numpy view in
+        host memory, a DLPackBuffer in CUDA memory."""
+        return hand_out(unit_buffer(self._handle, "shard_grad", 0))
 
     def shard_range(self, param):
         """(shard_offset, param_offset, length) of the parameter's part in this rank's shard."""

@@ -12,6 +12,7 @@
 #include "capi/entry_bodies.hpp"
 #include "capi/guard.hpp"
 #include "capi/handles.hpp"
+#include "capi/resolved_param.hpp"
 #include "capi/sized_struct.hpp"
 #include "core/unit_gather.hpp"
 
@@ -21,19 +22,13 @@ using fsdp::fail;
 using fsdp::Unit;
 using fsdp::capi::param_index;
 using fsdp::capi::require_output;
+using fsdp::capi::resolve_param;
+using fsdp::capi::ResolvedParam;
 using fsdp::capi::unit_from;
 
-namespace {
+namespace fsdp::capi {
 
-// A parameter index of the unit's own parameters or of its aliases (ties), resolved to the unit
-// that stores it.
-struct Resolved {
-  Unit* unit;
-  std::size_t index;
-  const fsdp::Tie* tie;  // nullptr for the unit's own parameter
-};
-
-Resolved resolve(Unit& u, int index) {
+ResolvedParam resolve_param(Unit& u, int index) {
   const std::size_t own = u.layout().num_params(), ties = u.ties().size();
   if (index >= 0 && static_cast<std::size_t>(index) < own)
     return {&u, static_cast<std::size_t>(index), nullptr};
@@ -47,6 +42,10 @@ Resolved resolve(Unit& u, int index) {
                              std::to_string(own) + " parameters and " + std::to_string(ties) +
                              " tied ones (0.." + std::to_string(own + ties - 1) + ")");
 }
+
+}  // namespace fsdp::capi
+
+namespace {
 
 // Reads at most options->size bytes; newer fields keep their defaults.
 fsdp_unit_options_t read_options(const fsdp_unit_options_t* options) {
@@ -160,7 +159,7 @@ void fsdp_reshard(fsdp::Unit& unit) {
 }
 
 void fsdp_param_data(fsdp::Unit& u, int index, void** data) {
-  const Resolved r = resolve(u, index);
+  const ResolvedParam r = resolve_param(u, index);
   if (r.tie && !r.unit->held_by_caller())
     fail(Errc::State, u.label() + ": index = " + std::to_string(index) + " ('" + r.tie->alias +
                           "') is tied to '" + r.unit->layout().param(r.index).name + "' of " +
@@ -170,7 +169,7 @@ void fsdp_param_data(fsdp::Unit& u, int index, void** data) {
 }
 
 void fsdp_grad_data(fsdp::Unit& u, int index, void** data) {
-  const Resolved r = resolve(u, index);
+  const ResolvedParam r = resolve_param(u, index);
   if (!r.unit->layout().param(r.index).requires_grad)
     fail(Errc::InvalidArgument, u.label() + ": index = " + std::to_string(index) + " ('" +
                                     r.unit->layout().param(r.index).name +
@@ -255,7 +254,8 @@ void fsdp_unit_zero_copy(fsdp::Unit& u, int* zero_copy) {
 
 void fsdp_param_shard_range(fsdp::Unit& u, int index, size_t* shard_offset, size_t* param_offset,
                             size_t* length) {
-  const Resolved r = resolve(u, index);  // an alias: the owner's parameter, in the owner's shard
+  const ResolvedParam r =
+      resolve_param(u, index);  // an alias: the owner's parameter, in the owner's shard
   const fsdp::ShardSlice s = r.unit->slice(r.index);
   if (shard_offset) *shard_offset = s.shard_offset;
   if (param_offset) *param_offset = s.param_offset;
@@ -283,13 +283,13 @@ void fsdp_unit_info(fsdp::Unit& unit, int* nparams, fsdp_dtype_t* dtype) {
 }
 
 void fsdp_param_numel(fsdp::Unit& u, int index, size_t* numel) {
-  const Resolved r = resolve(u, index);
+  const ResolvedParam r = resolve_param(u, index);
   *numel = r.unit->layout().param(r.index).numel;
 }
 
 void fsdp_param_info(fsdp::Unit& u, int index, const char** name, int* ndim, int64_t* shape,
                      fsdp_dtype_t* dtype, int* requires_grad) {
-  const Resolved r = resolve(u, index);
+  const ResolvedParam r = resolve_param(u, index);
   const fsdp::ParamSpec& p = r.unit->layout().param(r.index);
   if (name) *name = r.tie ? r.tie->alias.c_str() : p.name.c_str();
   if (ndim) *ndim = static_cast<int>(p.shape.size());

@@ -22,12 +22,21 @@ class StreamMark {
   virtual ~StreamMark() = default;
 };
 
+// Which memory a space's pointers address, as a caller's framework is told of it (DLPack's
+// device: kDLCPU, kDLCUDAHost, kDLCUDA and the device).
+struct Residence {
+  enum class Kind { Host, PinnedHost, Cuda };
+  Kind kind = Kind::Host;
+  int device = 0;  // Cuda: the device's ordinal; 0 otherwise
+};
+
 class MemorySpace {
  public:
   virtual ~MemorySpace() = default;
   virtual const char* name() const = 0;
   // Whether the CPU may dereference this space's pointers (host and pinned host memory).
   virtual bool host_accessible() const = 0;
+  virtual Residence residence() const = 0;
 
   // Throws Errc::OutOfMemory. The memory is not initialized. Counted (allocation_calls), so a
   // test or benchmark can see that steady-state training allocates nothing.

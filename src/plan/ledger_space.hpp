@@ -16,6 +16,7 @@ class LedgerSpace final : public MemorySpace {
  public:
   const char* name() const override { return "plan"; }
   bool host_accessible() const override { return false; }
+  Residence residence() const override { no_bytes(); }
   void deallocate(void*, std::size_t) override {}
   void zero(void*, std::size_t) override { no_bytes(); }
   void copy(void*, const void*, std::size_t) override { no_bytes(); }

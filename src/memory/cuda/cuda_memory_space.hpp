@@ -26,6 +26,7 @@ class CudaMemorySpace final : public MemorySpace {
 
   const char* name() const override { return "cuda"; }
   bool host_accessible() const override { return false; }
+  Residence residence() const override { return {Residence::Kind::Cuda, device_}; }
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   // The caller's stream must belong to this space's device (an event recorded on a stream of

@@ -11,6 +11,7 @@ class PinnedMemorySpace final : public HostMemorySpace {
  public:
   explicit PinnedMemorySpace(int device) : device_(device) {}
   const char* name() const override { return "cuda-pinned-host"; }
+  Residence residence() const override { return {Residence::Kind::PinnedHost, 0}; }
   void deallocate(void* p, std::size_t bytes) override;
 
  protected:

@@ -11,6 +11,7 @@ class HostMemorySpace : public MemorySpace {
  public:
   const char* name() const override { return "host"; }
   bool host_accessible() const override { return true; }
+  Residence residence() const override { return {}; }
   void deallocate(void* p, std::size_t bytes) override;
   void zero(void* p, std::size_t bytes) override;
   void copy(void* dst, const void* src, std::size_t bytes) override;

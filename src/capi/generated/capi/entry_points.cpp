@@ -360,6 +360,21 @@ extern "C" fsdp_status_t fsdp_param_info(fsdp_unit_t unit, int index, const char
   });
 }
 
+extern "C" fsdp_status_t fsdp_dlpack(fsdp_unit_t unit, fsdp_buffer_t which, int index, DLManagedTensorVersioned** out) {
+  return guard("fsdp_dlpack", [&] {
+    fsdp::Unit& self = unit_from(unit, "unit");
+    require_output(out, "out");
+    body::fsdp_dlpack(self, which, index, out);
+  });
+}
+
+extern "C" fsdp_status_t fsdp_dlpack_unversioned(DLManagedTensorVersioned* tensor, DLManagedTensor** out) {
+  return guard("fsdp_dlpack_unversioned", [&] {
+    require_output(out, "out");
+    body::fsdp_dlpack_unversioned(tensor, out);
+  });
+}
+
 extern "C" fsdp_status_t fsdp_unshard_async(fsdp_unit_t unit, fsdp_request_t* req) {
   return guard("fsdp_unshard_async", [&] {
     fsdp::Unit& self = unit_from(unit, "unit");
@@ -489,6 +504,14 @@ extern "C" fsdp_status_t fsdp_optimizer_state(fsdp_optimizer_t opt, fsdp_unit_t 
   return guard("fsdp_optimizer_state", [&] {
     fsdp::Optimizer& self = optimizer_from(opt, "opt");
     body::fsdp_optimizer_state(self, unit, name, data, numel);
+  });
+}
+
+extern "C" fsdp_status_t fsdp_optimizer_state_dlpack(fsdp_optimizer_t opt, fsdp_unit_t unit, const char* name, DLManagedTensorVersioned** out) {
+  return guard("fsdp_optimizer_state_dlpack", [&] {
+    fsdp::Optimizer& self = optimizer_from(opt, "opt");
+    require_output(out, "out");
+    body::fsdp_optimizer_state_dlpack(self, unit, name, out);
   });
 }
 
