@@ -46,7 +46,7 @@ extern "C" {
 /** Major version: changes only with incompatible ABI changes. */
 #define FSDP_VERSION_MAJOR 0
 /** Minor version: additions (a program runs with any library of its major and a minor >= its). */
-#define FSDP_VERSION_MINOR 14
+#define FSDP_VERSION_MINOR 15
 /** Patch version: fixes. */
 #define FSDP_VERSION_PATCH 0
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */

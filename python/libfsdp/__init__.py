@@ -17,7 +17,6 @@ call and the argument, as `fsdp_last_error` does in C.
 import atexit
 import ctypes
 import json
-import math
 
 import numpy as np
 
@@ -72,15 +71,6 @@ def _choice(call, arg, table, value):
     if value not in table:
         _refuse(call, f"{arg}: {value!r} is not one of {sorted(k for k in table if k)}")
     return table[value]
-
-
-def _view(address, dtype, shape):
-    """A numpy array over library memory at `address`: libfsdp.pytorch's views of parts of a
-    buffer (pytorch/_param.py), until it takes its tensors through DLPack (issue 47); the binding
-    itself hands out DLPack buffers (_dlpack.py). Remove with that import."""
-    count = math.prod(int(d) for d in shape)
-    buf = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
-    return np.frombuffer(buf, dtype=dtype).reshape(shape)
 
 
 def to_float32(bits):

@@ -94,6 +94,13 @@ class Context:
     def reset_peak_memory(self):
         _check(_lib.fsdp_reset_peak_memory(self._handle))
 
+    def set_stream(self, stream):
+        """fsdp_set_stream: the caller's CUDA stream (a cudaStream_t as an int, such as torch's
+        torch.cuda.current_stream().cuda_stream; None or 0: the legacy default stream) that a
+        CUDA context orders its work against. Error FSDP_ERR_UNSUPPORTED on a host context.
+        Local."""
+        _check(_lib.fsdp_set_stream(self._handle, ctypes.c_void_p(stream or None)))
+
     def set_grad_sync(self, enabled):
         _check(_lib.fsdp_set_grad_sync(self._handle, 1 if enabled else 0))
 

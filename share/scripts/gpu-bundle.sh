@@ -7,7 +7,9 @@
 #                                     with the MPICH, UCX, HDF5 and other shared libraries they
 #                                     link, into BUNDLE
 #   gpu-bundle.sh run BUNDLE          (there, from the repository root) put the build back at its
-#                                     path here, MPICH's launcher at /usr/bin, and run
+#                                     path here, MPICH's launcher at /usr/bin, that machine's
+#                                     python3 at the path of the PyTorch interpreter the build
+#                                     configured (the PyTorch tests' command), and run
 #                                     share/scripts/gpu-check.sh on it
 #
 # CUDA, NCCL and cuBLAS are taken from the machine that runs it (its driver decides which work), so
@@ -39,6 +41,9 @@ pack() {
   mkdir -p "$bundle/lib" "$bundle/bin"
   echo "$build" >"$bundle/build-path"
   sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" >"$bundle/source-path"
+  # The PyTorch tests (tests/test_pytorch_cuda.py) run under this interpreter's path; their
+  # Python code travels with the checkout (the source path), libfsdp.so with the build.
+  sed -n 's/^FSDP_TORCH_PYTHON:[A-Z]*=//p' "$build/CMakeCache.txt" >"$bundle/torch-python-path"
   # The CTest files, every directory's, so that `ctest -L gpu` finds the same tests.
   local f
   while IFS= read -r f; do
@@ -52,12 +57,15 @@ pack() {
   progs+=("$build/tests/fsdp_gpu_probe" "$build/bench/bench_gpu")
   local p rel
   for p in "${progs[@]}" "$build"/src/libfsdp.so*; do
+    [ -f "$p" ] || continue  # an argument under the build (a test's output folder), not a program
     rel=${p#"$build"/}
     mkdir -p "$bundle/build/$(dirname "$rel")"
     if [ -L "$p" ]; then cp -P "$p" "$bundle/build/$rel"; else cp "$p" "$bundle/build/$rel"; fi
     [ -L "$p" ] || strip --strip-debug "$bundle/build/$rel"
   done
-  copy_libraries "$bundle/lib" "${progs[@]}" "$build"/src/libfsdp.so
+  local files=()
+  for p in "${progs[@]}"; do [ -f "$p" ] && files+=("$p"); done
+  copy_libraries "$bundle/lib" "${files[@]}" "$build"/src/libfsdp.so
   # MPICH's launcher, its proxy, and UCX's transport modules (found beside libucs).
   cp -L "$(readlink -f "$(command -v mpiexec.mpich)")" "$bundle/bin/mpiexec.hydra"
   cp -L "$(command -v hydra_pmi_proxy)" "$bundle/bin/"
@@ -92,6 +100,14 @@ run() {
     ln -s "$bundle/build" "$path"
   fi
   install -m 755 "$bundle/bin/mpiexec.hydra" "$bundle/bin/hydra_pmi_proxy" /usr/bin/
+  # The PyTorch tests' interpreter: this machine's python3 (with its PyTorch; without one the
+  # tests report skipped, which the verdict counts against a visible GPU).
+  local torch_python
+  torch_python=$(cat "$bundle/torch-python-path" 2>/dev/null || true)
+  if [ -n "$torch_python" ] && [ ! -e "$torch_python" ] && command -v python3 >/dev/null; then
+    mkdir -p "$(dirname "$torch_python")"
+    ln -s "$(command -v python3)" "$torch_python"
+  fi
   # NCCL and cuBLAS of this machine: the CUDA toolkit's, else the wheels beside its PyTorch.
   local cudalibs=""
   for lib in libnccl.so.2 libcublas.so.13 libcublasLt.so.13 libcudart.so.13; do

@@ -9,7 +9,7 @@ import functools
 import torch
 
 from .. import _refuse
-from . import _mesh, _plan
+from . import _device, _mesh, _plan
 from ._compat import TORCH_2_6, register_pre_hook
 from ._materialize import create_unit
 from ._hooks import Hooks
@@ -62,6 +62,7 @@ class FSDPModule(_TorchFSDPModule):
         returns a handle whose wait() its forward also waits for. Collective."""
         shard = self._libfsdp()
         shard._state.check_sharded("FSDPModule.unshard", reading=True)
+        shard._state.join_stream()
         for group in self._own_groups():
             if not group.gathered:
                 group.check_parameters(take_replaced=False)
@@ -75,6 +76,7 @@ class FSDPModule(_TorchFSDPModule):
         """Releases this module's unit if gathered (not those under it, as FSDP2's)."""
         shard = self._libfsdp()
         shard._state.check_sharded("FSDPModule.reshard", reading=True)
+        shard._state.join_stream()
         for group in self._own_groups():
             group.release_prefetch()
             if group.gathered:
@@ -130,8 +132,12 @@ class FSDPModule(_TorchFSDPModule):
                     f"{is_last_backward!r}")
 
     def set_post_optim_event(self, event):
-        """Accepted and without effect: on the host the optimizer step has finished when the
-        next forward starts (no stream to wait for)."""
+        """On the host without effect (the optimizer step has finished when the next forward
+        starts). On a GPU the current stream waits for `event` (a torch.cuda.Event recorded
+        after an optimizer step on another stream), so the next forward's all-gathers, ordered
+        after the current stream (fsdp_set_stream), follow that step."""
+        if self._libfsdp()._state.device.type == "cuda":
+            torch.cuda.current_stream(self._libfsdp()._state.device).wait_event(event)
 
     def set_gradient_divide_factor(self, factor):
         """This module's unit reduces its gradients as the ranks' sum divided by `factor` (one
@@ -295,10 +301,16 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         _data_parallel_dims(mesh, dp_mesh_dims)
     modules, policy = _check_args(module, reshard_after_forward, shard_placement_fn, mp_policy,
                                   offload_policy)
-    ctx, mesh, placements = _mesh.resolve(mesh, CALL)
     first = modules[0]
     where = type(first).__name__ if len(modules) == 1 else \
         "[" + ", ".join(type(m).__name__ for m in modules) + "]"
+    # The context's placement follows the parameters' device (those of earlier calls under these
+    # modules included: one model lives on one device).
+    ignored = {id(p) for p in ignored_params or ()}
+    placement = _device.placement_of(
+        [(n, p) for k, m in enumerate(modules) for n, p in m.named_parameters()
+         if id(p) not in ignored], CALL, where, getattr(mesh, "device_type", None))
+    ctx, mesh, placements = _mesh.resolve(mesh, CALL, placement)
     requested, ctx = _resharding(reshard_after_forward, ctx, where)
     # The groups of earlier calls on modules under these: their units come first.
     adopted = []
@@ -307,6 +319,12 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
             shard = sub.__dict__.get("_libfsdp_group")
             if shard is not None and shard.root is sub and shard not in adopted:
                 adopted.append(shard)
+    device = _device.device_of(ctx)
+    for shard in adopted:  # meta parameters say nothing of where earlier calls put their units
+        if shard._state.device != device:
+            _refuse(CALL, f"module '{where}': its parameters are on {device}, but the units "
+                    f"fully_shard made under it are on {shard._state.device}; one model lives "
+                    "on one device")
     taken = {id(p) for shard in adopted for g in shard.states for p in g.sharded_params()}
     params, names = [], set()
     for k, m in enumerate(modules):
@@ -339,9 +357,10 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         unit = create_unit(ctx, where, params, False, policy, frozen_may_train=True,
                            layout="dim0")
         # The module sees its own Parameter objects again once gathered; meta ones are replaced
-        # by CPU ones (the values live in the shards).
+        # by ones on the context's device (the values live in the shards).
         inner = [(n, p if p.device.type != "meta" else
-                  torch.nn.Parameter(torch.empty(0, dtype=p.dtype), requires_grad=p.requires_grad))
+                  torch.nn.Parameter(torch.empty(0, dtype=p.dtype, device=device),
+                                     requires_grad=p.requires_grad))
                  for n, p in params]
         group = ParamGroup(modules, where, unit, inner, policy, requested)
 

@@ -137,7 +137,7 @@ def _global_norms(tensors, p, dtype, call):
         if isinstance(t, GradShard):
             n = math.nan if local[len(parts) + k] else (
                 local[k] if p == math.inf else local[k] ** (1.0 / p))
-            out.append(torch.tensor(n, dtype=want))
+            out.append(torch.tensor(n, dtype=want, device=t.device))
             k += 1
         else:
             out.append(torch.linalg.vector_norm(t, p, dtype=dtype))

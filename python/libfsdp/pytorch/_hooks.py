@@ -116,6 +116,7 @@ class Hooks:
     # ---- forward ------------------------------------------------------------------------------
     def begin_forward_hook(self, module, args, kwargs):
         state = self.state
+        state.join_stream()  # the optimizer step queued on it comes before the all-gathers
         if state.in_backward and not _autograd_running():
             self._recover_from_failed_backward()
         if not state.in_backward:
@@ -134,6 +135,7 @@ class Hooks:
     def pre_forward_hook(group):
         def hook(module, args, kwargs):
             self = group.hooks  # the Hooks whose root this unit's module lies under now
+            self.state.join_stream()
             if not group.gathered:  # also in backward: recomputation (activation checkpointing)
                 group.check_parameters(take_replaced=False)  # done for all at the root's
                 self.gather(group)
@@ -174,6 +176,7 @@ class Hooks:
         def hook(grad):
             self = group.hooks
             state = self.state
+            state.join_stream()  # autograd's stream for this module's backward
             if not state.in_backward:
                 state.in_backward = True
                 for ctx in state.contexts():
@@ -197,6 +200,7 @@ class Hooks:
             self = group.hooks
             state = self.state
             if group.gradient_arrived(fp):
+                state.join_stream()  # the reduction reads what autograd wrote on it
                 group.take_grads_from_autograd()
                 self.reshard(group)
                 if not state.find_unused_parameters:
@@ -215,6 +219,7 @@ class Hooks:
         alike; then every reduction is waited for and p.grad shows the gradient shards."""
         state = self.state
         find_unused = state.find_unused_parameters
+        state.join_stream()  # the optimizer step queued on it comes after the reductions
         try:
             for group in state.groups:
                 if group.phase is Phase.REDUCING:
@@ -293,21 +298,19 @@ class Hooks:
         gathered = self.state.gathered
         if not gathered or not isinstance(t, torch.Tensor):
             return t
-        ptr = t.data_ptr()
         for group in gathered:
-            region = group.region
-            base = region.data_ptr()
-            if t.dtype == region.dtype and base <= ptr < base + region.numel() * t.element_size():
-                return (group, (ptr - base) // t.element_size(), t.size(), t.stride())
+            found = group.region.find(t)
+            if found is not None:
+                return (group, *found, t.size(), t.stride())
         return t
 
     @staticmethod
     def unpack(packed):
         if isinstance(packed, torch.Tensor):
             return packed
-        group, offset, size, stride = packed
+        group, index, offset, size, stride = packed
         if not group.gathered:
             raise RuntimeError(f"libfsdp: the parameters of module '{group.where}' are needed in "
                                "backward but the unit is sharded (is its output part of the "
                                "loss?)")
-        return group.region.as_strided(size, stride, offset)
+        return group.region.rebuild(index, offset, size, stride)

@@ -82,8 +82,7 @@ def create_unit(ctx, where, params, sync, policy, frozen_may_train=False, layout
             values.append((name, tuple(p.shape), storage_name,
                            p.requires_grad or frozen_may_train))
             continue
-        v = p.detach()
-        v = v.to(storage) if v.dtype != storage else v
+        v = p.detach().to(device="cpu", dtype=storage)  # initial values are read from host memory
         values.append((name, v.contiguous().numpy(), p.requires_grad or frozen_may_train))
     return ctx.unit(values, name=where, sync_from_rank0=sync, param_dtype=compute,
                     reduce_dtype=reduce, layout=layout)

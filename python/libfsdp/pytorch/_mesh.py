@@ -1,6 +1,7 @@
 """fully_shard's DeviceMesh and the libfsdp context behind it: the process group DTensor needs
 (the user's, or a gloo group over the library's world made here), the mesh (the user's, or one
-over the world) and the context whose sharding the mesh describes, one per kind of mesh."""
+over the world) and the context whose sharding the mesh describes, one per kind of mesh and
+placement (host memory, or one GPU: _device.placement_of)."""
 import os
 import socket
 
@@ -9,24 +10,31 @@ import torch
 
 from .. import Error, _refuse, init
 
-_contexts = {}  # (strategy, sharding factor[, "hpz"]) -> the Context of fully_shard's units
-_world_mesh = []  # the 1-D mesh over the world made for mesh=None
+HOST = ("host", -1)
+# (strategy, sharding factor, memory space, device[, "hpz"]) -> the Context of fully_shard's units
+_contexts = {}
+_world_mesh = {}  # device type -> the 1-D mesh over the world made for mesh=None
 
 
-def _world_context():
-    """The context of full sharding over MPI_COMM_WORLD (made once)."""
-    key = ("full", 0)
+def _context(key):
+    """The context of `key` (made once; collective the first time)."""
     if key not in _contexts:
-        _contexts[key] = init()
+        _contexts[key] = init(strategy=key[0], sharding_factor=key[1], memory_space=key[2],
+                              device=key[3])
     return _contexts[key]
 
 
-def ensure_process_group(call):
+def _world_context(placement=HOST):
+    """The context of full sharding over MPI_COMM_WORLD in `placement` (made once)."""
+    return _context(("full", 0) + tuple(placement))
+
+
+def ensure_process_group(call, placement=HOST):
     """torch.distributed's default group, over the same ranks as the library's world: the user's
     (checked), or a gloo group made here, its TCPStore's address broadcast by the library from
     rank 0 (no init_process_group needed). Collective the first time."""
     import torch.distributed as dist
-    ctx = _world_context()
+    ctx = _world_context(placement)
     rank, world = ctx.group("world")
     if dist.is_initialized():
         if (dist.get_rank(), dist.get_world_size()) != (rank, world):
@@ -50,25 +58,29 @@ def ensure_process_group(call):
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
 
 
-def resolve(mesh, call):
-    """(context, mesh, placements of a parameter's shard) for fully_shard's `mesh` argument:
-    None, the world's 1-D mesh (full sharding); a 1-D mesh over every rank in order (full
-    sharding); a 2-D (replicate, shard) mesh over every rank, shard groups of consecutive ranks
-    (hybrid sharding). Any other mesh is refused naming it."""
+def resolve(mesh, call, placement=HOST):
+    """(context, mesh, placements of a parameter's shard) for fully_shard's `mesh` argument, the
+    context in `placement` ((memory space, device) of the module's parameters): None, the
+    world's 1-D mesh (full sharding); a 1-D mesh over every rank in order (full sharding); a 2-D
+    (replicate, shard) mesh over every rank, shard groups of consecutive ranks (hybrid
+    sharding). Any other mesh, and a mesh of another device type than the parameters', is
+    refused naming it."""
     from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
     from torch.distributed.tensor import Replicate, Shard
-    ensure_process_group(call)
-    ctx = _world_context()
+    device_type = "cuda" if placement[0] == "cuda" else "cpu"
+    if mesh is not None and not isinstance(mesh, DeviceMesh):
+        _refuse(call, f"mesh: a torch DeviceMesh or None is needed, got {type(mesh).__name__}")
+    if mesh is not None and mesh.device_type != device_type:
+        _refuse(call, f"mesh: device type {mesh.device_type!r}, but the module's parameters are "
+                f"on {'the CPU' if device_type == 'cpu' else f'cuda:{placement[1]}'}: a "
+                f"\"{device_type}\" mesh is needed (move the module first)")
+    ensure_process_group(call, placement)
+    ctx = _world_context(placement)
     rank, world = ctx.group("world")
     if mesh is None:
-        if not _world_mesh:
-            _world_mesh.append(init_device_mesh("cpu", (world,)))
-        return ctx, _world_mesh[0], (Shard(0),)
-    if not isinstance(mesh, DeviceMesh):
-        _refuse(call, f"mesh: a torch DeviceMesh or None is needed, got {type(mesh).__name__}")
-    if mesh.device_type != "cpu":
-        _refuse(call, f"mesh: device type {mesh.device_type!r}; fully_shard runs PyTorch on the "
-                "CPU (host memory): a \"cpu\" mesh is needed")
+        if device_type not in _world_mesh:
+            _world_mesh[device_type] = init_device_mesh(device_type, (world,))
+        return ctx, _world_mesh[device_type], (Shard(0),)
     ranks = mesh.mesh.reshape(-1).tolist()
     if ranks != list(range(world)):
         _refuse(call, f"mesh: {mesh} covers ranks {ranks}; the library shards over every rank of "
@@ -79,10 +91,7 @@ def resolve(mesh, call):
         _refuse(call, f"mesh: {mesh.ndim} dimensions; 1 (shard) or 2 (replicate, shard) are "
                 "supported")
     factor = int(mesh.size(1))
-    key = ("hybrid", factor)
-    if key not in _contexts:
-        _contexts[key] = init(strategy="hybrid", sharding_factor=factor)
-    hybrid = _contexts[key]
+    hybrid = _context(("hybrid", factor) + tuple(placement))
     if hybrid.group("shard") != (rank % factor, factor):
         _refuse(call, f"mesh: its shard dimension ({factor} ranks) is not the library's hybrid "
                 f"shard group here (rank {hybrid.group('shard')[0]} of "
@@ -100,7 +109,8 @@ def hpz_variant(ctx, ranks, call, where):
     what = f"module '{where}': reshard_after_forward={ranks}"
     if key not in _contexts:
         try:
-            made = init(strategy=key[0], sharding_factor=key[1], hpz=True)
+            made = init(strategy=key[0], sharding_factor=key[1], memory_space=key[2],
+                        device=key[3], hpz=True)
         except Error as e:
             _refuse(call, f"{what}: {e}")
         node = made.group("node")[1]

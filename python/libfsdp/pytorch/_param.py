@@ -4,7 +4,7 @@ and, under fully_shard, the full-shape sharded Parameter the modules hold betwee
 import numpy as np
 import torch
 
-from .. import _refuse, _view
+from .. import _refuse
 from ._grad_shard import GradShard
 
 # numpy dtype of a unit's buffers -> torch dtype (numpy shows bfloat16 as uint16 bits).
@@ -13,15 +13,6 @@ TORCH_OF = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.flo
 
 # ShardedParam.user_grad before a backward took p.grad as the user left it.
 NOT_TAKEN = object()
-
-
-def torch_view(address, dtype, shape):
-    """A torch tensor over library memory (no copy); bfloat16 from its bits (numpy has none, and
-    older torch has no uint16)."""
-    array = _view(address, dtype, shape)
-    if dtype == np.uint16:
-        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(array)
 
 
 def shows(g, view):
@@ -41,7 +32,6 @@ class ShardedParam:
         self.trainable = bool(unit.requires_grad[index])
         shard_off, _, length = unit.shard_range(index)
         self.shard_view = shard[shard_off:shard_off + length]  # 1-D torch view of the shard
-        self.offset = None        # elements from the unsharded region's start (first gather)
         self.grad_view = None     # its part of the gradient shard (a GradShard), once made
         self.grad_buffer = None   # in backward: the full-gradient buffer given to autograd
         self.user_grad = NOT_TAKEN  # in backward: p.grad as the user left it
@@ -107,7 +97,8 @@ class ShardedParam:
         reset_sharded_param): a new DTensor Parameter (load_state_dict(assign=True)) or new
         storage under the old one (to_empty()) is copied into its rows of the shard, and its
         local tensor is those rows again. A local tensor still on the meta device stays there
-        (the forward refuses it); a device, dtype or shape change is refused."""
+        (the forward refuses it); a device (the unit's: the CPU or its GPU), dtype or shape
+        change is refused."""
         module, attr = self.holders[0]
         now = module._parameters[attr]
         if now is self.param:  # gathered: the unsharded parameter itself
@@ -116,12 +107,13 @@ class ShardedParam:
         if local.is_meta:
             return
         view = self.rows(self.shard_view)
-        if not hasattr(now, "to_local") or local.device.type != "cpu" \
+        if not hasattr(now, "to_local") or local.device != view.device \
                 or local.dtype != view.dtype or local.shape != view.shape:
             _refuse("fully_shard", f"parameter \"{self.name}\" of module '{where}': now "
                     f"{type(now).__name__} {local.dtype} {tuple(local.shape)} on "
                     f"{local.device}; its shard is a DTensor whose local tensor is "
-                    f"{view.dtype} {tuple(view.shape)} on the CPU (to_empty(device='cpu'), "
+                    f"{view.dtype} {tuple(view.shape)} on {view.device} (to_empty(device="
+                    f"'{view.device}'), "
                     "in-place changes and load_state_dict of such DTensors are supported)")
         if view.numel() and local.data_ptr() != view.data_ptr():
             with torch.no_grad():
@@ -134,8 +126,8 @@ class ShardedParam:
         name before its unit is gathered, as FSDP2 refuses it."""
         if self.sharded is not None and self.sharded.to_local().is_meta:
             _refuse("fully_shard", f"parameter \"{self.name}\" of module '{where}' is on the meta "
-                    "device: call module.to_empty(device='cpu') and initialize it (or load a "
-                    "state dict with assign=True) before the forward")
+                    f"device: call module.to_empty(device='{self.shard_view.device}') and "
+                    "initialize it (or load a state dict with assign=True) before the forward")
 
     def sharded_like(self, local):
         """A DTensor laid out as the sharded Parameter, over `local` (its rows)."""

@@ -3,19 +3,20 @@ training-state machine, its unsharded buffer's views while gathered, its prefetc
 gradients it hands to autograd and back to the user."""
 import ctypes
 import enum
-import math
 
-import numpy as np
 import torch
 
 from .. import _check, _lib, _refuse
+from . import _device
 from ._grad_shard import GradShard
-from ._param import NOT_TAKEN, TORCH_OF, ShardedParam, shows, torch_view
+from ._param import NOT_TAKEN, TORCH_OF, ShardedParam, shows
 
 
 class KeptViews:
     """Torch views of library buffers, built once per (what, address): the pool hands a unit few
-    distinct buffers, so a view is made per buffer rather than per use (a hot path)."""
+    distinct buffers, so a view is made per buffer rather than per use (a hot path). The address
+    (fsdp_param_data / fsdp_grad_data) is only the key; the views come from the binding's
+    buffers through _device.tensor."""
 
     def __init__(self, limit):
         self._views, self._limit = {}, limit
@@ -28,6 +29,33 @@ class KeptViews:
                 self._views.clear()
             views = self._views[key] = build()
         return views
+
+
+class Unsharded:
+    """The views of a gathered unit's parameters (in unit order) and where each lies, so that a
+    tensor autograd saves from one is found by its address (Hooks.pack) and rebuilt over the
+    views of the next gather (Hooks.unpack)."""
+
+    def __init__(self, views):
+        self.views = views
+        self.spans = [(v.data_ptr(), v.data_ptr() + v.numel() * v.element_size())
+                      for v in views]
+        self.lo = min((a for a, b in self.spans if b > a), default=0)
+        self.hi = max((b for a, b in self.spans), default=0)
+
+    def find(self, t):
+        """(index, offset in elements) of the view `t` lies in (same dtype), or None."""
+        ptr = t.data_ptr()
+        if not self.lo <= ptr < self.hi:
+            return None
+        for i, ((a, b), v) in enumerate(zip(self.spans, self.views)):
+            if a <= ptr < b and t.dtype == v.dtype and t.device == v.device:
+                return i, (ptr - a) // t.element_size()
+        return None
+
+    def rebuild(self, index, offset, size, stride):
+        view = self.views[index]
+        return view.as_strided(size, stride, view.storage_offset() + offset)
 
 
 class Phase(enum.Enum):
@@ -49,7 +77,8 @@ class ParamGroup:
     def __init__(self, modules, where, unit, params, policy, reshard_after_forward):
         self.modules, self.where, self.unit = list(modules), where, unit
         self.policy = policy  # its MixedPrecisionPolicy (input and output casts)
-        shard = torch.from_numpy(unit.shard())  # float32 or float64: the storage dtype
+        shard = _device.tensor(unit.shard())  # float32 or float64: the storage dtype
+        self.device = shard.device  # the CPU, or the context's GPU
         self.fsdp_params = [ShardedParam(unit, i, name, p, shard)
                             for i, (name, p) in enumerate(params)]
         self.dtype = TORCH_OF[unit.param_dtype]  # what the parameters are while unsharded
@@ -57,9 +86,7 @@ class ParamGroup:
         self.reshard_after_forward = reshard_after_forward is not False
         self.phase = Phase.IDLE
         self.pending = 0      # in BACKWARD: gradients still to arrive
-        self.extent = None    # elements from the region's start to the end of the last parameter
-        self.start = 0        # offset of parameter 0 from the region's start, in bytes
-        self.region = None    # torch view of the unsharded parameters while gathered
+        self.region = None    # while gathered: the Unsharded views of the parameters
         # Views of the unsharded buffer ("params") and of full-gradient buffers (index i).
         self.kept = KeptViews(8 * (len(params) + 1))
         self.grad_shard_viewed = False  # each trainable parameter has its grad_view
@@ -187,30 +214,11 @@ class ParamGroup:
         unit = self.unit
         if not self._take_prefetch():
             unit.unshard()
-        ptr = ctypes.c_void_p()
+        ptr = ctypes.c_void_p()  # the buffer's address: which kept views are its
         _check(_lib.fsdp_param_data(unit._handle, 0, ctypes.byref(ptr)))
-        size = unit.param_dtype.itemsize
-        if self.extent is None:  # the layout is fixed: offsets from parameter 0 once
-            addrs = [ptr.value]
-            for fp in self.fsdp_params[1:]:
-                p = ctypes.c_void_p()
-                _check(_lib.fsdp_param_data(unit._handle, fp.index, ctypes.byref(p)))
-                addrs.append(p.value)
-            lo = min(addrs)
-            self.start = ptr.value - lo
-            for fp, a in zip(self.fsdp_params, addrs):
-                fp.offset = (a - lo) // size
-            self.extent = max(fp.offset + int(np.prod(fp.shape, dtype=np.int64))
-                              for fp in self.fsdp_params)
-        address = ptr.value - self.start
-
-        def build():
-            region = torch_view(address, unit.param_dtype, (self.extent,))
-            return region, [region[fp.offset:fp.offset + math.prod(fp.shape)].view(fp.shape)
-                            for fp in self.fsdp_params]
-        views = self.kept.get("params", address, build)
-        self.region = views[0]
-        for fp, view in zip(self.fsdp_params, views[1]):
+        self.region = self.kept.get("params", ptr.value, lambda: Unsharded(
+            [_device.tensor(unit.param(fp.index)) for fp in self.fsdp_params]))
+        for fp, view in zip(self.fsdp_params, self.region.views):
             fp.param.data = view
         self._show(sharded=False)
 
@@ -226,7 +234,7 @@ class ParamGroup:
     def show_placeholders(self):
         """Points the parameters at empty tensors of the compute dtype (not resharded here)."""
         for fp in self.fsdp_params:
-            fp.param.data = torch.empty(0, dtype=self.dtype)
+            fp.param.data = torch.empty(0, dtype=self.dtype, device=self.device)
         self.region = None
         self.shows_placeholders = True
         self._show(sharded=True)
@@ -278,9 +286,8 @@ class ParamGroup:
         ptr = ctypes.c_void_p()
         for fp in self.active():
             _check(_lib.fsdp_grad_data(self.unit._handle, fp.index, ctypes.byref(ptr)))
-            address, shape = ptr.value, fp.shape
             fp.param.grad = fp.grad_buffer = self.kept.get(
-                fp.index, address, lambda: torch_view(address, self.unit.param_dtype, shape))
+                fp.index, ptr.value, lambda: _device.tensor(self.unit.grad(fp.index)))
 
     def take_grads_from_autograd(self):
         """Every gradient of this backward is in: the library's buffers hold them and p.grad
@@ -339,7 +346,7 @@ class ParamGroup:
             ptr = ctypes.c_void_p()
             _check(_lib.fsdp_shard_grad(self.unit._handle, ctypes.byref(ptr), None))
             return
-        grad = torch.from_numpy(self.unit.shard_grad())
+        grad = _device.tensor(self.unit.shard_grad())
         for fp in self.trainable():
             shard_off, _, length = self.unit.shard_range(fp.index)
             view = grad[shard_off:shard_off + length].as_subclass(GradShard)

@@ -3,17 +3,20 @@ them are gathered, the reductions in flight, whether backward runs, and what eve
 (the context, the root and its policy, the ignored parameters). Hooks and StateDicts act on it;
 FullyShard composes the three."""
 from .. import _refuse
+from . import _device
 from ._options import Options
 
 
 class ShardState:
     """ctx: the context; root: the model (None once fully_shard merged this state into an outer
     one); root_policy: the root's MixedPrecisionPolicy; options: FullyShard's Options; ignored:
-    ids of parameters left unsharded and unreduced."""
+    ids of parameters left unsharded and unreduced. device: where every unit's memory is (the
+    CPU, or the GPU of a CUDA context): the context's."""
 
     def __init__(self, ctx, root, root_policy, options=Options(), ignored=frozenset()):
         self.ctx, self.root, self.root_policy = ctx, root, root_policy
         self.options, self.ignored = options, ignored
+        self.device = _device.device_of(ctx)
         self.groups = []           # ParamGroups, in unit order (the root's last)
         self.root_group = None     # the root's ParamGroup, if the root holds parameters
         self.gathered = []         # the gathered groups, in the order gathered
@@ -30,6 +33,14 @@ class ShardState:
         for g in self.groups:
             out.setdefault(id(g.unit.context), g.unit.context)
         return list(out.values())
+
+    def join_stream(self):
+        """Where a step begins (a hook, an unshard or reshard asked by the user): on a GPU the
+        library orders its work against torch's current stream, as FSDP2 records events between
+        its all-gather stream and the current one (fsdp_set_stream: the library joins the
+        streams on the GPU; the CPU never waits). Nothing on the host."""
+        if self.device.type == "cuda":
+            _device.join_stream(self.contexts(), self.device)
 
     def groups_under(self, module, recurse=True):
         """The groups of `module` (None: the root) and, with recurse, of every module under it."""

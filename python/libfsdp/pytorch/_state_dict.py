@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from .. import _refuse
+from . import _device
 from ._materialize import broadcast_from_rank0
 from ._param import TORCH_OF
 
@@ -69,8 +70,8 @@ class StateDicts:
                     tensor = torch.from_numpy(values[fp.index])
                 else:
                     shard_off, param_off, length = group.unit.shard_range(fp.index)
-                    tensor = (torch.from_numpy(group.unit.shard()[shard_off:shard_off + length]
-                                               .copy()), param_off)
+                    shard = _device.tensor(group.unit.shard())
+                    tensor = (shard[shard_off:shard_off + length].clone(), param_off)
                 for name in names[id(fp.param)]:
                     out[name] = tensor
         for name, b in buffers.items():
