@@ -109,6 +109,17 @@ static void load_fails(fsdp_context_t ctx, cm_model_t* m, const char* file, unsi
   same_as(m, &s, needle);
 }
 
+/* A byte flipped in a parameter, then in an optimizer state: FSDP_ERR_CORRUPT naming it. */
+static void flipped_bytes_fail(fsdp_context_t ctx, cm_model_t* m, const char* good,
+                               const char* other) {
+  copy_file(good, other);
+  flip_byte(other, dataset_offset(good, "/model/embed.weight") + 1000);
+  load_fails(ctx, m, other, 0, FSDP_ERR_CORRUPT, "embed.weight");
+  copy_file(good, other);
+  flip_byte(other, dataset_offset(good, "/optimizers/0/exp_avg_sq/layer0.weight") + 3);
+  load_fails(ctx, m, other, 0, FSDP_ERR_CORRUPT, "optimizer state of 'layer0.weight'");
+}
+
 /* A model like cm's with one parameter changed: renamed, reshaped or retyped. */
 static void create_variant(fsdp_context_t ctx, const char* name, int64_t rows, fsdp_dtype_t t,
                            fsdp_unit_t* u) {
@@ -181,26 +192,16 @@ int main(int argc, char** argv) {
   load_fails(ctx, &m, other, 0, FSDP_ERR_VERSION, "format version 2");
 
   /* Damaged data: one flipped byte, a truncated file. */
-  copy_file(good, other);
-  flip_byte(other, dataset_offset(good, "/model/embed.weight") + 1000);
-  load_fails(ctx, &m, other, 0, FSDP_ERR_CORRUPT, "embed.weight");
-  copy_file(good, other);
-  flip_byte(other, dataset_offset(good, "/optimizers/0/exp_avg_sq/layer0.weight") + 3);
-  load_fails(ctx, &m, other, 0, FSDP_ERR_CORRUPT, "optimizer state of 'layer0.weight'");
+  flipped_bytes_fail(ctx, &m, good, other);
 #ifdef FSDP_TEST_HOOKS
   /* The same read as from the disk (the hook: as if nothing were in the page cache), where each
    * rank's pieces are read straight into its shards and optimizer state before they are verified,
    * and must be put back when some rank's checksum fails. */
   setenv("FSDP_CKPT_TEST_COLD_LOAD", "1", 1);
-  copy_file(good, other);
-  flip_byte(other, dataset_offset(good, "/model/embed.weight") + 1000);
-  load_fails(ctx, &m, other, 0, FSDP_ERR_CORRUPT, "embed.weight");
-  copy_file(good, other);
-  flip_byte(other, dataset_offset(good, "/optimizers/0/exp_avg_sq/layer0.weight") + 3);
-  load_fails(ctx, &m, other, 0, FSDP_ERR_CORRUPT, "optimizer state of 'layer0.weight'");
+  flipped_bytes_fail(ctx, &m, good, other);
   unsetenv("FSDP_CKPT_TEST_COLD_LOAD");
 #endif
-  /* ...which a model-only load does not read. */
+  /* A truncated file. */
   copy_file(good, other);
   if (th_rank() == 0) {
     FILE* f = fopen(other, "r+b");

@@ -93,7 +93,6 @@ std::vector<PartialCrc> checksum(const LoadFile& f, const std::vector<FileRange>
         continue;
       }
       char* to = direct.claim(i, rg.bytes, piece, n);
-      if (std::getenv("NORESTORE")) fprintf(stderr, "DBG direct %p\n", (void*)to);
       if (!to) {
         scratch.resize(kLoadPiece);
         to = scratch.data();
@@ -163,8 +162,7 @@ std::unique_ptr<LoadFile> open_verified(MPI_Comm all, MPI_Comm shard, bool hfsdp
       verify_checksums(all, targets, crc, [](const Target& t) { return t.in_piece(); });
     });
   } catch (...) {
-    if (!std::getenv("NORESTORE"))
-      direct.restore();  // some rank failed: the bytes read directly give back what they replaced
+    direct.restore();  // some rank failed: the bytes read directly give back what they replaced
     throw;
   }
   return file;
