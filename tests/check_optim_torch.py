@@ -19,13 +19,10 @@ exactly where torch's state has it.
 
 Usage: mpiexec -n N python check_optim_torch.py   (exit 77: no torch)."""
 import ctypes
-import sys
 
-try:
-    import torch
-except ImportError:
-    print("skipped: no torch")
-    sys.exit(77)
+from pychecks import check, finish, require_torch, set_rank
+
+torch = require_torch()
 import numpy as np  # noqa: E402
 
 import libfsdp  # noqa: E402
@@ -43,16 +40,6 @@ TOLERANCE_EPS = 256
 TAINTED_EPS = 4
 
 EPS = np.finfo(np.float32).eps
-
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print(f"FAIL rank {RANK}: {what}", flush=True)
-
 
 def as_argument(hp):
     """A pointer to `hp` as the binding's prototypes declare the argument."""
@@ -213,6 +200,7 @@ def run(ctx, kind, options, label, reference=None):
 
 ctx = libfsdp.init()
 RANK = ctx.group()[0]
+set_rank(RANK)
 if not FUSED:
     print(f"rank {RANK}: torch's CPU kernels do not fuse multiply-adds here "
           f"({torch.backends.cpu.get_cpu_capability()}): AdamW held to {TOLERANCE_EPS} eps, "
@@ -236,6 +224,4 @@ run(ctx, "adamw", {"lr": 0.01, "weight_decay": 0.1, "betas": (0.85, 0.9), "amsgr
 run(ctx, "adamw", {"lr": 0.01, "weight_decay": 0.1, "betas": (0.85, 0.9), "amsgrad": True,
                    "maximize": True}, "AdamW amsgrad maximize")
 ctx.finalize()
-if failures:
-    sys.exit(1)
-print(f"rank {RANK}: PASS: the library's optimizers agree with torch.optim")
+finish("the library's optimizers agree with torch.optim")

@@ -12,12 +12,13 @@ import sys
 
 import numpy as np
 
+from pychecks import check, finish, set_rank, skip
+
 try:
     import jax
     import jax.numpy as jnp
 except ImportError:
-    print("SKIP: jax is not installed (bench/setup-python.sh installs it)", flush=True)
-    sys.exit(77)
+    skip("jax is not installed (bench/setup-python.sh installs it)")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
                                 "python"))
@@ -29,16 +30,6 @@ STEPS = 12
 # float32 rounding: the ranks' gradients are sums in another order than the one batch's (the
 # differences seen are of 1e-7 in the losses, 1e-7 absolute in the parameters).
 LOSS_RTOL, PARAM_RTOL, PARAM_ATOL = 2e-6, 1e-5, 1e-6
-
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print(f"FAIL [rank {rank}]: {what}", flush=True)
-
 
 # ---- the reference: one process, the whole batch, the optimizers in jax.numpy ------------------
 def forward(params, x):
@@ -92,6 +83,7 @@ def reference(kind, steps, seed=0):
 
 ctx = libfsdp.init()
 rank, world = ctx.group()
+set_rank(rank)
 
 # ---- training through libfsdp against the reference --------------------------------------------
 for kind in ("sgd", "adamw"):
@@ -142,6 +134,5 @@ unit.reshard()
 unit.destroy()
 
 ctx.finalize()
-if rank == 0 and not failures:
-    print(f"PASS: JAX MLP on {world} ranks equals single-process JAX (jax {jax.__version__})")
-sys.exit(1 if failures else 0)
+finish(f"JAX MLP on {world} ranks equals single-process JAX (jax {jax.__version__})",
+       show=rank == 0)

@@ -14,30 +14,11 @@ import libfsdp
 from libfsdp import dcp
 from libfsdp.optimizer import group_of, kind_info
 from libfsdp.unit import resolve_precision, storage_dtype
-
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print(f"FAIL [rank {rank}]: {what}", flush=True)
-
-
-def expect_error(status_name, fragment, fn, *args, **kwargs):
-    try:
-        fn(*args, **kwargs)
-    except libfsdp.Error as e:
-        check(e.status_name == status_name and fragment in str(e),
-              f"expected {status_name} with '{fragment}', got {e.status_name}: {e}")
-        check(str(e) == libfsdp._lib.fsdp_last_error().decode(), "fsdp_last_error mismatch")
-        return
-    check(False, f"expected {status_name} ('{fragment}'), but the call succeeded")
-
+from pychecks import check, expect_error, failure_count, finish, set_rank
 
 ctx = libfsdp.init(param_dtype="float32")
 rank, world = ctx.group()
+set_rank(rank)
 rng = np.random.default_rng(42)  # the same values on every rank
 w0 = rng.standard_normal((5, 3)).astype(np.float32)
 b0 = rng.standard_normal(5).astype(np.float32)
@@ -416,7 +397,6 @@ check(np.array_equal(zunit.param(0), w0), "a zero-copy unit unshards to its init
 zunit.reshard()
 zctx.finalize()
 
-if rank == 0 and failures == 0:
+if rank == 0 and failure_count() == 0:
     os.remove(path)
-print(f"rank {rank}: {'OK' if failures == 0 else f'{failures} failure(s)'}", flush=True)
-sys.exit(1 if failures else 0)
+finish("the Python binding")

@@ -11,19 +11,11 @@ import sys
 import numpy as np
 
 import libfsdp
-
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print(f"FAIL [rank {rank}]: {what}", flush=True)
-
+from pychecks import check, failure_count, finish, set_rank
 
 ctx = libfsdp.init(param_dtype="float32")
 rank, world = ctx.group()
+set_rank(rank)
 lib = libfsdp._lib
 
 # ---- progress_thread: MPI_THREAD_MULTIPLE and FSDP_PROGRESS_THREAD unset or not "0" ------------
@@ -121,9 +113,6 @@ ctx.load(async_path, [vopt])
 got = v.gather()
 check(all(np.array_equal(a, b) for a, b in zip(got, saved)), "save_async's file loads the values")
 
-all_failures = ctx.allreduce(np.array([float(failures)]))[0]
+all_failures = ctx.allreduce(np.array([float(failure_count())]))[0]
 ctx.finalize()
-if rank == 0:
-    print("PASS: save_async, progress_thread, set_lr" if all_failures == 0 else
-          f"FAIL: {int(all_failures)} checks failed")
-sys.exit(1 if all_failures else 0)
+finish("save_async, progress_thread, set_lr", failed=all_failures, show=rank == 0)

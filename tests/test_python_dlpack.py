@@ -16,42 +16,20 @@ the versioned one after). Exits 77 (skipped) when torch is missing, after the nu
 Run under mpiexec with 2 ranks."""
 import ctypes
 import gc
-import sys
 
 import numpy as np
 
 import libfsdp
+from pychecks import check, expect, failure_count, finish, set_rank, skip
 
 try:
     import torch
 except ImportError:
     torch = None
 
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print(f"FAIL [rank {rank}]: {what}", flush=True)
-
-
-def expect(exc, fragment, fn, *args, **kwargs):
-    """fn(...) raises `exc`, an exception type or (libfsdp.Error, status name), whose message
-    names `fragment`."""
-    kind, status = exc if isinstance(exc, tuple) else (exc, None)
-    try:
-        fn(*args, **kwargs)
-    except kind as e:
-        check(fragment in str(e) and (status is None or e.status_name == status),
-              f"expected {status or kind.__name__} naming '{fragment}', got {e!r}")
-        return
-    check(False, f"expected an error naming '{fragment}', but the call succeeded")
-
-
 ctx = libfsdp.init()
 rank, world = ctx.group()
+set_rank(rank)
 
 
 def barrier():
@@ -225,13 +203,9 @@ expect((E, "FSDP_ERR_INVALID_HANDLE"), "fsdp_dlpack", doomed.dlpack, "shard")
 expect((E, "FSDP_ERR_DESTROYED_HANDLE"), "fsdp_dlpack",
        libfsdp._dlpack.unit_buffer, ctypes.c_void_p(stale), "shard", 0)
 
-all_failures = ctx.allreduce(np.array([float(failures)]))[0]
+all_failures = ctx.allreduce(np.array([float(failure_count())]))[0]
 ctx.finalize()
-if rank == 0:
-    print(("PASS" if all_failures == 0 else f"FAIL: {int(all_failures)} checks failed") +
-          f" (numpy {np.__version__}, torch {torch.__version__ if torch else 'missing'})")
-if all_failures:
-    sys.exit(1)
-if torch is None:
-    print("SKIPPED: torch is missing (the numpy checks passed)")
-    sys.exit(77)
+if torch is None and not all_failures:
+    skip(f"torch is missing (the numpy {np.__version__} checks passed)")
+finish(f"DLPack (numpy {np.__version__}, torch {torch.__version__ if torch else 'missing'})",
+       failed=all_failures, show=rank == 0)

@@ -9,16 +9,7 @@ import subprocess
 import sys
 
 import libfsdp
-
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print("FAIL:", what)
-
+from pychecks import check, finish
 
 tool, data = sys.argv[1], sys.argv[2]
 gpt2 = os.path.join(data, "gpt2.json")
@@ -153,5 +144,4 @@ refused("sequence type", lambda: libfsdp.plan(gpt2, "hf", 2, sequence_length=1.5
 refused("budget", lambda: libfsdp.plan_sweep(gpt2, "hf", 2, "a100-40gb-efa", budget_bytes=-1),
         bad_arg, ["budget_bytes"])
 
-print("PASS: libfsdp.plan" if failures == 0 else f"{failures} failure(s)")
-sys.exit(1 if failures else 0)
+finish("libfsdp.plan")

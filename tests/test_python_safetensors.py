@@ -12,26 +12,7 @@ import sys
 import numpy as np
 
 import libfsdp
-
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print(f"FAIL [rank {rank}]: {what}", flush=True)
-
-
-def expect_error(status_name, fragment, fn, *args, **kwargs):
-    try:
-        fn(*args, **kwargs)
-    except libfsdp.Error as e:
-        check(e.status_name == status_name and fragment in str(e),
-              f"expected {status_name} with '{fragment}', got {e.status_name}: {e}")
-        return
-    check(False, f"expected {status_name} ('{fragment}'), but the call succeeded")
-
+from pychecks import check, expect_error, finish, set_rank
 
 def read_safetensors(path):
     """{name: numpy array} from a .safetensors file, by the format's definition."""
@@ -51,6 +32,7 @@ def read_safetensors(path):
 
 ctx = libfsdp.init()
 rank, world = ctx.group()
+set_rank(rank)
 base = os.path.join(sys.argv[1] if len(sys.argv) > 1 else ".", f"py_safetensors_np{world}")
 rng = np.random.default_rng(7)  # the same values on every rank
 w0 = rng.standard_normal((4, 3)).astype(np.float32)
@@ -93,5 +75,4 @@ check(not os.path.exists(base + "_x.safetensors") and not os.path.exists(base + 
 
 ctx2.finalize()
 ctx.finalize()
-print(f"test_python_safetensors [rank {rank}/{world}]: {'FAILED' if failures else 'PASS'}")
-sys.exit(1 if failures else 0)
+finish(f"test_python_safetensors on {world} rank(s)")

@@ -19,17 +19,11 @@ import os
 import sys
 import time
 
-try:
-    import torch
-except ImportError:
-    print("skipped: PyTorch is not installed for", sys.executable)
-    sys.exit(77)
-if tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 6):
-    print(f"skipped: PyTorch {torch.__version__} has no DTensor/FSDP2 (>= 2.6 needed)")
-    sys.exit(77)
+from pychecks import check_close, fail, require_torch, skip
+
+torch = require_torch((2, 6))
 if not torch.cuda.is_available():
-    print("skipped: torch.cuda.is_available() is False (no CUDA device)")
-    sys.exit(77)
+    skip("torch.cuda.is_available() is False (no CUDA device)")
 import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -39,8 +33,7 @@ import libfsdp  # noqa: E402
 _count = ctypes.c_int()
 libfsdp._check(libfsdp._lib.fsdp_cuda_device_count(ctypes.byref(_count)))
 if _count.value == 0:
-    print("skipped: libfsdp was built without CUDA (or sees no device)")
-    sys.exit(77)
+    skip("libfsdp was built without CUDA (or sees no device)")
 from libfsdp.pytorch import MixedPrecisionPolicy, fully_shard, units  # noqa: E402
 
 DIM, HEADS, VOCAB, BATCH, SEQ, STEPS = 64, 4, 97, 4, 16, 6
@@ -92,14 +85,6 @@ def batch(step, r, device):
 
 def loss_of(model, ids, target):
     return F.cross_entropy(model(ids).float().reshape(-1, VOCAB), target.reshape(-1))
-
-
-def fail(msg):
-    raise AssertionError(msg)
-
-
-def check_close(got, want, what, **tol):
-    torch.testing.assert_close(got, want, msg=lambda m: f"{what}: {m}", **tol)
 
 
 def train(rank, world, device, policy=None, tol=None, steady=True):

@@ -17,14 +17,9 @@ import copy
 import os
 import sys
 
-try:
-    import torch
-except ImportError:
-    print("skipped: PyTorch is not installed for", sys.executable)
-    sys.exit(77)
-if tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 6):
-    print(f"skipped: PyTorch {torch.__version__} has no DTensor/FSDP2 (>= 2.6 needed)")
-    sys.exit(77)
+from pychecks import check_close, fail, require_torch
+
+torch = require_torch((2, 6))
 import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
 from torch.distributed.tensor import DTensor, Shard  # noqa: E402
@@ -94,18 +89,10 @@ def reference_step(ref, step, world, use_extra=False, divide=True):
         (loss / world if divide else loss).backward()
 
 
-def fail(msg):
-    raise AssertionError(msg)
-
-
 def agree_all(flag):
     t = torch.tensor([1 if flag else 0])
     dist.all_reduce(t, op=dist.ReduceOp.MIN)
     return bool(t.item())
-
-
-def check_close(got, want, what, **tol):
-    torch.testing.assert_close(got, want, msg=lambda m: f"{what}: {m}", **tol)
 
 
 def refused(fn, *names):

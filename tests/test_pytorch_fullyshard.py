@@ -32,12 +32,10 @@ import os
 import sys
 import zlib
 
-try:
-    import torch
-except ImportError:
-    print("skipped: PyTorch is not installed for", sys.executable)
-    sys.exit(77)
-import torch.nn as nn
+from pychecks import check, finish, require_torch, set_rank
+
+torch = require_torch()
+import torch.nn as nn  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples", "python"))
@@ -48,15 +46,7 @@ from libfsdp.pytorch import FullyShard, MixedPrecisionPolicy  # noqa: E402
 torch.set_num_threads(1)
 ctx = libfsdp.init()
 rank, world = ctx.group()
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print(f"rank {rank}: FAILED: {what}", flush=True)
-
-
+set_rank(rank)
 def gpt_args(**kw):
     a = dict(dim=32, layers=2, heads=2, seq=16, batch=4, lr=2e-3, seed=0, tied=True, ckpt=True,
              precision="fp32")
@@ -1013,5 +1003,4 @@ check_low_precision_model()
 check_meta()
 check_bad_input()
 ctx.finalize()
-print(f"rank {rank}: {'FAILED: ' + str(len(failures)) if failures else 'OK'}", flush=True)
-sys.exit(1 if failures else 0)
+finish("FullyShard")

@@ -13,19 +13,12 @@ import sys
 import numpy as np
 
 import libfsdp
+from pychecks import check, finish, set_rank
 
 tmpfs_mib = int(sys.argv[1])
 ctx = libfsdp.init()
 rank, world = ctx.group()
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print(f"rank {rank}: FAILED: {what}", flush=True)
-
-
+set_rank(rank)
 def refused(what, fn):
     try:
         fn()
@@ -81,5 +74,4 @@ small.reduce_grads()
 so, _, length = small.shard_range(0)
 check(np.allclose(small.shard_grad()[so:so + length], (1 + world) / 2), "and reduces exactly")
 ctx.finalize()
-print(f"rank {rank}: {'OK' if not failures else 'FAILED'} ({transport})", flush=True)
-sys.exit(1 if failures else 0)
+finish(f"FSDP_TRANSPORT={transport}")

@@ -22,14 +22,11 @@ import traceback
 
 import numpy as np
 
-try:
-    import torch
-except ImportError:
-    print("skipped: PyTorch is not installed for", sys.executable)
-    sys.exit(77)
-if tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 6):
-    print(f"skipped: PyTorch {torch.__version__} has no fully_shard (>= 2.6 needed)")
-    sys.exit(77)
+# tests/ (pychecks) beside this folder: each test file runs as `python <this folder>/test_*.py`.
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pychecks import require_torch  # noqa: E402
+
+torch = require_torch((2, 6))
 import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
