@@ -27,6 +27,8 @@ try:
 except ImportError:
     torch = None
 
+E = libfsdp.Error
+
 ctx = libfsdp.init()
 rank, world = ctx.group()
 set_rank(rank)
@@ -134,6 +136,36 @@ check(np.all(unit.grad("w") == rank + 1.0), "the gradient written through torch 
 unit.reduce_grads()
 unit.reshard()
 
+# ---- write_grad: any host-memory DLPack array, nothing from another device ---------------------
+class Producer:
+    """A DLPack producer that is not a numpy array: `array`'s buffer, on DLPack `device`."""
+
+    def __init__(self, array, device=(1, 0)):
+        self.array, self.device = array, device
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+wg = ctx.unit([("v", np.zeros((2, 3), np.float32))], name="write_grad")
+wg.unshard()
+want = np.arange(6, dtype=np.float32).reshape(2, 3) + rank
+wg.write_grad("v", Producer(want))
+check(np.array_equal(wg.grad("v"), want), "write_grad of a host DLPack producer")
+if torch is not None:
+    wg.write_grad("v", torch.from_numpy(want * 2), accumulate=True)
+    check(np.array_equal(wg.grad("v"), want * 3), "write_grad (accumulate) of a CPU torch tensor")
+before = wg.grad("v").copy()
+expect((E, "FSDP_ERR_INVALID_ARGUMENT"), "not host memory", wg.write_grad, "v",
+       Producer(want, device=(2, 0)))
+expect((E, "FSDP_ERR_INVALID_ARGUMENT"), "values", wg.write_grad, "v", [[0.0] * 3] * 2)
+check(np.array_equal(wg.grad("v"), before), "refused write_grads changed nothing")
+wg.reshard()
+wg.destroy()
+
 # ---- shards ---------------------------------------------------------------------------------
 sg = unit.dlpack("shard_grad")
 sg_raw = raw("fsdp_shard_grad", unit._handle)
@@ -188,7 +220,6 @@ check(bf.dlpack("shard").dtype == "float32", "the shard stays in the storage dty
 bf.reshard()
 
 # ---- bad input: libfsdp.Error naming the call -------------------------------------------------
-E = libfsdp.Error
 expect((E, "FSDP_ERR_STATE"), "fsdp_dlpack", unit.dlpack, "param", "w")
 expect((E, "FSDP_ERR_STATE"), "fsdp_dlpack", unit.param, "w")
 expect((E, "FSDP_ERR_INVALID_ARGUMENT"), "which", unit.dlpack, "weights")

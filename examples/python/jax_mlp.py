@@ -24,10 +24,10 @@ The contract between libfsdp and a framework that is not PyTorch (here JAX; doc/
       again and recomputes its forward (jax.vjp) rather than keeping the forward's closure.
     * never write into it, nor into the view while it lives: JAX arrays are immutable and JAX
       assumes they do not change under it.
-- Gradients: jax.grad / jax.vjp give JAX-owned arrays. unit.write_grad(name, np.asarray(g))
-  copies one into the library's full gradient buffer (np.asarray of a CPU JAX array is a
-  read-only view of JAX's buffer, not a copy; write_grad copies it), while the unit is unsharded
-  and before reduce_grads. reduce_grads leaves in this rank's gradient shard the mean over the
+- Gradients: jax.grad / jax.vjp give JAX-owned arrays. unit.write_grad(name, g) copies one into
+  the library's full gradient buffer (it reads a CPU JAX array through DLPack, np.from_dlpack,
+  which waits for JAX's computation; no copy before its own), while the unit is unsharded and
+  before reduce_grads. reduce_grads leaves in this rank's gradient shard the mean over the
   ranks; optimizer.step() updates the master shards in place, which the next unshard gathers.
 """
 import argparse
@@ -104,8 +104,8 @@ def train_step(ctx, units, opt, x, y):
         _, vjp = jax.vjp(lambda w, b, xin: layer(w, b, xin, k == n - 1),
                          jax_param(unit, "w"), jax_param(unit, "b"), inputs[k])
         gw, gb, cotangent = vjp(cotangent)
-        unit.write_grad("w", np.asarray(gw))  # np.asarray waits for JAX; write_grad copies
-        unit.write_grad("b", np.asarray(gb))
+        unit.write_grad("w", gw)  # read through DLPack (which waits for JAX), copied in
+        unit.write_grad("b", gb)
         cotangent.block_until_ready()
         del vjp  # holds the parameters: not kept past reshard
         unit.reshard()

@@ -19,7 +19,7 @@ import ctypes
 import numpy as np
 
 from . import _capi
-from . import _check, _lib
+from . import _check, _lib, _refuse
 
 
 class _Version(ctypes.Structure):
@@ -209,3 +209,23 @@ def state_buffer(opt_handle, unit_handle, name):
         return out.value
     return DLPackBuffer(make)
 
+
+def host_array(call, values):
+    """`values` as a numpy array: itself, or a view of a host-memory DLPack producer's buffer
+    (np.from_dlpack). Refuses, naming `values`, an object that is neither, one on a device the
+    CPU cannot address (DLPack device kDLCPU or kDLCUDAHost only), or one numpy cannot read."""
+    if isinstance(values, np.ndarray):
+        return values
+    kind = type(values).__name__
+    if not hasattr(values, "__dlpack__") or not hasattr(values, "__dlpack_device__"):
+        _refuse(call, f"values: a numpy array or a DLPack array of host memory is needed, got "
+                f"{kind}")
+    device = tuple(values.__dlpack_device__())
+    if device[0] not in _HOST_ADDRESSABLE:
+        _refuse(call, f"values: a {kind} on DLPack device {device} (not host memory) given to a "
+                "host context: copy it to the CPU first")
+    try:
+        return np.from_dlpack(values)
+    except (TypeError, ValueError, BufferError, RuntimeError) as e:
+        _refuse(call, f"values: numpy cannot read this {kind} through DLPack ({e}); pass a "
+                "float32 copy or, for bfloat16, its bits as a uint16 numpy array")

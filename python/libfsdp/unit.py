@@ -5,7 +5,7 @@ import numpy as np
 
 from . import _capi
 from . import _NUMPY, _DTYPES, _check, _choice, _lib, _refuse
-from ._dlpack import hand_out, unit_buffer
+from ._dlpack import hand_out, host_array, unit_buffer
 from .request import Request
 
 _DTYPE_NAMES = {code: name for name, code in _DTYPES.items() if name not in (None, "auto")}
@@ -235,14 +235,16 @@ class Unit:
         return hand_out(unit_buffer(self._handle, "grad", self.index(param, "fsdp_grad_data")))
 
     def write_grad(self, param, values, accumulate=False):
-        """Writes (or adds, accumulate=True) a full gradient. `values` must have the parameter's
-        exact shape and dtype (float32 is also accepted for bfloat16 / float16 param_dtype and
-        converted); otherwise Error names the argument and nothing is written."""
+        """Writes (or adds, accumulate=True) a full gradient. `values`: a numpy array, or any
+        array of host memory that exports DLPack (a CPU torch tensor, a JAX array: read through
+        np.from_dlpack, no copy); an array on another device (a CUDA tensor) is refused. It must
+        have the parameter's exact shape and dtype (float32 is also accepted for bfloat16 /
+        float16 param_dtype and converted); otherwise Error names the argument and nothing is
+        written."""
         call = "fsdp_grad_data"
         self.context._host_memory(call, "gradients")
         i = self.index(param, call)
-        if not isinstance(values, np.ndarray):
-            _refuse(call, f"values: a numpy array is needed, got {type(values).__name__}")
+        values = host_array(call, values)
         if values.shape != self.shapes[i]:
             _refuse(call, f"values: shape {values.shape}, but parameter {i} \"{self.names[i]}\" "
                     f"has shape {self.shapes[i]}")
