@@ -19,15 +19,18 @@
       c_<name> for them to wrap; every other call is bound and re-exported under its C name.
   generate.py capi      fsdp.h OUT_DIR
       the C entry points themselves: capi/entry_points.cpp and capi/entry_bodies.hpp under
-      OUT_DIR (capi_entries.py, with what capi_calls.py adds to the header)
+      OUT_DIR (capi_entries.py, with what capi_calls.py adds to the header), laid out by
+      clang-format where it is installed
   generate.py capi-check fsdp.h DIR
-      fails unless DIR holds what `capi` writes (src/capi/generated/, the copy a build without
-      Python compiles)
+      fails unless DIR holds what `capi` writes, whitespace aside (src/capi/generated/, the copy
+      a build without Python compiles)
 A call that takes an MPI_Comm is bound through its _fcomm twin (a Fortran handle), which module
 fsdp must wrap under the call's own name; tests/check_bindings.py checks that every exported
 call reached both bindings."""
 import os
 import re
+import shutil
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -387,6 +390,22 @@ def write(path, text):
         f.write(text)
 
 
+def clang_formatted(text, path):
+    """`text` as clang-format lays out a file at `path` (the repository's .clang-format), where
+    clang-format is installed; as it is elsewhere (the build still compiles it)."""
+    tool = shutil.which("clang-format")
+    if not tool:
+        return text
+    done = subprocess.run([tool, "--style=file", f"--assume-filename={os.path.abspath(path)}"],
+                          input=text, capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 and done.stdout else text
+
+
+def tokens(text):
+    """`text` without its whitespace: what a layout (clang-format's or none) leaves unchanged."""
+    return "".join(text.split())
+
+
 def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
@@ -405,8 +424,8 @@ def main(argv):
             for name, text in texts.items():
                 path = os.path.join(argv[3], "capi", name)
                 if mode == "capi":
-                    write(path, text)
-                elif not os.path.exists(path) or open(path).read() != text:
+                    write(path, clang_formatted(text, path))
+                elif not os.path.exists(path) or tokens(open(path).read()) != tokens(text):
                     sys.exit(f"generate.py: {path} is not what fsdp.h gives: run "
                              f"generate.py capi {header} {argv[3]}")
             if mode == "capi-check":
