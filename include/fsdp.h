@@ -1042,8 +1042,10 @@ typedef enum fsdp_buffer_e {
  *  CUDA memory, as the context placed the buffer; dtype float32, float64, float16 (kDLFloat) or
  *  bfloat16 (kDLBfloat): param_dtype for PARAM and GRAD, the unit's storage dtype for the shards;
  *  ndim and shape the parameter's (PARAM, GRAD) or 1 and the raw call's numel (the shards);
- *  strides C-contiguous, always filled; version 1.0 or later (DLPACK_MAJOR_VERSION 1); flags 0:
- *  writable, as the raw pointer is (writes to an unsharded parameter are discarded at reshard).
+ *  strides C-contiguous, always filled; version 1.0 or later (DLPACK_MAJOR_VERSION 1); flags 0,
+ *  as the raw pointer is writable memory, but an unsharded parameter is for reading: with node
+ *  shared memory the node's ranks share it (mapped read-only in debug mode, doc/shared-memory.md)
+ *  and any write is discarded at reshard.
  *  Ownership: the tensor is the caller's: call (*out)->deleter(*out) once when done, which frees
  *  the tensor, its shape and strides, never the library's memory. The memory it describes is the
  *  library's and stays valid exactly as long as the raw pointer would: PARAM until fsdp_reshard,
