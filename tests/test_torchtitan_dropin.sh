@@ -16,12 +16,23 @@ port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 keep=$(mktemp -d)
 trap 'rm -rf "$keep"' EXIT
 cd "$root"
+# A run whose rendezvous port another process took between port() and torch binding it (CTest
+# runs tests in parallel) gets one more try on a new port; any other failure stands.
 run() {  # ranks, then environment assignments
-  local n=$1
+  local n=$1 out rc=1
   shift
-  env "$@" PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" LIBFSDP_LIBRARY="$lib" \
-    MASTER_ADDR=127.0.0.1 MASTER_PORT=$(port) OMP_NUM_THREADS=1 \
-    timeout "${LIBFSDP_TT_TIMEOUT:-900}" $mpiexec -n "$n" "$py" "$here/test_torchtitan_dropin.py"
+  out=$(mktemp -p "$keep")
+  for try in 1 2; do
+    env "$@" PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" LIBFSDP_LIBRARY="$lib" \
+      MASTER_ADDR=127.0.0.1 MASTER_PORT=$(port) OMP_NUM_THREADS=1 \
+      timeout "${LIBFSDP_TT_TIMEOUT:-900}" $mpiexec -n "$n" "$py" "$here/test_torchtitan_dropin.py" \
+      2>&1 | tee "$out"
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] && return 0
+    grep -q "EADDRINUSE" "$out" || return "$rc"
+    [ "$try" -eq 1 ] && echo "note: the rendezvous port was taken (EADDRINUSE): once more"
+  done
+  return "$rc"
 }
 # 2 ranks against torch's fully_shard, keeping the checkpoint; then resumed on 4 ranks.
 run 2 LIBFSDP_TT_KEEP="$keep/run" || exit $?
