@@ -53,6 +53,11 @@ std::vector<FileRange> plan_reads(const std::vector<Target>& targets) {
   return ranges;
 }
 
+// Where range `rg` starts in `buffer`, its target's shard or optimizer state buffer.
+char* range_start(char* buffer, const FileRange& rg, const Target& tg) {
+  return buffer + rg.slice.shard_offset * tg.unit->layout().element_size();
+}
+
 // The file a load reads: opened for sequential reads and mapped (file_mapping.hpp).
 struct LoadFile {
   PosixFile file;
@@ -185,7 +190,7 @@ std::vector<char*> direct_destinations(Context& ctx, const LoadRequest& r,
         tg.optimizer < 0
             ? tg.unit->shard_data()
             : r.optimizers[static_cast<std::size_t>(tg.optimizer)]->state(*tg.unit, tg.buffer));
-    if (d) to[i] = d + rg.slice.shard_offset * tg.unit->layout().element_size();
+    if (d) to[i] = range_start(d, rg, tg);
   }
   return to;
 }
@@ -235,7 +240,7 @@ void place_ranges(Context& ctx, MPI_Comm all, const LoadRequest& r,
       const FileRange& rg = ranges[i];
       const Target& tg = targets[rg.target];
       const DType model_t = tg.unit->layout().param(tg.param).dtype;
-      char* dst = destination[rg.target] + rg.slice.shard_offset * tg.unit->layout().element_size();
+      char* dst = range_start(destination[rg.target], rg, tg);
       const bool same = tg.file->dtype == model_t;
       if (!same) aligned.resize((rg.bytes + sizeof(double) - 1) / sizeof(double));
       char* to = same ? dst : reinterpret_cast<char*>(aligned.data());
