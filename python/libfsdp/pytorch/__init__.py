@@ -39,15 +39,15 @@ Meta-device models are materialized one unit at a time (reset_parameters, or par
 The package, one job per file, composed as FSDP2's FSDPState -> FSDPParamGroup -> FSDPParam:
 fullyshard.py (the FullyShard API and its construction: a ShardState, its Hooks and StateDicts),
 _options.py (the constructor's choices beside its policies, one value), policy.py
-(MixedPrecisionPolicy), _plan.py (checks and the unit plan, before anything is created),
-_materialize.py (meta-device parameters, unit creation), _state.py (ShardState: one model's
-groups and what they share), _param_group.py (ParamGroup: one unit, its state machine and its
-unsharded views), _param.py (ShardedParam: one parameter's shard and gradient views),
-_hooks.py (Hooks: forward/backward hooks, the end of backward, saved tensors), _grad_shard.py
-(p.grad's guard against local norms), _state_dict.py (StateDicts: state dicts, also through the
-module's own hooks), _structures.py (tensors inside structured values), _compat.py (what
-differs between PyTorch versions), _fully_shard.py (fully_shard, the drop-in, on the same
-pieces)."""
+(MixedPrecisionPolicy), _unit_assignment.py (checks, and the unit of each parameter, before
+anything is created), _materialize.py (meta-device parameters, unit creation), _state.py
+(ShardState: one model's groups and what they share), _param_group.py (ParamGroup: one unit, its
+state machine and its unsharded views), _param.py (ShardedParam: one parameter's shard and
+gradient views), _hooks.py (Hooks: forward/backward hooks, the end of backward, saved tensors),
+_grad_shard.py (p.grad's guard against local norms), _state_dict.py (StateDicts: state dicts,
+also through the module's own hooks), _structures.py (tensors inside structured values),
+_compat.py (what differs between PyTorch versions), _fully_shard.py (fully_shard, the drop-in, on
+the same pieces)."""
 from .. import _refuse
 from ._fully_shard import FSDPModule, fully_shard, units
 from .fullyshard import FullyShard

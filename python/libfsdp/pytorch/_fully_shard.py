@@ -9,7 +9,7 @@ import functools
 import torch
 
 from .. import _refuse
-from . import _device, _mesh, _plan
+from . import _device, _mesh, _unit_assignment
 from ._compat import TORCH_2_6, register_pre_hook
 from ._materialize import create_unit
 from ._hooks import Hooks
@@ -331,7 +331,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         skip = [p for p in m.parameters() if id(p) in taken]
         if ignored_params is not None:
             skip += [p for p in ignored_params if any(p is q for q in m.parameters())]
-        plan, _, _ = _plan.plan(ctx, m, [], policy, lambda _: None, skip)
+        plan, _, _ = _unit_assignment.assign_units(ctx, m, [], policy, lambda _: None, skip)
         for _, _, ps, _ in plan:
             for name, p in ps:
                 if any(p is q for _, q in params):
@@ -349,7 +349,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
                 _refuse(CALL, f"shard_placement_fn: returned {placement!r} for parameter "
                         f"\"{name}\" of module '{where}'; libfsdp shards along dimension 0 only "
                         "(Shard(0) or None)")
-    holders = [[(h, a) for m in modules for h, a in _plan.holders(m, p)] for _, p in params]
+    holders = [[(h, a) for m in modules for h, a in _unit_assignment.holders(m, p)] for _, p in params]
     holders = [list(dict.fromkeys(hs)) for hs in holders]
     shard = FullyShard._drop_in(ctx, first, policy)
     group = None

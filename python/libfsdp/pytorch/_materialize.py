@@ -3,7 +3,7 @@ from its parameters' values."""
 import numpy as np
 import torch
 
-from ._plan import owners as owners_of, unit_dtypes
+from ._unit_assignment import owners as owners_of, unit_dtypes
 from ._param import TORCH_OF
 
 
@@ -71,7 +71,7 @@ def broadcast_from_rank0(ctx, tensor):
 
 def create_unit(ctx, where, params, sync, policy, frozen_may_train=False, layout="flat"):
     """The unit of `params` in the library's storage dtype, computing and reducing in the dtypes
-    of _plan.unit_dtypes; sync: every rank starts from rank 0's values; frozen_may_train: frozen
+    of _unit_assignment.unit_dtypes; sync: every rank starts from rank 0's values; frozen_may_train: frozen
     parameters get gradient memory too; a meta-device parameter starts as zeros (fully_shard:
     initialized after to_empty(), as FSDP2's); layout: "flat" or "dim0"."""
     storage_name, compute, reduce = unit_dtypes(params, policy)

@@ -10,7 +10,7 @@ import torch
 
 from .. import _refuse
 
-from . import _materialize, _plan
+from . import _materialize, _unit_assignment
 from ._compat import register_pre_hook, register_state_dict_hooks
 from ._hooks import Hooks
 from ._options import Options
@@ -51,7 +51,7 @@ class FullyShard:
                           find_unused_parameters=bool(find_unused_parameters),
                           sync_module_states=bool(sync_module_states),
                           frozen_may_train=bool(frozen_may_train))
-        plan, ignored, root_policy = _plan.plan(ctx, root, submodules, mp_policy, param_init_fn,
+        plan, ignored, root_policy = _unit_assignment.assign_units(ctx, root, submodules, mp_policy, param_init_fn,
                                                 ignored_params, reshard_after_forward)
         state = ShardState(ctx, root, root_policy, options, ignored)
         self._compose(state)
@@ -293,7 +293,7 @@ class FullyShard:
         place = {id(fp.param): fp for g in state.groups for fp in g.fsdp_params}
         plans = []
         for group in state.groups:
-            owners = _plan.owners(root, [fp.param for fp in group.fsdp_params])
+            owners = _unit_assignment.owners(root, [fp.param for fp in group.fsdp_params])
             for m in owners:
                 if param_init_fn is None and not hasattr(m, "reset_parameters"):
                     _refuse(call, f"module '{group.where}': {type(m).__name__} holds a parameter "

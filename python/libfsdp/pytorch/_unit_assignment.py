@@ -1,5 +1,5 @@
-"""FullyShard's plan, made before anything is created: every argument checked, and each
-parameter given to the unit of the innermost listed module that contains every module using it."""
+"""Which unit each parameter goes to, decided before anything is created: every argument
+checked, and each parameter given to the unit of the innermost listed module that contains every module using it."""
 import torch
 
 from .. import Error, _refuse
@@ -27,8 +27,8 @@ def unit_dtypes(params, policy):
     return storage, compute, reduce
 
 
-def plan(ctx, root, submodules, policy, param_init_fn, ignored_params=None,
-         reshard_after_forward=None):
+def assign_units(ctx, root, submodules, policy, param_init_fn, ignored_params=None,
+                 reshard_after_forward=None):
     """([(module, name, [(parameter name, Parameter)])] in unit order (the listed submodules,
     then the root with what no listed module took; a module left without parameters gets no
     unit), the ids of the ignored parameters left out), or libfsdp.Error naming the argument,
