@@ -174,7 +174,6 @@ Row bench_adamw(std::size_t n, int reps, DType t, const char* name) {
 }
 
 void bench_size(std::size_t n, int reps, std::vector<Row>& rows) {
-  const double inf = INFINITY;
   rows.push_back(bench_adamw<float>(n, reps, DType::Float32, "float32"));
   rows.push_back(bench_adamw<double>(n, reps, DType::Float64, "float64"));
   {  // SGD, momentum, Nesterov, weight decay: reads p, g, buf; writes p, buf.
@@ -189,13 +188,21 @@ void bench_size(std::size_t n, int reps, std::vector<Row>& rows) {
   {  // Norms and the finiteness check: read x.
     Buffer x(n, 4, 1e-2);
     double r = 0;
+    // p = 2 as clip_grad_norm computes it: the largest |x|, then the fixed-point sum (two passes
+    // over x, against one read of it).
     rows.push_back(measure(
-        "norm p=2", "float32", n, 4, reps,
-        [&] { r += host::norm_partial(x.p, n, DType::Float32, 2); },
+        "norm p=2 (largest, fixed-point sum)", "float32", n, 4, reps,
+        [&] {
+          const double m = host::largest_abs(x.p, n, DType::Float32);
+          int e = 0;
+          std::frexp(m * m, &e);
+          r += static_cast<double>(
+              host::norm_fixed_sum(x.p, n, DType::Float32, 2.0, fixed::scale_for(e + 1)));
+        },
         [&] { sink = read1(x.as<uint32_t>(), n); }));
     rows.push_back(measure(
-        "norm p=inf", "float32", n, 4, reps,
-        [&] { r += host::norm_partial(x.p, n, DType::Float32, inf); },
+        "norm p=inf (largest |x|)", "float32", n, 4, reps,
+        [&] { r += host::largest_abs(x.p, n, DType::Float32); },
         [&] { sink = read1(x.as<uint32_t>(), n); }));
     rows.push_back(measure(
         "all_finite", "float32", n, 4, reps, [&] { r += host::all_finite(x.p, n, DType::Float32); },

@@ -48,7 +48,7 @@ extern "C" {
 /** Minor version: additions (a program runs with any library of its major and a minor >= its). */
 #define FSDP_VERSION_MINOR 15
 /** Patch version: fixes. */
-#define FSDP_VERSION_PATCH 0
+#define FSDP_VERSION_PATCH 1
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */
 #define FSDP_VERSION_NUMBER(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 /** This header's version as one integer. */
@@ -1439,8 +1439,11 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_defaults(fsdp_optimizer_kind_t kind,
  *  INFINITY), taken over all ranks, padding and frozen parameters excluded and hybrid replicas
  *  counted once. Scales every gradient shard by max_norm / (norm + 1e-6) when that is below 1.
  *  Returns the norm before clipping in *total_norm (may be NULL); a non-finite norm leaves the
- *  gradients unchanged. Collective over the shard group. FSDP_ERR_INVALID_ARGUMENT for
- *  max_norm <= 0 or a norm_type below 1.
+ *  gradients unchanged (NaN when a gradient element is NaN). Since 0.15.1 the norm is the same
+ *  bits for any number of ranks and any sharding of the same gradients (a fixed-point sum, within
+ *  n * 2^-69 of the exact value for n elements; doc/concepts.md). Collective over the shard group
+ *  (with HFSDP, and the replicas). FSDP_ERR_INVALID_ARGUMENT for max_norm <= 0 or a norm_type
+ *  below 1.
  *  @param[in] ctx the context
  *  @param[in] max_norm > 0
  *  @param[in] norm_type >= 1, or INFINITY

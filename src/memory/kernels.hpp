@@ -10,6 +10,7 @@
 
 #include "base/dtype.hpp"
 #include "base/store.hpp"
+#include "memory/fixed_sum.hpp"
 #include "memory/update_args.hpp"
 
 namespace fsdp {
@@ -42,10 +43,13 @@ class Kernels {
 
   // These return values to the CPU, so they wait for the space's queued work: once per call,
   // whatever the number of spans (a device computes every span's result, then reads them back
-  // together). norm_partials: for each span in order, the sum of |x|^p, or for p = inf the
-  // largest |x| (NaN if any element is NaN). all_finite: whether no element of any span is
-  // infinite or NaN.
-  virtual std::vector<double> norm_partials(const std::vector<Span>& spans, double p) = 0;
+  // together). largest_abs: for each span in order, the largest |x| (NaN if any element is NaN).
+  // all_finite: whether no element of any span is infinite or NaN.
+  virtual std::vector<double> largest_abs(const std::vector<Span>& spans) = 0;
+  // norm_fixed_sum: over every span, the sum of |x|^p (p finite), each term multiplied by
+  // scale.first and scale.second and rounded to an integer, added exactly (memory/fixed_sum.hpp):
+  // the same integer for any split of the elements into spans, ranks, threads or blocks.
+  virtual __int128 norm_fixed_sum(const std::vector<Span>& spans, double p, fixed::Scale scale) = 0;
   virtual bool all_finite(const std::vector<Span>& spans) = 0;
 };
 

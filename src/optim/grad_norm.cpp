@@ -1,13 +1,38 @@
 #include "optim/grad_norm.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "base/mpi_check.hpp"
 #include "core/context.hpp"
 #include "core/unit.hpp"
+#include "memory/fixed_sum.hpp"
 
 namespace fsdp {
+
+namespace {
+
+// This rank's sum, added over `g`'s ranks: integers, so the order does not matter.
+__int128 sum_over(const Group& g, __int128 local) {
+  if (g.size <= 1) return local;
+  std::vector<__int128> all(static_cast<std::size_t>(g.size));
+  mpi_check(
+      MPI_Allgather(&local, sizeof local, MPI_BYTE, all.data(), sizeof local, MPI_BYTE, g.comm),
+      "MPI_Allgather");
+  __int128 total = 0;
+  for (const __int128 x : all) total += x;
+  return total;
+}
+
+// {largest |x|, 1 if any x is NaN}, the largest over `g`'s ranks.
+void max_over(const Group& g, double (&m)[2]) {
+  if (g.size <= 1) return;
+  double in[2] = {m[0], m[1]};
+  mpi_check(MPI_Allreduce(in, m, 2, MPI_DOUBLE, MPI_MAX, g.comm), "MPI_Allreduce");
+}
+
+}  // namespace
 
 double clip_grad_norm(Context& ctx, double max_norm, double p) {
   TraceSpan span(ctx.trace(), "clip_grad_norm", "", 0);
@@ -15,12 +40,8 @@ double clip_grad_norm(Context& ctx, double max_norm, double p) {
   Kernels& kernels = ctx.shard_memory().kernels();
   ctx.before_shard_update();
   // Each unit's gradient shard piece by piece (core/flat_layout.hpp; its alignment padding is
-  // zero), in id order: the same summation order on every rank, and one readback for all of them.
-  // With HFSDP a rank holds one piece of each unit: the replicas' partials are gathered and
-  // summed in piece order, so hybrid with and without HFSDP sum alike, bit for bit.
+  // zero). With HFSDP a rank holds one piece of each unit and its replicas hold the others.
   std::vector<Span> spans;
-  const std::size_t pieces =
-      ctx.options().hfsdp ? static_cast<std::size_t>(ctx.groups().replicate().size) : 1;
   for (Unit* u : ctx.units()) {
     bool zero = true;
     const char* g = static_cast<const char*>(u->grad_shard_if_any(&zero));
@@ -30,32 +51,38 @@ double clip_grad_norm(Context& ctx, double max_norm, double p) {
     for (std::size_t k = 0; k < held; ++k)
       spans.push_back({g + k * l.piece_numel() * l.element_size(), l.piece_numel(), l.dtype()});
   }
-  std::vector<double> partials = kernels.norm_partials(spans, p);
-  if (pieces > 1) {  // HFSDP: each replica holds one piece of the same units
-    const Group& replicas = ctx.groups().replicate();
-    std::vector<double> all(partials.size() * pieces);
-    mpi_check(
-        MPI_Allgather(partials.data(), static_cast<int>(partials.size()), MPI_DOUBLE, all.data(),
-                      static_cast<int>(partials.size()), MPI_DOUBLE, replicas.comm),
-        "MPI_Allgather");
-    partials.assign(all.size(), 0.0);  // unit-major, piece-minor: hybrid's order
-    for (std::size_t r = 0; r < pieces; ++r)
-      for (std::size_t k = 0; k < spans.size(); ++k)
-        partials[k * pieces + r] = all[r * spans.size() + k];
-  }
-  double local = 0.0;
-  for (const double part : partials) {
-    if (inf)
-      local = (part > local || std::isnan(part)) ? part : local;
-    else
-      local += part;
-  }
-  double total = local;
+  // The ranks whose shards together hold every gradient element once: the shard group, and with
+  // HFSDP its replicas too (hybrid's replicas hold the same gradients: counted once).
   const Group& shard = ctx.groups().shard();
-  if (shard.size > 1) {
-    if (inf && std::isnan(local)) local = INFINITY;  // MPI_MAX need not propagate NaN
-    mpi_check(MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, inf ? MPI_MAX : MPI_SUM, shard.comm),
-              "MPI_Allreduce");
+  const bool hfsdp = ctx.options().hfsdp;
+  // Pass 1: the largest |x| anywhere (exact in any order), and whether any x is NaN.
+  double largest[2] = {0.0, 0.0};
+  for (const double m : kernels.largest_abs(spans)) {
+    if (std::isnan(m))
+      largest[1] = 1.0;
+    else
+      largest[0] = std::max(largest[0], m);
+  }
+  max_over(shard, largest);
+  if (hfsdp) max_over(ctx.groups().replicate(), largest);
+  if (largest[1] != 0.0) return NAN;  // a NaN gradient: the norm is NaN, nothing is clipped
+  // Pass 2 (finite p): the sum of |x|^p in fixed point scaled from a bound on the largest term
+  // (memory/fixed_sum.hpp): integers, added exactly, so the norm is the same bits for any number
+  // of ranks and any sharding of the same gradients.
+  double total = largest[0];
+  if (!inf) {
+    const double bound = fixed::norm_term(largest[0], p);  // the largest term, within an ulp
+    if (!std::isfinite(bound)) return INFINITY;  // an infinite gradient, or |x|^p overflows
+    total = 0.0;
+    if (bound > 0.0) {
+      int exponent = 0;
+      std::frexp(bound, &exponent);  // bound < 2^exponent
+      ++exponent;                    // room for a term an ulp above the bound
+      __int128 sum = kernels.norm_fixed_sum(spans, p, fixed::scale_for(exponent));
+      sum = sum_over(shard, sum);
+      if (hfsdp) sum = sum_over(ctx.groups().replicate(), sum);
+      total = std::ldexp(static_cast<double>(sum), exponent - fixed::kTop);
+    }
   }
   const double norm = inf ? total : std::pow(total, 1.0 / p);
   if (!std::isfinite(norm)) return norm;

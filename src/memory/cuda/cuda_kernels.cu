@@ -146,44 +146,61 @@ __global__ void scale_kernel(T* __restrict__ x, std::size_t n, T f) {
   }
 }
 
-__device__ double combine(double a, double b, bool max) {
-  if (!max) return a + b;
+__device__ double larger(double a, double b) {
   return (b > a || isnan(b)) ? b : a;  // keeps NaN, as the host's loop does
 }
 
 // A fixed tree over the block's threads.
-__device__ double block_reduce(double v, bool max) {
+__device__ double block_max(double v) {
   __shared__ double lane[kThreads];
   lane[threadIdx.x] = v;
   __syncthreads();
   for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half)
-      lane[threadIdx.x] = combine(lane[threadIdx.x], lane[threadIdx.x + half], max);
+    if (threadIdx.x < half) lane[threadIdx.x] = larger(lane[threadIdx.x], lane[threadIdx.x + half]);
     __syncthreads();
   }
   return lane[0];
 }
 
 template <class T>
-__global__ void norm_blocks_kernel(const T* __restrict__ x, std::size_t n, double p, bool max,
-                                   double* partials) {
+__global__ void max_blocks_kernel(const T* __restrict__ x, std::size_t n, double* maxima) {
   double acc = 0.0;
   FSDP_GRID_STRIDE(i, n) {
-    const double a = fabs(static_cast<double>(x[i]));
-    if (max)
-      acc = combine(acc, a, true);
-    else
-      acc += p == 2.0 ? a * a : pow(a, p);
+    acc = larger(acc, fabs(static_cast<double>(x[i])));
   }
-  const double r = block_reduce(acc, max);
-  if (threadIdx.x == 0) partials[blockIdx.x] = r;
+  const double r = block_max(acc);
+  if (threadIdx.x == 0) maxima[blockIdx.x] = r;
 }
 
-__global__ void norm_final_kernel(const double* partials, int count, bool max, double* result) {
+__global__ void max_final_kernel(const double* maxima, int count, double* result) {
   double acc = 0.0;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) acc = combine(acc, partials[i], max);
-  const double r = block_reduce(acc, max);
+  for (int i = threadIdx.x; i < count; i += blockDim.x) acc = larger(acc, maxima[i]);
+  const double r = block_max(acc);
   if (threadIdx.x == 0) *result = r;
+}
+
+// Every thread adds its strided elements' parts as 64-bit integers (exact, whole numbers), then
+// the block's threads add theirs into shared memory and the block's sums into its pair in `sums`.
+template <class T>
+__global__ void norm_fixed_kernel(const T* __restrict__ x, std::size_t n, double p, fixed::Scale sc,
+                                  unsigned long long* sums) {
+  __shared__ unsigned long long block[2];
+  if (threadIdx.x == 0) block[0] = block[1] = 0;
+  __syncthreads();
+  long long high = 0, low = 0;
+  FSDP_GRID_STRIDE(i, n) {
+    double h, l;
+    fixed::split(fixed::norm_term(fabs(static_cast<double>(x[i])), p) * sc.first * sc.second, h, l);
+    high += __double2ll_rn(h);
+    low += __double2ll_rn(l);
+  }
+  atomicAdd(&block[0], static_cast<unsigned long long>(high));
+  atomicAdd(&block[1], static_cast<unsigned long long>(low));
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    atomicAdd(&sums[2 * blockIdx.x], block[0]);
+    atomicAdd(&sums[2 * blockIdx.x + 1], block[1]);
+  }
 }
 
 template <class T>
@@ -286,17 +303,27 @@ void scale(const Launch& l, void* x, std::size_t n, DType t, double factor) {
   launched("scale kernel");
 }
 
-void norm_partial(const Launch& l, const void* x, std::size_t n, DType t, double p,
-                  double* block_partials, double* result) {
-  const bool max = std::isinf(p);
-  // Always l.blocks blocks (empty ones contribute 0): the partition depends on n alone.
+void largest_abs(const Launch& l, const void* x, std::size_t n, DType t, double* block_maxima,
+                 double* result) {
+  // Always l.blocks blocks (empty ones contribute 0).
   with_storage_type(t, "CUDA kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    norm_blocks_kernel<<<l.blocks, kThreads, 0, l.stream>>>(static_cast<const T*>(x), n, p, max,
-                                                            block_partials);
+    max_blocks_kernel<<<l.blocks, kThreads, 0, l.stream>>>(static_cast<const T*>(x), n,
+                                                           block_maxima);
   });
-  norm_final_kernel<<<1, kThreads, 0, l.stream>>>(block_partials, l.blocks, max, result);
-  launched("norm kernels");
+  max_final_kernel<<<1, kThreads, 0, l.stream>>>(block_maxima, l.blocks, result);
+  launched("max kernels");
+}
+
+void norm_fixed_sum(const Launch& l, const void* x, std::size_t n, DType t, double p,
+                    fixed::Scale scale, unsigned long long* sums) {
+  if (n == 0) return;
+  with_storage_type(t, "CUDA kernel", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    norm_fixed_kernel<<<l.blocks, kThreads, 0, l.stream>>>(static_cast<const T*>(x), n, p, scale,
+                                                           sums);
+  });
+  launched("fixed-point norm kernel");
 }
 
 void find_nonfinite(const Launch& l, const void* x, std::size_t n, DType t, unsigned* flag) {

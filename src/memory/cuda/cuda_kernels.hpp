@@ -3,9 +3,8 @@
 // multiply-adds; the ones it names are fused on both), so conversions, reduction epilogues and
 // optimizer updates give the host's bits.
 //
-// Reductions (norms) run in a fixed shape: `blocks` blocks of 256 threads, each thread summing a
-// fixed strided set of elements in order, then fixed trees; the result is the same run after run
-// on one device model (it differs from the host's sequential sum in the last bits).
+// Reductions (a norm's largest element and its fixed-point sum) are exact in any order: their
+// results are the host's bits (but for p other than 1 and 2, whose |x|^p is the device's pow).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,6 +14,7 @@
 #include "base/dtype.hpp"
 #include "base/store.hpp"
 #include "memory/cuda/device_guard.hpp"
+#include "memory/fixed_sum.hpp"
 #include "memory/update_args.hpp"
 
 namespace fsdp::cuda {
@@ -34,10 +34,14 @@ void sgd_step(const Launch& l, void* param, const void* grad, void* momentum, st
 void adamw_step(const Launch& l, void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
                 void* max_exp_avg_sq, std::size_t n, DType t, const AdamWArgs& args);
 void scale(const Launch& l, void* x, std::size_t n, DType t, double factor);
-// *result (device) = sum |x|^p, or max |x| for infinite p (NaN propagates). `block_partials`:
-// l.blocks doubles of device scratch.
-void norm_partial(const Launch& l, const void* x, std::size_t n, DType t, double p,
-                  double* block_partials, double* result);
+// *result (device) = max |x| (NaN propagates). `block_maxima`: l.blocks doubles of device scratch.
+void largest_abs(const Launch& l, const void* x, std::size_t n, DType t, double* block_maxima,
+                 double* result);
+// Adds x's terms |x|^p, scaled and rounded to integers (memory/fixed_sum.hpp), into sums (device,
+// 2 * l.blocks, zeroed by the caller): block b's highs at 2b and lows at 2b + 1, in two's
+// complement. Integer additions: the same sums in any order.
+void norm_fixed_sum(const Launch& l, const void* x, std::size_t n, DType t, double p,
+                    fixed::Scale scale, unsigned long long* sums);
 // *flag (device) becomes 1 if any element is infinite or NaN (it is not cleared here).
 void find_nonfinite(const Launch& l, const void* x, std::size_t n, DType t, unsigned* flag);
 

@@ -11,7 +11,7 @@ namespace fsdp::cuda {
 CudaSpaceKernels::CudaSpaceKernels(CudaMemorySpace& space) : space_(space) {
   const Launch l = space_.launch();
   try {
-    check(cudaMalloc(&norm_partials_, sizeof(double) * static_cast<std::size_t>(l.blocks)),
+    check(cudaMalloc(&block_maxima_, sizeof(double) * static_cast<std::size_t>(l.blocks)),
           "cudaMalloc");
     check(cudaMalloc(&flag_, sizeof(unsigned)), "cudaMalloc");
     reserve_results(8);
@@ -28,11 +28,11 @@ CudaSpaceKernels::~CudaSpaceKernels() {
 // The space's stream is idle when it destroys its kernels (CudaMemorySpace::release).
 void CudaSpaceKernels::release() noexcept {
   const DeviceGuard device = DeviceGuard::quiet(space_.device());
-  cudaFree(norm_partials_);
+  cudaFree(block_maxima_);
   cudaFree(results_);
   cudaFree(flag_);
   cudaFreeHost(readback_);
-  norm_partials_ = results_ = nullptr;
+  block_maxima_ = results_ = nullptr;
   flag_ = nullptr;
   readback_ = nullptr;
   result_capacity_ = 0;
@@ -83,19 +83,40 @@ void CudaSpaceKernels::reserve_results(std::size_t n) {
   result_capacity_ = capacity;
 }
 
-std::vector<double> CudaSpaceKernels::norm_partials(const std::vector<Span>& spans, double p) {
+std::vector<double> CudaSpaceKernels::largest_abs(const std::vector<Span>& spans) {
   if (spans.empty()) return {};
   reserve_results(spans.size());
   const Launch l = space_.launch();
   for (std::size_t i = 0; i < spans.size(); ++i)
-    cuda::norm_partial(l, spans[i].data, spans[i].count, spans[i].dtype, p, norm_partials_,
-                       results_ + i);
+    cuda::largest_abs(l, spans[i].data, spans[i].count, spans[i].dtype, block_maxima_,
+                      results_ + i);
   check(cudaMemcpyAsync(readback_, results_, spans.size() * sizeof(double), cudaMemcpyDeviceToHost,
                         l.stream),
         "cudaMemcpyAsync");
   space_.synchronize();  // the one wait
   const double* r = static_cast<const double*>(readback_);
   return std::vector<double>(r, r + spans.size());
+}
+
+__int128 CudaSpaceKernels::norm_fixed_sum(const std::vector<Span>& spans, double p,
+                                          fixed::Scale scale) {
+  if (spans.empty()) return 0;
+  const Launch l = space_.launch();
+  const std::size_t slots = 2 * static_cast<std::size_t>(l.blocks);  // each block's two sums
+  reserve_results(slots);
+  auto* sums = reinterpret_cast<unsigned long long*>(results_);
+  check(cudaMemsetAsync(sums, 0, slots * sizeof *sums, l.stream), "cudaMemsetAsync");
+  for (const Span& s : spans) cuda::norm_fixed_sum(l, s.data, s.count, s.dtype, p, scale, sums);
+  check(cudaMemcpyAsync(readback_, sums, slots * sizeof *sums, cudaMemcpyDeviceToHost, l.stream),
+        "cudaMemcpyAsync");
+  space_.synchronize();  // the one wait
+  // Two's complement sums of whole numbers: each block's fits in 64 bits (memory/fixed_sum.hpp).
+  const auto* r = static_cast<const unsigned long long*>(readback_);
+  __int128 total = 0;
+  for (std::size_t b = 0; b < slots; b += 2)
+    total += static_cast<__int128>(static_cast<long long>(r[b])) * (__int128{1} << fixed::kHalf) +
+             static_cast<long long>(r[b + 1]);
+  return total;
 }
 
 bool CudaSpaceKernels::all_finite(const std::vector<Span>& spans) {

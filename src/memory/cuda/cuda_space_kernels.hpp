@@ -25,7 +25,8 @@ class CudaSpaceKernels final : public Kernels {
   void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
                   void* max_exp_avg_sq, std::size_t count, DType t, const AdamWArgs& args) override;
   void scale(void* x, std::size_t count, DType t, double factor) override;
-  std::vector<double> norm_partials(const std::vector<Span>& spans, double p) override;
+  std::vector<double> largest_abs(const std::vector<Span>& spans) override;
+  __int128 norm_fixed_sum(const std::vector<Span>& spans, double p, fixed::Scale scale) override;
   bool all_finite(const std::vector<Span>& spans) override;
 
  private:
@@ -34,8 +35,8 @@ class CudaSpaceKernels final : public Kernels {
   void reserve_results(std::size_t n);
 
   CudaMemorySpace& space_;
-  double* norm_partials_ = nullptr;  // device, one double per block of a launch
-  double* results_ = nullptr;        // device: one norm per span
+  double* block_maxima_ = nullptr;   // device, one double per block of a launch
+  double* results_ = nullptr;        // device: one norm per span, or norm_fixed_sum's sums
   unsigned* flag_ = nullptr;         // device
   void* readback_ = nullptr;         // pinned host: results read by the CPU
   std::size_t result_capacity_ = 0;  // doubles in results_ and in readback_

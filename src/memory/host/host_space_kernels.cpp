@@ -30,11 +30,18 @@ void HostSpaceKernels::scale(void* x, std::size_t count, DType t, double factor)
   host::scale(x, count, t, factor);
 }
 
-std::vector<double> HostSpaceKernels::norm_partials(const std::vector<Span>& spans, double p) {
+std::vector<double> HostSpaceKernels::largest_abs(const std::vector<Span>& spans) {
   std::vector<double> out;
   out.reserve(spans.size());
-  for (const Span& s : spans) out.push_back(host::norm_partial(s.data, s.count, s.dtype, p));
+  for (const Span& s : spans) out.push_back(host::largest_abs(s.data, s.count, s.dtype));
   return out;
+}
+
+__int128 HostSpaceKernels::norm_fixed_sum(const std::vector<Span>& spans, double p,
+                                          fixed::Scale scale) {
+  __int128 total = 0;
+  for (const Span& s : spans) total += host::norm_fixed_sum(s.data, s.count, s.dtype, p, scale);
+  return total;
 }
 
 bool HostSpaceKernels::all_finite(const std::vector<Span>& spans) {

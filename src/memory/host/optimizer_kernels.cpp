@@ -1,5 +1,6 @@
 #include "memory/host/optimizer_kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -7,6 +8,7 @@
 
 #include "base/error.hpp"
 #include "memory/dtype_dispatch.hpp"
+#include "memory/fixed_sum.hpp"
 #include "memory/host/kernel_isa.hpp"
 #include "memory/numeric.hpp"
 
@@ -114,20 +116,56 @@ double max_abs(const T* __restrict x, std::size_t n) {
   return static_cast<double>(r);
 }
 
-// The sums add in element order, one after the other, as they always have: an addition waits for
-// the previous one, so these loops are bound by its latency, not by memory (bench/bench_kernels).
-template <class T>
-double partial_norm(const T* __restrict x, std::size_t n, double p) {
-  if (std::isinf(p)) return max_abs(x, n);
-  double acc = 0.0;
-  if (p == 2.0) {
-    for (std::size_t i = 0; i < n; ++i) acc += static_cast<double>(x[i]) * x[i];
-  } else if (p == 1.0) {  // |x|^1 is |x| exactly (std::pow says so)
-    for (std::size_t i = 0; i < n; ++i) acc += std::fabs(static_cast<double>(x[i]));
-  } else {
-    for (std::size_t i = 0; i < n; ++i) acc += std::pow(std::fabs(static_cast<double>(x[i])), p);
+// The fixed-point sum of |x|^p (memory/fixed_sum.hpp), scaled by sc. Blocks of kExactTerms terms
+// are added in W double accumulators each (whole numbers: exact, so the lanes may be vectorized),
+// then carried into integers.
+template <class T, int P>  // P: 1, 2, or 0 for any other p
+__int128 fixed_sum_loop(const T* __restrict x, std::size_t n, double p, fixed::Scale sc) {
+  constexpr std::size_t W = 8;
+  __int128 total = 0;
+  for (std::size_t b = 0; b < n; b += fixed::kExactTerms) {
+    const std::size_t e = std::min(n, b + fixed::kExactTerms);
+    double high[W] = {}, low[W] = {};
+    std::size_t i = b;
+    for (; i + W <= e; i += W) {
+      double s[W];
+      for (std::size_t j = 0; j < W; ++j) {
+        const double a = std::fabs(static_cast<double>(x[i + j]));
+        s[j] = (P == 2 ? a * a : P == 1 ? a : fixed::norm_term(a, p)) * sc.first * sc.second;
+      }
+      for (std::size_t j = 0; j < W; ++j) {
+        double h, l;
+        fixed::split(s[j], h, l);
+        high[j] += h;
+        low[j] += l;
+      }
+    }
+    for (; i < e; ++i) {
+      const double a = std::fabs(static_cast<double>(x[i]));
+      double h, l;
+      fixed::split((P == 2   ? a * a
+                    : P == 1 ? a
+                             : fixed::norm_term(a, p)) *
+                       sc.first * sc.second,
+                   h, l);
+      high[0] += h;
+      low[0] += l;
+    }
+    int64_t h = 0, l = 0;
+    for (std::size_t j = 0; j < W; ++j) {
+      h += static_cast<int64_t>(high[j]);
+      l += static_cast<int64_t>(low[j]);
+    }
+    total += static_cast<__int128>(h) * (__int128{1} << fixed::kHalf) + l;
   }
-  return acc;
+  return total;
+}
+
+template <class T>
+__int128 fixed_norm_sum(const T* x, std::size_t n, double p, fixed::Scale sc) {
+  if (p == 2.0) return fixed_sum_loop<T, 2>(x, n, p, sc);
+  if (p == 1.0) return fixed_sum_loop<T, 1>(x, n, p, sc);
+  return fixed_sum_loop<T, 0>(x, n, p, sc);
 }
 
 template <class T>
@@ -163,11 +201,20 @@ inline void adamw_body(void* param, const void* grad, void* exp_avg, void* exp_a
   });
 }
 
-inline double norm_body(const void* x, std::size_t n, DType t, double p) {
+inline double largest_body(const void* x, std::size_t n, DType t) {
   double r = 0.0;
   with_storage_type(t, "host optimizer kernel", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    r = partial_norm(static_cast<const T*>(x), n, p);
+    r = max_abs(static_cast<const T*>(x), n);
+  });
+  return r;
+}
+
+inline __int128 fixed_norm_body(const void* x, std::size_t n, DType t, double p, fixed::Scale sc) {
+  __int128 r = 0;
+  with_storage_type(t, "host optimizer kernel", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    r = fixed_norm_sum(static_cast<const T*>(x), n, p, sc);
   });
   return r;
 }
@@ -198,8 +245,12 @@ inline bool finite_body(const void* x, std::size_t n, DType t) {
                                     DType t, const AdamWArgs& args) {                           \
     adamw_body(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, n, t, args);                   \
   }                                                                                             \
-  ATTRIBUTES double NAME##_norm_partial(const void* x, std::size_t n, DType t, double p) {      \
-    return norm_body(x, n, t, p);                                                               \
+  ATTRIBUTES double NAME##_largest_abs(const void* x, std::size_t n, DType t) {                 \
+    return largest_body(x, n, t);                                                               \
+  }                                                                                             \
+  ATTRIBUTES __int128 NAME##_norm_fixed_sum(const void* x, std::size_t n, DType t, double p,    \
+                                            fixed::Scale sc) {                                  \
+    return fixed_norm_body(x, n, t, p, sc);                                                     \
   }                                                                                             \
   ATTRIBUTES void NAME##_scale(void* x, std::size_t n, DType t, double factor) {                \
     scale_body(x, n, t, factor);                                                                \
@@ -207,9 +258,13 @@ inline bool finite_body(const void* x, std::size_t n, DType t) {
   ATTRIBUTES bool NAME##_all_finite(const void* x, std::size_t n, DType t) {                    \
     return finite_body(x, n, t);                                                                \
   }                                                                                             \
-  const OptimizerKernelSet NAME##_set = {                                                       \
-      #NAME,        NAME##_sgd_step,  NAME##_adamw_step, NAME##_norm_partial,                   \
-      NAME##_scale, NAME##_all_finite};
+  const OptimizerKernelSet NAME##_set = {#NAME,                                                 \
+                                         NAME##_sgd_step,                                       \
+                                         NAME##_adamw_step,                                     \
+                                         NAME##_largest_abs,                                    \
+                                         NAME##_norm_fixed_sum,                                 \
+                                         NAME##_scale,                                          \
+                                         NAME##_all_finite};
 
 FSDP_OPTIMIZER_KERNEL_SET(FSDP_BASELINE_KERNEL, baseline)
 #if FSDP_HOST_KERNELS_AVX2
@@ -248,8 +303,12 @@ void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
                                         args);
 }
 
-double norm_partial(const void* x, std::size_t n, DType t, double p) {
-  return active_optimizer_kernels().norm_partial(x, n, t, p);
+double largest_abs(const void* x, std::size_t n, DType t) {
+  return active_optimizer_kernels().largest_abs(x, n, t);
+}
+
+__int128 norm_fixed_sum(const void* x, std::size_t n, DType t, double p, fixed::Scale sc) {
+  return active_optimizer_kernels().norm_fixed_sum(x, n, t, p, sc);
 }
 
 void scale(void* x, std::size_t n, DType t, double factor) {

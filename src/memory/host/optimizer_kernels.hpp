@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "base/dtype.hpp"
+#include "memory/fixed_sum.hpp"
 #include "memory/update_args.hpp"
 
 namespace fsdp {
@@ -18,10 +19,11 @@ void sgd_step(void* param, const void* grad, void* momentum, std::size_t n, DTyp
               const SgdArgs& args);
 void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
                 void* max_exp_avg_sq, std::size_t n, DType t, const AdamWArgs& args);
-// sum |x|^p in double, added in element order (a serial sum: reordering it would change the
-// rounding), or max |x| when p is infinite (any order: a maximum is exact). A NaN element makes
-// either result NaN.
-double norm_partial(const void* x, std::size_t n, DType t, double p);
+// max |x| (any order: a maximum is exact); NaN when an element is NaN.
+double largest_abs(const void* x, std::size_t n, DType t);
+// The sum of |x|^p (p finite), each term scaled by sc and rounded to an integer, added exactly
+// (memory/fixed_sum.hpp): the same for any split of the elements.
+__int128 norm_fixed_sum(const void* x, std::size_t n, DType t, double p, fixed::Scale sc);
 void scale(void* x, std::size_t n, DType t, double factor);
 bool all_finite(const void* x, std::size_t n, DType t);
 
@@ -36,7 +38,8 @@ struct OptimizerKernelSet {
   const char* name;
   void (*sgd_step)(void*, const void*, void*, std::size_t, DType, const SgdArgs&);
   void (*adamw_step)(void*, const void*, void*, void*, void*, std::size_t, DType, const AdamWArgs&);
-  double (*norm_partial)(const void*, std::size_t, DType, double);
+  double (*largest_abs)(const void*, std::size_t, DType);
+  __int128 (*norm_fixed_sum)(const void*, std::size_t, DType, double, fixed::Scale);
   void (*scale)(void*, std::size_t, DType, double);
   bool (*all_finite)(const void*, std::size_t, DType);
 };
