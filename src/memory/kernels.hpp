@@ -43,9 +43,9 @@ class Kernels {
 
   // These return values to the CPU, so they wait for the space's queued work: once per call,
   // whatever the number of spans (a device computes every span's result, then reads them back
-  // together). largest_abs: for each span in order, the largest |x| (NaN if any element is NaN).
+  // together). largest_abs: the largest |x| of every span (0 for none; NaN if any element is NaN).
   // all_finite: whether no element of any span is infinite or NaN.
-  virtual std::vector<double> largest_abs(const std::vector<Span>& spans) = 0;
+  virtual double largest_abs(const std::vector<Span>& spans) = 0;
   // norm_fixed_sum: over every span, the sum of |x|^p (p finite), each term multiplied by
   // scale.first and scale.second and rounded to an integer, added exactly (memory/fixed_sum.hpp):
   // the same integer for any split of the elements into spans, ranks, threads or blocks.

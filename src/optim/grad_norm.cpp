@@ -1,6 +1,5 @@
 #include "optim/grad_norm.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -25,11 +24,10 @@ __int128 sum_over(const Group& g, __int128 local) {
   return total;
 }
 
-// {largest |x|, 1 if any x is NaN}, the largest over `g`'s ranks.
+// {largest |x|, 1 if any x is NaN}, the largest over `g`'s ranks (MPI_MAX need not keep NaN).
 void max_over(const Group& g, double (&m)[2]) {
   if (g.size <= 1) return;
-  double in[2] = {m[0], m[1]};
-  mpi_check(MPI_Allreduce(in, m, 2, MPI_DOUBLE, MPI_MAX, g.comm), "MPI_Allreduce");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, m, 2, MPI_DOUBLE, MPI_MAX, g.comm), "MPI_Allreduce");
 }
 
 }  // namespace
@@ -56,13 +54,8 @@ double clip_grad_norm(Context& ctx, double max_norm, double p) {
   const Group& shard = ctx.groups().shard();
   const bool hfsdp = ctx.options().hfsdp;
   // Pass 1: the largest |x| anywhere (exact in any order), and whether any x is NaN.
-  double largest[2] = {0.0, 0.0};
-  for (const double m : kernels.largest_abs(spans)) {
-    if (std::isnan(m))
-      largest[1] = 1.0;
-    else
-      largest[0] = std::max(largest[0], m);
-  }
+  const double mine = kernels.largest_abs(spans);
+  double largest[2] = {std::isnan(mine) ? 0.0 : mine, std::isnan(mine) ? 1.0 : 0.0};
   max_over(shard, largest);
   if (hfsdp) max_over(ctx.groups().replicate(), largest);
   if (largest[1] != 0.0) return NAN;  // a NaN gradient: the norm is NaN, nothing is clipped

@@ -146,17 +146,14 @@ __global__ void scale_kernel(T* __restrict__ x, std::size_t n, T f) {
   }
 }
 
-__device__ double larger(double a, double b) {
-  return (b > a || isnan(b)) ? b : a;  // keeps NaN, as the host's loop does
-}
-
 // A fixed tree over the block's threads.
 __device__ double block_max(double v) {
   __shared__ double lane[kThreads];
   lane[threadIdx.x] = v;
   __syncthreads();
   for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) lane[threadIdx.x] = larger(lane[threadIdx.x], lane[threadIdx.x + half]);
+    if (threadIdx.x < half)
+      lane[threadIdx.x] = numeric::maximum(lane[threadIdx.x], lane[threadIdx.x + half]);
     __syncthreads();
   }
   return lane[0];
@@ -166,7 +163,7 @@ template <class T>
 __global__ void max_blocks_kernel(const T* __restrict__ x, std::size_t n, double* maxima) {
   double acc = 0.0;
   FSDP_GRID_STRIDE(i, n) {
-    acc = larger(acc, fabs(static_cast<double>(x[i])));
+    acc = numeric::maximum(acc, fabs(static_cast<double>(x[i])));
   }
   const double r = block_max(acc);
   if (threadIdx.x == 0) maxima[blockIdx.x] = r;
@@ -174,7 +171,7 @@ __global__ void max_blocks_kernel(const T* __restrict__ x, std::size_t n, double
 
 __global__ void max_final_kernel(const double* maxima, int count, double* result) {
   double acc = 0.0;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) acc = larger(acc, maxima[i]);
+  for (int i = threadIdx.x; i < count; i += blockDim.x) acc = numeric::maximum(acc, maxima[i]);
   const double r = block_max(acc);
   if (threadIdx.x == 0) *result = r;
 }

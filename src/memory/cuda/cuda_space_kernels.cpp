@@ -5,6 +5,7 @@
 #include "memory/cuda/cuda_check.hpp"
 #include "memory/cuda/cuda_kernels.hpp"
 #include "memory/cuda/cuda_memory_space.hpp"
+#include "memory/numeric.hpp"
 
 namespace fsdp::cuda {
 
@@ -83,8 +84,8 @@ void CudaSpaceKernels::reserve_results(std::size_t n) {
   result_capacity_ = capacity;
 }
 
-std::vector<double> CudaSpaceKernels::largest_abs(const std::vector<Span>& spans) {
-  if (spans.empty()) return {};
+double CudaSpaceKernels::largest_abs(const std::vector<Span>& spans) {
+  if (spans.empty()) return 0.0;
   reserve_results(spans.size());
   const Launch l = space_.launch();
   for (std::size_t i = 0; i < spans.size(); ++i)
@@ -95,7 +96,9 @@ std::vector<double> CudaSpaceKernels::largest_abs(const std::vector<Span>& spans
         "cudaMemcpyAsync");
   space_.synchronize();  // the one wait
   const double* r = static_cast<const double*>(readback_);
-  return std::vector<double>(r, r + spans.size());
+  double largest = 0.0;
+  for (std::size_t i = 0; i < spans.size(); ++i) largest = numeric::maximum(largest, r[i]);
+  return largest;
 }
 
 __int128 CudaSpaceKernels::norm_fixed_sum(const std::vector<Span>& spans, double p,

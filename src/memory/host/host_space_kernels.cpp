@@ -2,6 +2,7 @@
 
 #include "memory/host/host_kernels.hpp"
 #include "memory/host/optimizer_kernels.hpp"
+#include "memory/numeric.hpp"
 
 namespace fsdp {
 
@@ -30,11 +31,11 @@ void HostSpaceKernels::scale(void* x, std::size_t count, DType t, double factor)
   host::scale(x, count, t, factor);
 }
 
-std::vector<double> HostSpaceKernels::largest_abs(const std::vector<Span>& spans) {
-  std::vector<double> out;
-  out.reserve(spans.size());
-  for (const Span& s : spans) out.push_back(host::largest_abs(s.data, s.count, s.dtype));
-  return out;
+double HostSpaceKernels::largest_abs(const std::vector<Span>& spans) {
+  double largest = 0.0;
+  for (const Span& s : spans)
+    largest = numeric::maximum(largest, host::largest_abs(s.data, s.count, s.dtype));
+  return largest;
 }
 
 __int128 HostSpaceKernels::norm_fixed_sum(const std::vector<Span>& spans, double p,

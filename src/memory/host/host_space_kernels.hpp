@@ -16,7 +16,7 @@ class HostSpaceKernels final : public Kernels {
   void adamw_step(void* param, const void* grad, void* exp_avg, void* exp_avg_sq,
                   void* max_exp_avg_sq, std::size_t count, DType t, const AdamWArgs& args) override;
   void scale(void* x, std::size_t count, DType t, double factor) override;
-  std::vector<double> largest_abs(const std::vector<Span>& spans) override;
+  double largest_abs(const std::vector<Span>& spans) override;
   __int128 norm_fixed_sum(const std::vector<Span>& spans, double p, fixed::Scale scale) override;
   bool all_finite(const std::vector<Span>& spans) override;
 };

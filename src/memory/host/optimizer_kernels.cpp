@@ -116,10 +116,17 @@ double max_abs(const T* __restrict x, std::size_t n) {
   return static_cast<double>(r);
 }
 
+// Term x of the fixed-point sum of |x|^p, scaled by sc (P: 1, 2, or 0 for any other p).
+template <int P, class T>
+inline double scaled_term(T x, double p, fixed::Scale sc) {
+  const double a = std::fabs(static_cast<double>(x));
+  return (P == 2 ? a * a : P == 1 ? a : fixed::norm_term(a, p)) * sc.first * sc.second;
+}
+
 // The fixed-point sum of |x|^p (memory/fixed_sum.hpp), scaled by sc. Blocks of kExactTerms terms
 // are added in W double accumulators each (whole numbers: exact, so the lanes may be vectorized),
 // then carried into integers.
-template <class T, int P>  // P: 1, 2, or 0 for any other p
+template <class T, int P>
 __int128 fixed_sum_loop(const T* __restrict x, std::size_t n, double p, fixed::Scale sc) {
   constexpr std::size_t W = 8;
   __int128 total = 0;
@@ -129,10 +136,7 @@ __int128 fixed_sum_loop(const T* __restrict x, std::size_t n, double p, fixed::S
     std::size_t i = b;
     for (; i + W <= e; i += W) {
       double s[W];
-      for (std::size_t j = 0; j < W; ++j) {
-        const double a = std::fabs(static_cast<double>(x[i + j]));
-        s[j] = (P == 2 ? a * a : P == 1 ? a : fixed::norm_term(a, p)) * sc.first * sc.second;
-      }
+      for (std::size_t j = 0; j < W; ++j) s[j] = scaled_term<P>(x[i + j], p, sc);
       for (std::size_t j = 0; j < W; ++j) {
         double h, l;
         fixed::split(s[j], h, l);
@@ -141,13 +145,8 @@ __int128 fixed_sum_loop(const T* __restrict x, std::size_t n, double p, fixed::S
       }
     }
     for (; i < e; ++i) {
-      const double a = std::fabs(static_cast<double>(x[i]));
       double h, l;
-      fixed::split((P == 2   ? a * a
-                    : P == 1 ? a
-                             : fixed::norm_term(a, p)) *
-                       sc.first * sc.second,
-                   h, l);
+      fixed::split(scaled_term<P>(x[i], p, sc), h, l);
       high[0] += h;
       low[0] += l;
     }
