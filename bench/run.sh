@@ -37,6 +37,12 @@ if want collectives; then
       tee -a "$out/collectives.md"
     echo | tee -a "$out/collectives.md"
   done
+  # Units used by any subset of ranks against collective units of the same size.
+  for n in 2 4; do
+    "$mpiexec" -n "$n" "$build/bench/bench_any_ranks" --out "$out/any-ranks-np$n.json" |
+      tee -a "$out/collectives.md"
+    echo | tee -a "$out/collectives.md"
+  done
   # The dim-0 unit layout (FSDP2's) against the flat one, per host transport.
   for n in 2 4; do
     "$mpiexec" -n "$n" "$build/bench/bench_layout" --out "$out/layout-np$n.json" |

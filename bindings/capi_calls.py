@@ -62,12 +62,15 @@ SCOPES = {
     "fsdp_optimizer_create": 'context_call("fsdp_optimizer_create")',
     "fsdp_optimizer_add_group": 'context_call("fsdp_optimizer_add_group", {h}.id())',
     # HFSDP: the step gathers across replicas; otherwise it is local
-    "fsdp_optimizer_step": ('context_call("fsdp_optimizer_step", {h}.id())',
+    "fsdp_optimizer_step": ('update_call("fsdp_optimizer_step", CallInfo::Phase::Continues, '
+                            '{h}.id())',
                             "{h}.context().options().hfsdp"),
-    "fsdp_clip_grad_norm": 'context_call("fsdp_clip_grad_norm")',
+    "fsdp_clip_grad_norm": 'update_call("fsdp_clip_grad_norm", CallInfo::Phase::Restarts)',
     "fsdp_grad_scaler_create": 'context_call("fsdp_grad_scaler_create")',
-    "fsdp_grad_scaler_unscale": 'context_call("fsdp_grad_scaler_unscale")',
-    "fsdp_grad_scaler_step": 'context_call("fsdp_grad_scaler_step")',
+    "fsdp_grad_scaler_unscale": 'update_call("fsdp_grad_scaler_unscale", '
+                                'CallInfo::Phase::Restarts)',
+    "fsdp_grad_scaler_step": 'update_call("fsdp_grad_scaler_step", CallInfo::Phase::Restarts)',
+    "fsdp_step_boundary": 'context_call("fsdp_step_boundary")',
     "fsdp_checkpoint_save": 'context_call("fsdp_checkpoint_save")',
     "fsdp_checkpoint_save_async": 'context_call("fsdp_checkpoint_save_async")',
     "fsdp_checkpoint_load": 'context_call("fsdp_checkpoint_load")',

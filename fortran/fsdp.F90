@@ -412,12 +412,13 @@ contains
   ! group. `init` (deferred initialization): a bind(C) function of interface fsdp_init_fn that
   ! writes each parameter's full values, given with `init_data` (passed to it as user_data);
   ! the parameters then carry no values (fsdp_param(name, shape, dtype)). `layout`: what each
-  ! rank's shard holds (fsdp_unit_layout_t). Frees the copies of the values that fsdp_param made for `params`, whatever the
-  ! outcome: a descriptor with values serves one unit creation (call fsdp_param again for the
+  ! rank's shard holds (fsdp_unit_layout_t). `used_by`: which ranks use the unit in a step
+  ! (fsdp_unit_use_t). Frees the copies of the values that fsdp_param made for `params`, whatever
+  ! the outcome: a descriptor with values serves one unit creation (call fsdp_param again for the
   ! next). A local problem with `params` (a refused descriptor, one given before) still makes the
   ! collective call, refused on every rank, so that no rank is left waiting.
   function fsdp_unit_create(ctx, params, unit, name, param_dtype, reduce_dtype, &
-                            sync_from_rank0, init, init_data, layout) result(st)
+                            sync_from_rank0, init, init_data, layout, used_by) result(st)
     type(fsdp_context_t), intent(in) :: ctx
     type(fsdp_param_t), intent(in), target :: params(:)
     type(fsdp_unit_t), intent(out) :: unit
@@ -427,6 +428,7 @@ contains
     procedure(fsdp_init_fn), optional :: init
     type(c_ptr), intent(in), optional :: init_data
     integer(c_int), intent(in), optional :: layout  ! FSDP_LAYOUT_FLAT or FSDP_LAYOUT_DIM0
+    integer(c_int), intent(in), optional :: used_by  ! FSDP_USED_BY_ALL_RANKS or _ANY_RANKS
     integer(c_int) :: st
     type(fsdp_param_desc_t), allocatable :: descs(:)
     type(c_ptr), allocatable :: values(:)
@@ -476,6 +478,7 @@ contains
     if (present(init)) options%init = c_funloc(init)
     if (present(init_data)) options%init_user_data = init_data
     if (present(layout)) options%layout = int(layout, c_int64_t)
+    if (present(used_by)) options%used_by = int(used_by, c_int64_t)
     if (len(problem) > 0) then  ! no parameters: refused on this rank, and so on every rank
       st = fsdp_unit_create_ex(ctx, 0_c_int, descs, values, options, unit)
       st = fsdp_record_error(problem_status, 'fsdp_unit_create', problem)

@@ -46,9 +46,9 @@ extern "C" {
 /** Major version: changes only with incompatible ABI changes. */
 #define FSDP_VERSION_MAJOR 0
 /** Minor version: additions (a program runs with any library of its major and a minor >= its). */
-#define FSDP_VERSION_MINOR 15
+#define FSDP_VERSION_MINOR 16
 /** Patch version: fixes. */
-#define FSDP_VERSION_PATCH 1
+#define FSDP_VERSION_PATCH 0
 /** One integer that orders versions: major * 10000 + minor * 100 + patch. */
 #define FSDP_VERSION_NUMBER(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 /** This header's version as one integer. */
@@ -92,6 +92,10 @@ typedef enum fsdp_status {
    *  watchdog): the message names the call, the unit and, in debug mode, the ranks that did not
    *  arrive. The context then takes only fsdp_finalize. */
   FSDP_ERR_TIMEOUT = 20,
+  /** Since 0.16: the step boundary (fsdp_step_boundary) of a context with units used by any
+   *  subset of ranks was missed or doubled, or a parameter update came outside the update phase
+   *  it opens; the message names the call and what to do. Nothing was reduced or updated. */
+  FSDP_ERR_STEP_BOUNDARY = 21,
   FSDP_STATUS_COUNT /**< number of status codes, not a status */
 } fsdp_status_t;
 
@@ -322,6 +326,22 @@ typedef enum fsdp_unit_layout {
   FSDP_UNIT_LAYOUT_COUNT
 } fsdp_unit_layout_t;
 
+/** Since 0.16: which ranks use a unit in a step (fsdp_unit_options_t.used_by). See
+ *  doc/concepts.md, "Units used by any subset of ranks". */
+typedef enum fsdp_unit_use {
+  /** Every rank of the unit's groups makes the same fsdp_unshard and fsdp_reduce_grads calls, in
+   *  the same order (collective all-gathers and reduce-scatters, prefetch, overlap). */
+  FSDP_USED_BY_ALL_RANKS = 0,
+  /** Any subset of ranks may use the unit in a step, each on its own: fsdp_unshard reads the
+   *  other ranks' shards one-sidedly (MPI-3 RMA, passive target, from a window that holds the
+   *  shard), without their participation; fsdp_reduce_grads keeps the full gradient on this
+   *  rank, and fsdp_step_boundary, which every rank calls once per step before the parameter
+   *  update, reduces every such unit some rank wrote a gradient for (ranks that wrote none add
+   *  zeros). Host-memory contexts only (else FSDP_ERR_UNSUPPORTED). Never prefetched. */
+  FSDP_USED_BY_ANY_RANKS = 1,
+  FSDP_UNIT_USE_COUNT
+} fsdp_unit_use_t;
+
 /** Options of one unit, for fsdp_unit_create_ex. A struct that grows at its end: set `size` (use
  * FSDP_UNIT_OPTIONS_INIT). */
 typedef struct fsdp_unit_options {
@@ -342,13 +362,17 @@ typedef struct fsdp_unit_options {
    *  ranks. 64 bits wide so that it starts past the padding the struct ended with before it
    *  (size 48 on LP64 ABIs then): an older caller's padding is never read as a layout. */
   int64_t layout;
+  /** Since 0.16: a fsdp_unit_use_t value, which ranks use the unit in a step; default
+   *  FSDP_USED_BY_ALL_RANKS, also for a caller whose `size` ends before this field. Must agree
+   *  across ranks. */
+  int64_t used_by;
 } fsdp_unit_options_t;
 
 /** Initializer for unit options with every default. */
 #define FSDP_UNIT_OPTIONS_INIT                                                          \
   {                                                                                     \
     sizeof(fsdp_unit_options_t), NULL, FSDP_DTYPE_AUTO, FSDP_DTYPE_AUTO, NULL, NULL, 0, \
-        FSDP_LAYOUT_FLAT                                                                \
+        FSDP_LAYOUT_FLAT, FSDP_USED_BY_ALL_RANKS                                        \
   }
 
 /** The most dimensions a parameter may have. */
@@ -642,6 +666,24 @@ FSDP_EXPORT fsdp_status_t fsdp_reset_peak_memory(fsdp_context_t ctx);
  * FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_set_grad_sync(fsdp_context_t ctx, int enabled);
 
+/** Since 0.16: the end of a step's forward and backward, before its parameter update: every rank
+ *  of the context calls it once per step when the context has units created with
+ *  FSDP_USED_BY_ANY_RANKS (without such units it only checks its arguments). It agrees, in one
+ *  all-reduce over the world group, on which of those units carry a gradient on some rank, and
+ *  reduce-scatters each of them (in unit order; a rank that wrote none adds zeros), so their
+ *  gradient shards are then as fsdp_reduce_grads leaves them. It opens the update phase: this
+ *  rank's parameter shards may change (an optimizer step, fsdp_shard_data writes) until its next
+ *  call that is not of that phase (fsdp_clip_grad_norm, fsdp_grad_scaler_unscale and _step and
+ *  fsdp_optimizer_step are; fsdp_unshard, fsdp_begin_forward, fsdp_allreduce, a checkpoint save and
+ *  fsdp_step_boundary end it), after which the other ranks' one-sided unshards read the updated
+ *  shards. Under fsdp_set_grad_sync(ctx, 0) (or a unit's) the gradients are kept, as
+ *  fsdp_reduce_grads keeps them. Collective over the world group.
+ *  @param[in] ctx the context
+ *  @return FSDP_SUCCESS; STEP_BOUNDARY (the ranks made different numbers of collective calls
+ *  since the last boundary: one missed or doubled it; nothing reduced), MPI; FSDP_ERR_INVALID_HANDLE,
+ * FSDP_ERR_DESTROYED_HANDLE, FSDP_ERR_FINALIZED or FSDP_ERR_ABORTED for a bad handle */
+FSDP_EXPORT fsdp_status_t fsdp_step_boundary(fsdp_context_t ctx);
+
 /** Since 0.9: gradient sync for one unit (FSDP2's per-module set_requires_gradient_sync). The
  *  unit communicates in fsdp_reduce_grads when both this and the context's setting
  *  (fsdp_set_grad_sync) are on; off, it accumulates locally as under fsdp_set_grad_sync(ctx, 0)
@@ -739,7 +781,9 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_create_ex(fsdp_context_t ctx, int nparams,
 FSDP_EXPORT fsdp_status_t fsdp_unit_tie(fsdp_unit_t user, const char* alias, fsdp_unit_t owner,
                                         int owner_index, int* alias_index);
 
-/** Frees the unit and sets *unit to NULL. Local. Pointers obtained from it become invalid.
+/** Frees the unit and sets *unit to NULL. Local. Pointers obtained from it become invalid. The
+ *  shard memory of a unit used by any subset of ranks (FSDP_USED_BY_ANY_RANKS, since 0.16) is an
+ *  MPI window, whose freeing is collective: it is freed with the context, at fsdp_finalize.
  *  @param[in,out] unit the unit; set to NULL
  *  @return FSDP_SUCCESS; INVALID_ARGUMENT (NULL), STATE (an operation in flight, an optimizer uses
  * it, or units are tied to it); FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or
@@ -750,7 +794,10 @@ FSDP_EXPORT fsdp_status_t fsdp_unit_destroy(fsdp_unit_t* unit);
  *  in the unit's param_dtype (the shard rounded to it first, in place). A FSDP_LAYOUT_DIM0 unit's
  *  rows are placed into it instead (since 0.14; by the host transports directly, over NCCL or
  *  MPI through staging through a scratch buffer of the unit's size, one copy more, counted as
- *  unsharded memory while the all-gather runs). Collective over the shard group. FSDP_ERR_STATE if
+ *  unsharded memory while the all-gather runs). Collective over the shard group; local for a unit
+ *  used by any subset of ranks (since 0.16, FSDP_USED_BY_ANY_RANKS): it reads the other ranks'
+ *  shards one-sidedly, once each has ended the update phase this rank is past (it may wait for
+ *  a peer still updating, fsdp_step_boundary). FSDP_ERR_STATE if
  * the caller already unsharded the unit. The caller reads parameters through fsdp_param_data;
  * writes to them are discarded at reshard. A unit the library prefetched (fsdp_set_prefetch) is
  * claimed: this call waits for its all-gather, if still in flight, instead of starting one.
@@ -808,8 +855,9 @@ FSDP_EXPORT fsdp_status_t fsdp_grad_data(fsdp_unit_t unit, int index, void** dat
  *  differs, reduce-scatter over the shard group, all-reduce over the replicate group, then (mean)
  *  division by W, accumulated into this rank's gradient shard (in the parameters' dtype).
  *  Releases the full gradient buffer. Collective over the shard and replicate groups; local and
- *  keeping the full gradient while gradient sync is off (fsdp_set_grad_sync). FSDP_ERR_STATE if
- *  no gradient was written since the last reduce.
+ *  keeping the full gradient while gradient sync is off (fsdp_set_grad_sync), and for a unit used
+ *  by any subset of ranks (since 0.16), whose gradients fsdp_step_boundary reduces. FSDP_ERR_STATE
+ *  if no gradient was written since the last reduce.
  *  @param[in] unit the unit
  *  @return FSDP_SUCCESS; STATE (no gradient written since the last reduce), MPI;
  * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
@@ -1277,9 +1325,13 @@ FSDP_EXPORT fsdp_status_t fsdp_optimizer_set_lr(fsdp_optimizer_t opt, int group,
  *  or has a gradient written through fsdp_grad_data that no reduction took (since 0.9, checked
  *  always: the step would not see it; reduce it with gradient sync on, or discard it with
  *  fsdp_zero_grads). A refused step changes nothing. Units prefetched by the library and not
- *  claimed are resharded first (prefetch is a hint: doc/training.md).
+ *  claimed are resharded first (prefetch is a hint: doc/training.md). Since 0.16, a unit used by
+ *  any subset of ranks is updated only in the update phase fsdp_step_boundary opens:
+ *  FSDP_ERR_STEP_BOUNDARY if this rank holds an unreduced gradient of one (it skipped the
+ *  boundary), made no boundary yet, or ended the phase with another call since (named).
  *  @param[in] opt the optimizer
  *  @return FSDP_SUCCESS; STATE (a unit of it is unsharded, or holds an unreduced gradient);
+ *  STEP_BOUNDARY (since 0.16, see above);
  * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE or FSDP_ERR_FINALIZED for a bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_optimizer_step(fsdp_optimizer_t opt);
 

@@ -62,6 +62,8 @@ tables = [("STRATEGIES", "fsdp_sharding_strategy_t",
           ("MEMORY_SPACES", "fsdp_memory_space_t", lambda k: f"FSDP_MEMORY_{k.upper()}"),
           ("TRANSPORTS", "fsdp_transport_t", lambda k: f"FSDP_TRANSPORT_{k.upper()}"),
           ("ON_TIMEOUT", "fsdp_on_timeout_t", lambda k: f"FSDP_ON_TIMEOUT_{k.upper()}"),
+          ("LAYOUTS", "fsdp_unit_layout_t", lambda k: f"FSDP_LAYOUT_{k.upper()}"),
+          ("USED_BY", "fsdp_unit_use_t", lambda k: f"FSDP_USED_BY_{k.upper()}"),
           ("BUFFERS", "fsdp_buffer_t",
            lambda k: "FSDP_BUFFER_GRAD_SHARD" if k == "shard_grad" else f"FSDP_BUFFER_{k.upper()}")]
 for attr, cname in checks[0][1].items():

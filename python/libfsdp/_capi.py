@@ -99,6 +99,8 @@ TRANSPORTS = _table("fsdp_transport_t", {k: f"FSDP_TRANSPORT_{k.upper()}"
                                          for k in ("auto", "mpi", "nccl", "shm",
                                                    "shm_zero_copy")})
 LAYOUTS = _table("fsdp_unit_layout_t", {"flat": "FSDP_LAYOUT_FLAT", "dim0": "FSDP_LAYOUT_DIM0"})
+USED_BY = _table("fsdp_unit_use_t", {"all_ranks": "FSDP_USED_BY_ALL_RANKS",
+                                     "any_ranks": "FSDP_USED_BY_ANY_RANKS"})
 ON_TIMEOUT = _table("fsdp_on_timeout_t", {"error": "FSDP_ON_TIMEOUT_ERROR",
                                           "abort": "FSDP_ON_TIMEOUT_ABORT"})
 LOAD_FLAGS = _table("fsdp_load_flags_t", {k: f"FSDP_LOAD_{k.upper()}"

@@ -113,17 +113,30 @@ class Context:
     def begin_backward(self):
         _check(_lib.fsdp_begin_backward(self._handle))
 
+    def step_boundary(self):
+        """fsdp_step_boundary: once per step on every rank, after backward and before the
+        parameter update, where units are used by any subset of ranks (used_by="any_ranks"):
+        reduces those some rank wrote a gradient for and opens the update phase, in which this
+        rank's shards may be written until its next call that is not of the phase (an optimizer
+        step, clip_grad_norm and the grad scaler are; unshard, begin_forward, allreduce, a
+        checkpoint and the next boundary end it). Without such units it only checks the context.
+        Collective over the world group."""
+        _check(_lib.fsdp_step_boundary(self._handle))
+
     # ---- units and optimizers ----------------------------------------------------------------
     def unit(self, params, name=None, param_dtype=None, reduce_dtype=None, sync_from_rank0=False,
-             layout="flat"):
+             layout="flat", used_by="all_ranks"):
         """Creates a Unit (collective over the world group) from `params`: a sequence of
         (name, array[, requires_grad]), where each array is C-contiguous float32 or float64 (all
         of one dtype) holding the parameter's initial full values, or (name, shape, dtype[,
         requires_grad]) for a zero-initialized one. `layout`: what each rank's shard holds,
         "flat" or "dim0" (fsdp_unit_layout_t: each parameter split along its first dimension,
-        FSDP2's)."""
+        FSDP2's). `used_by` (fsdp_unit_use_t): "all_ranks", every rank unshards and reduces it in
+        the same order, or "any_ranks", any subset of ranks uses it in a step, each on its own
+        (unshard reads the others' shards one-sidedly, reduce_grads keeps the gradient until
+        step_boundary; host memory only)."""
         return Unit._create(self, params, name, param_dtype, reduce_dtype, sync_from_rank0,
-                            layout)
+                            layout, used_by)
 
     def optimizer(self, kind, units, **hyperparams):
         """A sharded "sgd" or "adamw" over `units` with PyTorch's defaults overridden by

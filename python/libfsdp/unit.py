@@ -61,7 +61,7 @@ class Unit:
 
     @classmethod
     def _create(cls, ctx, params, name, param_dtype, reduce_dtype, sync_from_rank0,
-                layout="flat"):
+                layout="flat", used_by="all_ranks"):
         call = "fsdp_unit_create_ex"
         params = list(params)
         if not params:
@@ -109,10 +109,12 @@ class Unit:
         opts.reduce_dtype = _choice(call, "reduce_dtype", _DTYPES, reduce_dtype)
         opts.sync_from_rank0 = 1 if sync_from_rank0 else 0
         opts.layout = _choice(call, "layout", _capi.LAYOUTS, layout)
+        opts.used_by = _choice(call, "used_by", _capi.USED_BY, used_by)
         handle = ctypes.c_void_p()
         _check(_lib.fsdp_unit_create_ex(ctx._handle, len(params), descs, values,
                                         ctypes.byref(opts), ctypes.byref(handle)))
         unit = cls(ctx, handle)
+        unit.used_by = used_by  # as created: "all_ranks" or "any_ranks"
         ctx.units.append(unit)
         return unit
 

@@ -30,6 +30,7 @@ enum class Errc : int {
   Nccl = 18,
   Aborted = 19,
   Timeout = 20,
+  StepBoundary = 21,
 };
 
 class Error : public std::runtime_error {

@@ -28,6 +28,10 @@ inline CallInfo unit_call(const char* call, const Unit& u, std::size_t bytes, DT
 // the all-gather on some ranks and not on others.
 inline CallInfo unshard_call(const char* call, const Unit& u) {
   CallInfo c = unit_call(call, u, u.unsharded_bytes(), u.precision().param);
+  if (u.used_by_any_ranks()) {  // one-sided: nothing to compare across ranks
+    c.collective = false;
+    return c;
+  }
   c.fingerprint = u.prefetched() ? 1 : 0;
   if (u.prefetched()) c.unit += " (prefetched: claimed)";
   // hpZ: the all-gather stays inside the node only if every rank kept its secondary partition.
@@ -39,19 +43,21 @@ inline CallInfo unshard_call(const char* call, const Unit& u) {
 }
 
 inline CallInfo reduce_call(const char* call, const Unit& u) {
-  return unit_call(call, u, u.full_grad_bytes(), u.precision().reduce);
+  CallInfo c = unit_call(call, u, u.full_grad_bytes(), u.precision().reduce);
+  c.collective = !u.used_by_any_ranks();  // kept for the step boundary: local
+  return c;
 }
 
 // The same, with debug mode's refusal: why this rank cannot make the call (its units' state),
 // sent with the call so that the other ranks fail too instead of waiting in the collective.
 inline CallInfo checked_unshard_call(const char* call, const Unit& u, bool async) {
   CallInfo c = unshard_call(call, u);
-  if (u.context().debug_collectives()) c.refusal = u.unshard_refusal(async);
+  if (u.context().debug_collectives() && c.collective) c.refusal = u.unshard_refusal(async);
   return c;
 }
 inline CallInfo checked_reduce_call(const char* call, const Unit& u) {
   CallInfo c = reduce_call(call, u);
-  if (u.context().debug_collectives()) c.refusal = u.reduce_refusal();
+  if (u.context().debug_collectives() && c.collective) c.refusal = u.reduce_refusal();
   return c;
 }
 
@@ -66,6 +72,14 @@ inline CallInfo context_call(const char* call, uint64_t args = 0) {
   CallInfo c;
   c.call = call;
   c.fingerprint = args;
+  return c;
+}
+
+// A call of the update phase fsdp_step_boundary opens (core/step_boundary.hpp): `phase` says
+// whether it continues it (an optimizer step) or restarts it (a norm, the grad scaler).
+inline CallInfo update_call(const char* call, CallInfo::Phase phase, uint64_t args = 0) {
+  CallInfo c = context_call(call, args);
+  c.phase = phase;
   return c;
 }
 

@@ -226,6 +226,10 @@ void fsdp_set_grad_sync(fsdp::Context& ctx, int enabled) {
   ctx.set_grad_sync(enabled != 0);
 }
 
+void fsdp_step_boundary(fsdp::Context& ctx) {
+  ctx.step_boundary().boundary();
+}
+
 void fsdp_trim_pool(fsdp::Context& ctx) {
   ctx.trim();
 }

@@ -68,6 +68,11 @@ fsdp::Context::UnitRequest request_from(const fsdp_unit_options_t& o, int nparam
          "options->layout = " + std::to_string(layout) +
              ": not a fsdp_unit_layout_t (FSDP_LAYOUT_FLAT, FSDP_LAYOUT_DIM0)");
   r.layout = static_cast<fsdp::ShardLayout>(layout);
+  if (o.used_by < 0 || o.used_by >= FSDP_UNIT_USE_COUNT)
+    fail(Errc::InvalidArgument,
+         "options->used_by = " + std::to_string(o.used_by) +
+             ": not a fsdp_unit_use_t (FSDP_USED_BY_ALL_RANKS, FSDP_USED_BY_ANY_RANKS)");
+  r.any_ranks = o.used_by == FSDP_USED_BY_ANY_RANKS;
   if (o.name) r.name = o.name;
   r.source.values = initial_values;
   r.source.from_rank0 = o.sync_from_rank0 != 0;

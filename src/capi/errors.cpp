@@ -34,6 +34,7 @@ static_assert(static_cast<int>(Errc::Cuda) == FSDP_ERR_CUDA, "");
 static_assert(static_cast<int>(Errc::Nccl) == FSDP_ERR_NCCL, "");
 static_assert(static_cast<int>(Errc::Aborted) == FSDP_ERR_ABORTED, "");
 static_assert(static_cast<int>(Errc::Timeout) == FSDP_ERR_TIMEOUT, "");
+static_assert(static_cast<int>(Errc::StepBoundary) == FSDP_ERR_STEP_BOUNDARY, "");
 static_assert(static_cast<int>(DType::Float32) == FSDP_FLOAT32, "");
 static_assert(static_cast<int>(DType::Float64) == FSDP_FLOAT64, "");
 static_assert(static_cast<int>(DType::BFloat16) == FSDP_BFLOAT16, "");
@@ -79,6 +80,9 @@ const char* fsdp_status_string(fsdp_status_t status) {
     case FSDP_ERR_ABORTED: return "FSDP_ERR_ABORTED: the context was aborted (fsdp_abort)";
     case FSDP_ERR_TIMEOUT:
       return "FSDP_ERR_TIMEOUT: a collective call or a wait did not complete within the timeout";
+    case FSDP_ERR_STEP_BOUNDARY:
+      return "FSDP_ERR_STEP_BOUNDARY: the step boundary (fsdp_step_boundary) was missed or "
+             "doubled, or a parameter update came outside its update phase";
     case FSDP_STATUS_COUNT: break;
   }
   return "unknown fsdp_status_t value";

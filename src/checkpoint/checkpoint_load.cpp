@@ -319,6 +319,9 @@ void CheckpointService::prepare_load(const LoadRequest& r,
   ctx_.scheduler().quiesce();
   ctx_.before_shard_update();  // nothing queued still reads or writes the shards
   agree(ctx_.groups().world(), "checkpoint load arguments", request_fingerprint(r), local_error);
+  // Every rank's earlier reads of shards are done (the agreement): units used by any subset of
+  // ranks take the load's writes in an update phase, ended when the load returns.
+  ctx_.step_boundary().begin_collective_update();
   ensure_comms();
   for (const Unit* u : ctx_.units())
     if (u->is_unsharded())
@@ -330,6 +333,15 @@ void CheckpointService::prepare_load(const LoadRequest& r,
 LoadReport CheckpointService::load(const LoadRequest& r, const std::optional<Error>& local_error) {
   Trace& trace = ctx_.trace();
   std::optional<TraceSpan> phase(std::in_place, trace, "checkpoint_load_prepare", r.path, 0);
+  struct EndUpdate {  // publishes the loaded shards (or what a failed load left), on any exit
+    StepBoundary& b;
+    ~EndUpdate() {
+      try {
+        b.end_update();
+      } catch (...) {  // an MPI failure here is reported by the next call that reads
+      }
+    }
+  } end_update{ctx_.step_boundary()};
   prepare_load(r, local_error);
   // Read once, by rank 0: every rank sees the same file and the same error.
   phase.emplace(trace, "checkpoint_load_catalog", r.path, 0);

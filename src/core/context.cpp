@@ -70,12 +70,13 @@ std::unique_ptr<Context> Context::create(MPI_Comm comm, const ContextOptions& op
 // Collective (the backend agrees on the device setup and may create NCCL communicators).
 Context::Context(std::unique_ptr<ProcessGroups> groups, const Topology& topo,
                  const ContextOptions& options, const BackendFactory& build_backend)
-    : options_(options), groups_(std::move(groups)) {
+    : options_(options), groups_(std::move(groups)), node_leader_(topo.node_leader) {
   backend_ = build_backend(options_.placement, options_.transport, *groups_, topo, accounting_);
   partial_sums_ = std::make_unique<Scratch>(memory(), accounting_);
   trace_ = std::make_unique<Trace>(groups_->world().rank);
   worker_ = std::make_unique<CommWorker>(progress_thread_wanted());
   scheduler_ = std::make_unique<Scheduler>(*this, units_);
+  step_boundary_ = std::make_unique<StepBoundary>(*this);
   if (options_.debug_collectives) check_ = std::make_unique<CollectiveCheck>(groups_->world());
   if (options_.timeout_s > 0)
     watchdog_ = std::make_unique<Watchdog>(call_log_, options_.timeout_s, options_.timeout_abort,
@@ -104,6 +105,10 @@ Context::~Context() {
     scheduler_->clear_requests();
     parts_[static_cast<int>(PartSlot::Optimizers)].reset();  // they use units
     units_.clear();  // units return their buffers to the pool before it goes
+    // The windows of units used by any subset of ranks, freed together (collective), unless
+    // aborted (a peer may never come).
+    if (aborted()) step_boundary_->abandon();
+    step_boundary_.reset();
     worker_.reset();
     partial_sums_.reset();  // before the memory spaces of the backend
     {
@@ -141,6 +146,9 @@ std::string Context::abort_reason() const {
 }
 
 CallScope Context::begin_call(const CallInfo& call) {
+  // First: a call that may wait for other ranks ends this rank's update phase, which they may
+  // be waiting for (core/step_boundary.hpp).
+  step_boundary_->at_call(call);
   if (check_ && call.collective) {
     auto stop = [this] {
       if (aborted()) fail(Errc::Timeout, "interrupted: " + abort_reason());
@@ -176,19 +184,27 @@ Unit& Context::create_unit(std::vector<ParamSpec> params, const UnitRequest& req
       f.add(request.name);
       f.add(static_cast<uint64_t>(request.source.from_rank0));
       f.add(static_cast<uint64_t>(static_cast<bool>(request.source.init)));
+      f.add(static_cast<uint64_t>(request.any_ranks));
       fingerprint = f.value();
+      if (request.any_ranks && placement().memory != MemoryPlace::Host)
+        fail(Errc::Unsupported,
+             "options->used_by = FSDP_USED_BY_ANY_RANKS: units used by any subset of ranks need "
+             "a host-memory context in this version (their shards are read one-sidedly through "
+             "MPI RMA windows in host memory)");
     });
   agree(groups_->world(),
         "unit descriptors and options (count, names, shapes, dtypes, requires_grad, order, "
-        "precision, name, initialization, layout)",
+        "precision, name, initialization, layout, used_by)",
         fingerprint, local);
   const uint64_t id = next_unit_id_;
   std::unique_ptr<Unit> unit;
   const std::optional<Error> allocation = attempt([&] {
-    unit = std::make_unique<Unit>(*this, id, std::move(*layout), precision, request.name);
+    unit = std::make_unique<Unit>(*this, id, std::move(*layout), precision, request.name,
+                                  request.any_ranks);
   });
   agree(groups_->world(), "allocation of the unit's shard", 0, allocation);
   initialize_shard(*unit, request.source);  // collective; throws on every rank together
+  if (request.any_ranks) step_boundary_->initialized(id);
   Unit& ref = *unit;
   units_.emplace(id, std::move(unit));
   ++next_unit_id_;  // only on success, so ids stay equal across ranks

@@ -26,6 +26,7 @@
 #include "core/precision.hpp"
 #include "core/process_groups.hpp"
 #include "core/scheduler.hpp"
+#include "core/step_boundary.hpp"
 #include "core/unit_init.hpp"
 #include "diag/call_log.hpp"
 #include "diag/collective_check.hpp"
@@ -64,6 +65,7 @@ class Context {
     std::string name;
     UnitSource source;
     ShardLayout layout = ShardLayout::Flat;
+    bool any_ranks = false;  // FSDP_USED_BY_ANY_RANKS
   };
   // Collective over the world group (checks that every rank describes the same unit).
   Unit& create_unit(std::vector<ParamSpec> params, const UnitRequest& request,
@@ -83,6 +85,8 @@ class Context {
   }
 
   const ProcessGroups& groups() const { return *groups_; }
+  // The lowest world rank on this rank's node (FSDP_RANKS_PER_NODE cuts nodes for tests).
+  int node_leader() const { return node_leader_; }
   const ContextOptions& options() const { return options_; }
   int sharding_factor() const { return groups_->shard().size; }
   const Placement& placement() const { return backend_->placement(); }
@@ -138,6 +142,8 @@ class Context {
   CommWorker& worker() { return *worker_; }
   Trace& trace() { return *trace_; }
   Scheduler& scheduler() { return *scheduler_; }
+  // Units used by any subset of ranks: their windows, update phases and fsdp_step_boundary.
+  StepBoundary& step_boundary() { return *step_boundary_; }
   Unit* find_unit(uint64_t id) const;
   // hpZ: every unit's secondary partition dropped (core/secondary_partition.hpp). Local.
   void drop_secondaries();
@@ -154,6 +160,7 @@ class Context {
   ContextOptions options_;
   MemoryAccounting accounting_;
   std::unique_ptr<ProcessGroups> groups_;
+  int node_leader_ = 0;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Scratch> partial_sums_;
   std::atomic<bool> aborted_{false};
@@ -170,6 +177,7 @@ class Context {
   std::unique_ptr<CommWorker> worker_;
   std::unique_ptr<Watchdog> watchdog_;  // watches ~Context's waits, then stopped
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<StepBoundary> step_boundary_;  // its windows outlive the units
   std::optional<Rank0Roots> rank0_roots_;
   std::unique_ptr<ContextPart> parts_[kPartSlots];
 };

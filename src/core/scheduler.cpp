@@ -49,7 +49,7 @@ std::vector<Request*> Scheduler::requests() const {
 int Scheduler::held_units() const {
   int n = 0;
   for (const auto& [id, u] : units_)
-    n += u->is_unsharded() || u->pending() == Unit::Pending::Reduce;
+    n += !u->used_by_any_ranks() && (u->is_unsharded() || u->pending() == Unit::Pending::Reduce);
   return n;
 }
 
@@ -99,7 +99,9 @@ std::shared_ptr<CommWorker::Task> Scheduler::caller_unshard(Unit& u, bool async)
   } else {
     task = u.unshard_async(/*now=*/!async);
   }
-  prefetch_after(u);
+  // A unit used by any subset of ranks is neither recorded nor followed by a prefetch: the
+  // ranks' orders would differ.
+  if (!u.used_by_any_ranks()) prefetch_after(u);
   return task;
 }
 

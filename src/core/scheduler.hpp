@@ -64,7 +64,9 @@ class Scheduler {
   std::vector<Request*> requests() const;
   // Forgets every request (the context is going).
   void clear_requests() { requests_.clear(); }
-  // Rate limiter: units unsharded or gathering, plus units whose gradient is being reduced.
+  // Rate limiter: units unsharded or gathering, plus units whose gradient is being reduced; not
+  // units used by any subset of ranks (ranks hold different ones, and the count decides
+  // prefetches, which every rank must decide alike).
   int held_units() const;
   // Completes in-flight reduces, oldest first, while held_units() >= max_unsharded: the caller
   // blocks rather than allocating more while memory is about to be freed.

@@ -6,7 +6,7 @@
 namespace fsdp {
 
 Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precision,
-           std::string name)
+           std::string name, bool any_ranks)
     : ctx_(ctx),
       id_(id),
       layout_(std::move(layout)),
@@ -17,9 +17,13 @@ Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precis
       update_piece_(layout_.update_pieces() > 1 ? ctx.groups().replicate().rank : 0) {
   MemorySpace& shards = ctx_.shard_memory();
   // Collective over the storage's team (unit creation is collective), before anything that may
-  // fail on one rank only.
-  if (void* home =
-          ctx_.unsharded_storage().place(unsharded_, unsharded_bytes(), shard_is_a_block()))
+  // fail on one rank only; a unit used by any subset of ranks has its shard in a window instead
+  // (collective over the shard group), for its unsharded copies follow no collective order.
+  if (any_ranks) {
+    window_ = &ctx_.step_boundary().add_window(id, shard_bytes());
+    shard_ = window_->data();
+  } else if (void* home =
+                 ctx_.unsharded_storage().place(unsharded_, unsharded_bytes(), shard_is_a_block()))
     shard_ = static_cast<char*>(home) + static_cast<std::size_t>(shard_rank_) * shard_bytes();
   else
     shard_ = shards.allocate(shard_bytes());
@@ -27,7 +31,7 @@ Unit::Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precis
     gathered_ = ctx_.memory().new_mark();
     grad_ready_ = ctx_.memory().new_mark();
   } catch (...) {
-    if (!zero_copy()) shards.deallocate(shard_, shard_bytes());
+    if (!zero_copy() && !window_) shards.deallocate(shard_, shard_bytes());
     throw;
   }
   ctx_.accounting().add(MemoryKind::Shard, shard_bytes());
@@ -38,8 +42,8 @@ Unit::~Unit() {
   release_unsharded();
   full_grad_.reset();
   // Zero-copy storage: the lease lets the block go when the unit goes (local; the block is reused
-  // once every team rank let it go).
-  if (!zero_copy()) ctx_.shard_memory().deallocate(shard_, shard_bytes());
+  // once every team rank let it go). A window is freed with the context (collectively).
+  if (!zero_copy() && !window_) ctx_.shard_memory().deallocate(shard_, shard_bytes());
   ctx_.accounting().sub(MemoryKind::Shard, shard_bytes());
   if (grad_shard_) {
     ctx_.shard_memory().deallocate(grad_shard_, grad_shard_bytes());
@@ -158,7 +162,11 @@ char* Unit::block(SectionKind k) const {
 
 void Unit::release_unsharded() {
   copy_intact_.reset();
-  ctx_.unsharded_storage().release(unsharded_);
+  storage().release(unsharded_);
+}
+
+UnshardedStorage& Unit::storage() const {
+  return window_ ? ctx_.step_boundary().private_storage() : ctx_.unsharded_storage();
 }
 
 bool Unit::shard_is_a_block() const {
@@ -283,7 +291,11 @@ std::optional<Error> Unit::reduce_refusal() const {
 
 std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
   if (std::optional<Error> refusal = unshard_refusal(/*async=*/true)) throw *refusal;
-  complete_pending();            // a reduce in flight
+  complete_pending();  // a reduce in flight
+  if (window_) {
+    unshard_one_sided();
+    return nullptr;  // done: nothing to wait for
+  }
   ctx_.scheduler().make_room();  // the caller blocks rather than allocating more
   TraceSpan span(ctx_.trace(), "unshard", trace_name(), unsharded_bytes());
   // hpZ: from this rank's node only when it kept a secondary (a unit of a context where hpZ
@@ -302,7 +314,7 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
   }
   // Held from here on, and counted; the storage may pick the copy itself only in collective
   // order, on the progress thread, where this rank's blocks are then written into it.
-  UnshardedStorage& storage = ctx_.unsharded_storage();
+  UnshardedStorage& storage = this->storage();
   try {
     storage.claim(unsharded_, unsharded_bytes());
   } catch (...) {
@@ -328,6 +340,64 @@ std::shared_ptr<CommWorker::Task> Unit::unshard_async(bool now) {
   };
   CommWorker& w = ctx_.worker();
   return track(Pending::Unshard, now ? w.run_inline(body) : w.submit(body));
+}
+
+void Unit::unshard_one_sided() {
+  TraceSpan span(ctx_.trace(), "unshard_one_sided", trace_name(), unsharded_bytes());
+  StepBoundary& steps = ctx_.step_boundary();
+  const Group& g = ctx_.groups().shard();
+  std::vector<int> peers;  // whose shards are read: each must have ended its update first
+  for (int r = 0; r < g.size; ++r)
+    if (r != shard_rank_) peers.push_back(steps.shard_world_ranks()[static_cast<std::size_t>(r)]);
+  steps.wait_for_updates(peers);
+  UnshardedStorage& st = storage();
+  st.claim(unsharded_, unsharded_bytes());
+  try {
+    char* full = static_cast<char*>(st.acquire(unsharded_).data);
+    const DType p = precision_.param;
+    Kernels& kernels = ctx_.memory().kernels();
+    for (SectionKind k : {SectionKind::Trainable, SectionKind::Frozen}) {
+      const Section& s = layout_.section(k);
+      if (s.numel == 0) continue;
+      const DType bt = bytes().block_dtype(k);
+      const std::size_t block_bytes = s.shard_numel * dtype_size(bt);
+      // Every rank's block rank after rank: straight into place when that is the layout and no
+      // conversion is needed (the all-gather's output), else into a scratch first.
+      const bool direct = layout_.blocked() && bt == p;
+      Lease scratch;
+      if (!direct)
+        scratch = ctx_.pool().acquire(block_bytes * static_cast<std::size_t>(g.size),
+                                      BufferPool::Use::Parameters);
+      char* blocks = direct ? element(full, s.flat_base, p) : static_cast<char*>(scratch.data());
+      for (int r = 0; r < g.size; ++r) {
+        char* to = blocks + static_cast<std::size_t>(r) * block_bytes;
+        if (r == shard_rank_)
+          ctx_.memory().copy(to, block(k), block_bytes);
+        else
+          window_->get(r, bytes().block_offset(k), block_bytes, to);
+      }
+      window_->flush();
+      if (direct) continue;
+      if (layout_.blocked()) {
+        kernels.convert(element(full, s.flat_base, p), p, blocks, bt,
+                        s.shard_numel * static_cast<std::size_t>(g.size));
+        continue;
+      }
+      for_each_piece(
+          layout_.pieces(k), s.shard_numel, 0, g.size,
+          [&](std::size_t at, std::size_t from, std::size_t n) {
+            kernels.convert(element(full, s.flat_base + at, p), p, blocks + from * dtype_size(bt),
+                            bt, n);
+          },
+          [](std::size_t, std::size_t) {});
+    }
+  } catch (...) {
+    release_unsharded();  // left sharded, as a failed all-gather leaves it
+    throw;
+  }
+  st.seal(unsharded_);
+  hold_wrote_grad_ = false;
+  ctx_.memory().record(gathered_.get());
 }
 
 void Unit::remove_tied_user(uint64_t id) {
@@ -403,7 +473,7 @@ void Unit::reshard() {
   // hpZ: a forward use keeps this rank's node piece (collective order needs no agreement: every
   // rank of the node group makes the same calls). An allocation failure still reshards.
   std::optional<Error> kept;
-  if (intact && !hold_wrote_grad_ && !zero_copy() && SecondaryPartition::active(ctx_)) {
+  if (intact && !hold_wrote_grad_ && !zero_copy() && !window_ && SecondaryPartition::active(ctx_)) {
     try {
       secondary_.keep(*this, unsharded_.data());
     } catch (const Error& e) {
@@ -476,7 +546,9 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
   // the unit tracks one operation at a time. A local wait: no collective decision changes.
   if (pending_ != Pending::None) complete_pending();
   if (std::optional<Error> refusal = reduce_refusal()) throw *refusal;
-  if (!grad_sync()) {  // no_sync: kept for the next micro-batch to add to
+  // no_sync: kept for the next micro-batch to add to; a unit used by any subset of ranks keeps
+  // it until the step boundary reduces it (grad_written_ stays set until then).
+  if (!grad_sync() || (window_ && !at_boundary_)) {
     if (accumulates_wider()) fold_into_accumulated();
     return nullptr;
   }
@@ -527,6 +599,26 @@ std::shared_ptr<CommWorker::Task> Unit::reduce_grads_async(bool now) {
 
 void Unit::reduce_grads() {
   if (reduce_grads_async(/*now=*/true)) complete_pending();
+}
+
+bool Unit::deferred_gradient() const {
+  return window_ && grad_sync() && (full_grad_ || accumulated_);
+}
+
+void Unit::reduce_at_boundary() {
+  if (!full_grad_ && !accumulated_) {  // this rank wrote none: it adds zeros
+    Lease g = ctx_.pool().acquire(full_grad_bytes(), BufferPool::Use::Gradients);
+    ctx_.memory().zero(g.data(), full_grad_bytes());
+    full_grad_ = std::move(g);
+  }
+  at_boundary_ = true;
+  try {
+    reduce_grads();
+  } catch (...) {
+    at_boundary_ = false;
+    throw;
+  }
+  at_boundary_ = false;
 }
 
 // Reduce-scatter over the shard group (and all-reduce over replicas, or with HFSDP a

@@ -19,6 +19,7 @@
 #include "core/flat_layout.hpp"
 #include "core/precision.hpp"
 #include "core/secondary_partition.hpp"
+#include "core/shard_window.hpp"
 #include "core/unit_bytes.hpp"
 #include "runtime/buffer_pool.hpp"
 #include "runtime/comm_worker.hpp"
@@ -49,7 +50,10 @@ void check_tie_names(const std::vector<ParamSpec>& user_params,
 class Unit {
  public:
   // Not collective: Context::create_unit does the cross-rank check first. The shard is zero.
-  Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precision, std::string name);
+  // `any_ranks`: any subset of ranks may use it (FSDP_USED_BY_ANY_RANKS; core/step_boundary.hpp):
+  // its shard lives in an RMA window (collective over the shard group here).
+  Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precision, std::string name,
+       bool any_ranks = false);
   ~Unit();
   Unit(const Unit&) = delete;
   Unit& operator=(const Unit&) = delete;
@@ -63,6 +67,14 @@ class Unit {
   const Precision& precision() const { return precision_; }
   Context& context() const { return ctx_; }
   int shard_rank() const { return shard_rank_; }
+  // Any subset of ranks may use it in a step: one-sided unshards, gradients reduced at the step
+  // boundary (core/step_boundary.hpp).
+  bool used_by_any_ranks() const { return window_ != nullptr; }
+  // Such a unit holds a gradient the next step boundary reduces.
+  bool deferred_gradient() const;
+  // The step boundary's reduction of such a unit, on every rank of its groups: this rank's
+  // gradient, or zeros.
+  void reduce_at_boundary();
   // HFSDP: which piece of the trainable block this rank updates (its replicate rank); else 0.
   int update_piece() const { return update_piece_; }
   // Whether unsharded parameters are held, by the caller or by a prefetch nobody claimed yet.
@@ -127,6 +139,7 @@ class Unit {
   // synchronous call).
   std::shared_ptr<CommWorker::Task> unshard_async(bool now = false);
   void reshard();  // waits for a pending unshard first
+
   void* param_data(std::size_t i);
   void* grad_data(std::size_t i);
   // Collective over the shard and replicate groups, unless gradient sync is off in the context
@@ -226,6 +239,12 @@ class Unit {
   // may keep it in place (the same answer on every rank).
   bool shard_is_a_block() const;
   void release_unsharded();
+  // Where its unsharded parameters live: the backend's storage, or for a unit used by any subset
+  // of ranks a private pool buffer (no collective order to follow).
+  UnshardedStorage& storage() const;
+  // The unshard of a unit used by any subset of ranks: every rank's blocks read from the shard
+  // window (one-sided), converted and placed as the all-gather would. Local.
+  void unshard_one_sided();
   // Debug mode: checks the node copy this rank holds (false when a node peer wrote into it), once
   // per hold: before a reduce lets peers write, else at reshard.
   void check_node_copy_once();
@@ -246,7 +265,9 @@ class Unit {
   const int shard_rank_;
   const int update_piece_;
   void* shard_ = nullptr;
-  void* grad_shard_ = nullptr;  // allocated on first use: frozen or inference units never pay
+  ShardWindow* window_ = nullptr;  // used by any subset of ranks: the window shard_ lives in
+  bool at_boundary_ = false;       // reduce_at_boundary is reducing: communicate
+  void* grad_shard_ = nullptr;     // allocated on first use: frozen or inference units never pay
   // The gradient shard is zero without its memory saying so (fresh, or after zero_grads, like
   // PyTorch's set_to_none): the next reduce assigns instead of reading and adding, which saves
   // two passes over the shard per step (the zeroing and the read).

@@ -26,6 +26,12 @@ struct CallInfo {
   int dtype = -1;              // element type it moves; -1: none
   uint64_t fingerprint = 0;    // of its other arguments (a checkpoint's path...)
   bool collective = true;      // false: a local wait, logged but not compared across ranks
+  // What the call does to the update phase fsdp_step_boundary opens (core/step_boundary.hpp).
+  enum class Phase : unsigned char {
+    Ends,       // a call after the update (an unshard, a collective of the caller's...)
+    Continues,  // a call of the update that waits for nobody before writing (an optimizer step)
+    Restarts,   // a collective of the update (a norm, the grad scaler): the phase restarts
+  } phase = Phase::Ends;
   // Debug mode: why this rank cannot make the call (its state, found before communicating).
   // Sent with the call, so the other ranks fail too instead of waiting in the collective.
   std::optional<Error> refusal;

@@ -172,6 +172,12 @@ void CollectiveCheck::check(const CallInfo& call, double timeout_s, const CallLo
       std::string listing;
       for (const auto& [what, ranks] : by_call)
         listing += "; rank(s) " + rank_list(ranks) + " called " + what;
+      // A rank missed or doubled the step boundary (core/step_boundary.hpp): its own status.
+      if (listing.find("fsdp_step_boundary") != std::string::npos)
+        fail(Errc::StepBoundary,
+             "ranks made different collective calls: some are at fsdp_step_boundary, which "
+             "every rank calls once per step (debug check; nothing ran)" +
+                 listing);
       fail(Errc::Mismatch,
            "ranks made different collective calls (debug check; nothing ran)" + listing);
     }

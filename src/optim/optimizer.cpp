@@ -275,6 +275,13 @@ void Optimizer::check_steppable(bool for_update) const {
       fail(Errc::State, label() + ": " + u->label() +
                             " is unsharded; reshard it before the step (the update would not "
                             "reach its unsharded copy)");
+    if (u->grad_unreduced() && u->used_by_any_ranks())
+      fail(Errc::StepBoundary,
+           label() + ": " + u->label() +
+               " is used by any subset of ranks and has a gradient no step boundary reduced: "
+               "call fsdp_step_boundary (on every rank) before the step. Nothing was updated");
+    if (for_update && u->used_by_any_ranks())
+      ctx_.step_boundary().require_update(label() + ": " + u->label());
     if (u->grad_unreduced())
       fail(Errc::State,
            label() + ": " + u->label() +

@@ -28,7 +28,7 @@ namespace {
 
 // A call's status must be defined, and a failure must say which call failed.
 bool ok(fsdp_status_t s, const char* call) {
-  if (s < FSDP_SUCCESS || s > FSDP_ERR_TIMEOUT) broken(std::string(call) + ": undefined status");
+  if (s < FSDP_SUCCESS || s >= FSDP_STATUS_COUNT) broken(std::string(call) + ": undefined status");
   if (s == FSDP_SUCCESS) return true;
   const char* m = fsdp_last_error();
   if (!m || !std::strstr(m, call))

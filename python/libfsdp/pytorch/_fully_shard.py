@@ -8,7 +8,7 @@ import functools
 
 import torch
 
-from .. import _refuse
+from .. import _capi, _choice, _refuse
 from . import _device, _mesh, _unit_assignment
 from ._compat import TORCH_2_6, register_pre_hook
 from ._materialize import create_unit
@@ -211,7 +211,8 @@ def _swap_class(module):
     module.__class__ = _classes[cls]
 
 
-def _check_args(modules, reshard_after_forward, shard_placement_fn, mp_policy, offload_policy):
+def _check_args(modules, reshard_after_forward, shard_placement_fn, mp_policy, offload_policy,
+                used_by):
     if isinstance(modules, torch.nn.Module):
         modules = [modules]
     elif isinstance(modules, (list, tuple)) and modules:
@@ -233,6 +234,7 @@ def _check_args(modules, reshard_after_forward, shard_placement_fn, mp_policy, o
                 f"{type(reshard_after_forward).__name__}")
     if shard_placement_fn is not None and not callable(shard_placement_fn):
         _refuse(CALL, "shard_placement_fn: a callable taking a parameter is needed")
+    _choice(CALL, "used_by", _capi.USED_BY, used_by)
     policy = _policy(mp_policy)
     if offload_policy is not None and _TorchOffload is not None \
             and not isinstance(offload_policy, _TorchOffload):
@@ -291,16 +293,24 @@ def _data_parallel_dims(mesh, dims):
 
 
 def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placement_fn=None,
-                mp_policy=None, offload_policy=None, ignored_params=None, dp_mesh_dims=None):
+                mp_policy=None, offload_policy=None, ignored_params=None, dp_mesh_dims=None,
+                used_by="all_ranks"):
     """FSDP2's fully_shard(module) with its arguments: see doc/pytorch.md. Returns `module`
-    (the first of a list), its class swapped for an FSDPModule one. Collective."""
+    (the first of a list), its class swapped for an FSDPModule one. Collective.
+
+    used_by (libfsdp's, not FSDP2's): "all_ranks", every rank runs the module's forward and
+    backward in every step (FSDP2's rule), or "any_ranks", any subset of ranks may (a mixture of
+    experts' expert, which the router sends no token to on some ranks): the unit is gathered by
+    reading the other ranks' shards one-sidedly, never prefetched, and its gradients are reduced
+    at the end of every rank's backward (ranks that did not use it add zeros). Host memory
+    only."""
     if not TORCH_2_6:
         _refuse(CALL, f"PyTorch {torch.__version__}: fully_shard needs PyTorch >= 2.6 (DTensor "
                 "and FSDP2's classes); FullyShard runs on older versions")
     if dp_mesh_dims is not None:
         _data_parallel_dims(mesh, dp_mesh_dims)
     modules, policy = _check_args(module, reshard_after_forward, shard_placement_fn, mp_policy,
-                                  offload_policy)
+                                  offload_policy, used_by)
     first = modules[0]
     where = type(first).__name__ if len(modules) == 1 else \
         "[" + ", ".join(type(m).__name__ for m in modules) + "]"
@@ -355,7 +365,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     group = None
     if params:
         unit = create_unit(ctx, where, params, False, policy, frozen_may_train=True,
-                           layout="dim0")
+                           layout="dim0", used_by=used_by)
         # The module sees its own Parameter objects again once gathered; meta ones are replaced
         # by ones on the context's device (the values live in the shards).
         inner = [(n, p if p.device.type != "meta" else

@@ -125,12 +125,11 @@ def _global_norms(tensors, p, dtype, call):
             local[k] = float(v.max() if p == math.inf else v.pow(p).sum())
             local[len(parts) + k] = float(torch.isnan(v).any())
     if parts:
-        ctx = parts[0].ctx
         if p == math.inf:  # MPI_MAX need not propagate NaN: counted apart
-            ctx.allreduce(local[:len(parts)], op="max", group="shard")
-            ctx.allreduce(local[len(parts):], op="sum", group="shard")
+            _agree(parts[0].ctx, (local[:len(parts)], "max", "shard"),
+                   (local[len(parts):], "sum", "shard"))
         else:
-            ctx.allreduce(local, op="sum", group="shard")
+            _agree(parts[0].ctx, (local, "sum", "shard"))
     out, k = [], 0
     for t in tensors:
         want = dtype or t.dtype
@@ -142,6 +141,20 @@ def _global_norms(tensors, p, dtype, call):
         else:
             out.append(torch.linalg.vector_norm(t, p, dtype=dtype))
     return out
+
+
+def _agree(ctx, *reductions):
+    """Context.allreduce(values, op, group) for each (values, op, group), in order: collective.
+    Where the context has units used by any subset of ranks, the all-reduce ended this rank's
+    update phase, which the step boundary at the end of backward opened for the optimizer step
+    that follows (clip_grad_norm_ and GradScaler come between the two): that step's writes would
+    race with the other ranks' one-sided reads of the shards. A step boundary again, which every
+    rank reaches as it reaches the all-reduce, reduces nothing (backward's boundary reduced the
+    gradients) and opens a new phase."""
+    for values, op, group in reductions:
+        ctx.allreduce(values, op=op, group=group)
+    if any(u.used_by == "any_ranks" for u in ctx.units):
+        ctx.step_boundary()
 
 
 def _vector_norm(func, args, kwargs):
@@ -176,5 +189,5 @@ def _unscale(args, kwargs):
                                                      inv_scale)
     if parts:
         flag = np.array([float(found_inf.item())])
-        parts[0].ctx.allreduce(flag, op="max", group="world")
+        _agree(parts[0].ctx, (flag, "max", "world"))
         found_inf.fill_(flag[0])

@@ -120,8 +120,13 @@ class Hooks:
         if state.in_backward and not _autograd_running():
             self._recover_from_failed_backward()
         if not state.in_backward:
-            for ctx in state.contexts():  # releases what prefetch gathered and nobody claimed
-                ctx.begin_forward()
+            # fsdp_begin_forward is collective: it marks the iteration only when this forward may
+            # gather a unit every rank uses. A forward whose units are all used by any subset of
+            # ranks or already gathered (FSDPModule.unshard() on every rank first) makes no
+            # collective call, so that some ranks may run it alone (an evaluation on rank 0).
+            if any(not g.any_ranks and not g.gathered for g in state.groups):
+                for ctx in state.contexts():  # releases what prefetch gathered, nobody claimed
+                    ctx.begin_forward()
             # What the user did to the parameters between uses, for every unit before any is
             # gathered or prefetched in this iteration (a replaced part reaches the shard first).
             for group in state.groups:
@@ -147,9 +152,11 @@ class Hooks:
     @staticmethod
     def prefetch(targets):
         """Explicit prefetch: the all-gathers of `targets` (groups not yet gathered) start now,
-        in list order; their own hooks take them."""
+        in list order; their own hooks take them. Units used by any subset of ranks are skipped,
+        as the library never prefetches them: a rank that will not run one would read it for
+        nothing; their own pre-forward or pre-backward gathers them."""
         for target in targets:
-            if not target.gathered and target.phase is Phase.IDLE:
+            if not target.gathered and target.phase is Phase.IDLE and not target.any_ranks:
                 target.check_parameters(take_replaced=False)
                 target.prefetch()
 
@@ -216,7 +223,8 @@ class Hooks:
     def _finish_backward(self):
         """End of backward (an autograd callback): units not yet reduced (parameters without a
         gradient, or all of them under find_unused_parameters) in unit order, on every rank
-        alike; then every reduction is waited for and p.grad shows the gradient shards."""
+        alike; then every reduction is waited for, each context's step boundary reduces the
+        units used by any subset of ranks, and p.grad shows the gradient shards."""
         state = self.state
         find_unused = state.find_unused_parameters
         state.join_stream()  # the optimizer step queued on it comes after the reductions
@@ -229,6 +237,16 @@ class Hooks:
                     group.take_grads_from_autograd()
                 if group.gathered:
                     self.reshard(group)
+                if group.any_ranks and group.phase is Phase.IDLE:
+                    # Not used on this rank in this backward, perhaps on others: the boundary
+                    # below reduces it on every rank if some rank wrote a gradient (this rank
+                    # adding zeros), into the gradient shard as the user left p.grad, as on the
+                    # ranks that used it (their pre-backward took it). Its parameters show their
+                    # shard parts, whose shape p.grad takes (a unit never gathered here held its
+                    # initial values until now).
+                    group.show_shards()
+                    group.take_user_grads()
+                    continue
                 # Not reduced: a unit none of whose parameters requires a gradient now (frozen,
                 # also after wrapping; requires_grad is the same on every rank), and one whose
                 # output never reached the loss (no gradient at all: its p.grad and gradient shard
@@ -253,6 +271,13 @@ class Hooks:
             flags = np.array([has for g in got for has in g], dtype=np.float64)
             if flags.size and not find_unused:
                 state.ctx.allreduce(flags, op="max", group="world")
+            # The last library call of backward: the gradients of units used by any subset of
+            # ranks are kept where they were written until here, where every rank reduces those
+            # some rank wrote (fsdp_step_boundary; without such units it does nothing). It opens
+            # the update phase in which torch's optimizer step writes the shards other ranks read
+            # one-sidedly: any later library call before that step would end it early.
+            for ctx in state.contexts():
+                ctx.step_boundary()
             at = 0
             for group, g in zip(state.groups, got):
                 if group.shows_placeholders:

@@ -69,11 +69,13 @@ def broadcast_from_rank0(ctx, tensor):
             t.copy_(torch.from_numpy(values).view(t.dtype).reshape(t.shape))
 
 
-def create_unit(ctx, where, params, sync, policy, frozen_may_train=False, layout="flat"):
+def create_unit(ctx, where, params, sync, policy, frozen_may_train=False, layout="flat",
+                used_by="all_ranks"):
     """The unit of `params` in the library's storage dtype, computing and reducing in the dtypes
     of _unit_assignment.unit_dtypes; sync: every rank starts from rank 0's values; frozen_may_train: frozen
     parameters get gradient memory too; a meta-device parameter starts as zeros (fully_shard:
-    initialized after to_empty(), as FSDP2's); layout: "flat" or "dim0"."""
+    initialized after to_empty(), as FSDP2's); layout: "flat" or "dim0"; used_by: "all_ranks"
+    or "any_ranks" (Context.unit's)."""
     storage_name, compute, reduce = unit_dtypes(params, policy)
     storage = TORCH_OF[np.dtype(storage_name)]
     values = []
@@ -85,4 +87,4 @@ def create_unit(ctx, where, params, sync, policy, frozen_may_train=False, layout
         v = p.detach().to(device="cpu", dtype=storage)  # initial values are read from host memory
         values.append((name, v.contiguous().numpy(), p.requires_grad or frozen_may_train))
     return ctx.unit(values, name=where, sync_from_rank0=sync, param_dtype=compute,
-                    reduce_dtype=reduce, layout=layout)
+                    reduce_dtype=reduce, layout=layout, used_by=used_by)

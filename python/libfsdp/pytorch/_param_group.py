@@ -104,6 +104,13 @@ class ParamGroup:
         return self.modules[0]
 
     @property
+    def any_ranks(self):
+        """The unit is used by any subset of ranks (fully_shard(used_by="any_ranks")): gathered
+        by reading the other ranks' shards one-sidedly, never prefetched, its gradients reduced
+        at the step boundary that ends every rank's backward."""
+        return self.unit.used_by == "any_ranks"
+
+    @property
     def params(self):
         """[(name, Parameter)] in unit order."""
         return [(fp.name, fp.param) for fp in self.fsdp_params]

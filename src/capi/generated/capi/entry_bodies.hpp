@@ -39,6 +39,7 @@ void fsdp_allreduce(fsdp::Context& ctx, const fsdp_group_t& group, const fsdp_re
                     double* data, size_t count);
 void fsdp_reset_peak_memory(fsdp::Context& ctx);
 void fsdp_set_grad_sync(fsdp::Context& ctx, int enabled);
+void fsdp_step_boundary(fsdp::Context& ctx);
 void fsdp_unit_set_grad_sync(fsdp::Unit& unit, int enabled);
 void fsdp_unit_grad_sync(fsdp::Unit& unit, int* enabled);
 void fsdp_unit_set_grad_divide_factor(fsdp::Unit& unit, double factor);

@@ -163,6 +163,14 @@ extern "C" fsdp_status_t fsdp_set_grad_sync(fsdp_context_t ctx, int enabled) {
   });
 }
 
+extern "C" fsdp_status_t fsdp_step_boundary(fsdp_context_t ctx) {
+  return guard("fsdp_step_boundary", [&] {
+    fsdp::Context& self = context_from(ctx, "ctx");
+    const CallScope scope = self.begin_call(context_call("fsdp_step_boundary"));
+    body::fsdp_step_boundary(self);
+  });
+}
+
 extern "C" fsdp_status_t fsdp_unit_set_grad_sync(fsdp_unit_t unit, int enabled) {
   return guard("fsdp_unit_set_grad_sync", [&] {
     fsdp::Unit& self = unit_from(unit, "unit");
@@ -522,8 +530,8 @@ extern "C" fsdp_status_t fsdp_optimizer_step(fsdp_optimizer_t opt) {
     fsdp::Optimizer& self = optimizer_from(opt, "opt");
     const auto run = [&] { body::fsdp_optimizer_step(self); };
     if (!(self.context().options().hfsdp)) return run();
-    const CallScope scope =
-        self.context().begin_call(context_call("fsdp_optimizer_step", self.id()));
+    const CallScope scope = self.context().begin_call(
+        update_call("fsdp_optimizer_step", CallInfo::Phase::Continues, self.id()));
     run();
   });
 }
@@ -628,7 +636,8 @@ extern "C" fsdp_status_t fsdp_clip_grad_norm(fsdp_context_t ctx, double max_norm
                                              double* total_norm) {
   return guard("fsdp_clip_grad_norm", [&] {
     fsdp::Context& self = context_from(ctx, "ctx");
-    const CallScope scope = self.begin_call(context_call("fsdp_clip_grad_norm"));
+    const CallScope scope =
+        self.begin_call(update_call("fsdp_clip_grad_norm", CallInfo::Phase::Restarts));
     body::fsdp_clip_grad_norm(self, max_norm, norm_type, total_norm);
   });
 }
@@ -663,7 +672,8 @@ extern "C" fsdp_status_t fsdp_grad_scaler_scale(fsdp_grad_scaler_t scaler, doubl
 extern "C" fsdp_status_t fsdp_grad_scaler_unscale(fsdp_grad_scaler_t scaler, fsdp_optimizer_t opt) {
   return guard("fsdp_grad_scaler_unscale", [&] {
     fsdp::GradScaler& self = grad_scaler_from(scaler, "scaler");
-    const CallScope scope = self.context().begin_call(context_call("fsdp_grad_scaler_unscale"));
+    const CallScope scope = self.context().begin_call(
+        update_call("fsdp_grad_scaler_unscale", CallInfo::Phase::Restarts));
     body::fsdp_grad_scaler_unscale(self, opt);
   });
 }
@@ -672,7 +682,8 @@ extern "C" fsdp_status_t fsdp_grad_scaler_step(fsdp_grad_scaler_t scaler, fsdp_o
                                                int* skipped) {
   return guard("fsdp_grad_scaler_step", [&] {
     fsdp::GradScaler& self = grad_scaler_from(scaler, "scaler");
-    const CallScope scope = self.context().begin_call(context_call("fsdp_grad_scaler_step"));
+    const CallScope scope =
+        self.context().begin_call(update_call("fsdp_grad_scaler_step", CallInfo::Phase::Restarts));
     body::fsdp_grad_scaler_step(self, opt, skipped);
   });
 }
