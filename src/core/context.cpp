@@ -93,6 +93,12 @@ Context::~Context() {
     teardown.call = "fsdp_finalize";
     teardown.collective = false;
     CallScope scope(call_log_, teardown);
+    // This rank's update phase ends first: a peer still reading its shards one-sidedly (an
+    // evaluation on one rank) waits for that, and the teardown below waits for the peer.
+    try {
+      step_boundary_->end_update();
+    } catch (...) {  // an MPI failure: the teardown goes on
+    }
     // Waits for a background save; it uses its own communicators.
     parts_[static_cast<int>(PartSlot::Checkpoints)].reset();
     worker_->drain();
