@@ -2,6 +2,7 @@
 
 #include "base/error.hpp"
 #include "core/context.hpp"
+#include "core/shard_window.hpp"
 
 namespace fsdp {
 

@@ -19,7 +19,6 @@
 #include "core/flat_layout.hpp"
 #include "core/precision.hpp"
 #include "core/secondary_partition.hpp"
-#include "core/shard_window.hpp"
 #include "core/unit_bytes.hpp"
 #include "runtime/buffer_pool.hpp"
 #include "runtime/comm_worker.hpp"
@@ -28,6 +27,7 @@
 namespace fsdp {
 
 class Context;
+class ShardWindow;
 
 // A parameter of another unit (the owner) that this unit uses too, under an alias: an embedding
 // reused as the output head. It is stored, sharded, reduced and updated once, in the owner; both
@@ -51,7 +51,8 @@ class Unit {
  public:
   // Not collective: Context::create_unit does the cross-rank check first. The shard is zero.
   // `any_ranks`: any subset of ranks may use it (FSDP_USED_BY_ANY_RANKS; core/step_boundary.hpp):
-  // its shard lives in an RMA window (collective over the shard group here).
+  // its shard lives in a window the others read (core/shard_window.hpp; collective over the
+  // shard group here).
   Unit(Context& ctx, uint64_t id, FlatLayout layout, const Precision& precision, std::string name,
        bool any_ranks = false);
   ~Unit();
@@ -139,7 +140,6 @@ class Unit {
   // synchronous call).
   std::shared_ptr<CommWorker::Task> unshard_async(bool now = false);
   void reshard();  // waits for a pending unshard first
-
   void* param_data(std::size_t i);
   void* grad_data(std::size_t i);
   // Collective over the shard and replicate groups, unless gradient sync is off in the context
