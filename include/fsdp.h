@@ -680,8 +680,9 @@ FSDP_EXPORT fsdp_status_t fsdp_set_grad_sync(fsdp_context_t ctx, int enabled);
  *  fsdp_reduce_grads keeps them. Collective over the world group.
  *  @param[in] ctx the context
  *  @return FSDP_SUCCESS; STEP_BOUNDARY (the ranks made different numbers of collective calls
- *  since the last boundary: one missed or doubled it; nothing reduced), MPI; FSDP_ERR_INVALID_HANDLE,
- * FSDP_ERR_DESTROYED_HANDLE, FSDP_ERR_FINALIZED or FSDP_ERR_ABORTED for a bad handle */
+ *  since the last boundary: one missed or doubled it; nothing reduced), MPI;
+ * FSDP_ERR_INVALID_HANDLE, FSDP_ERR_DESTROYED_HANDLE, FSDP_ERR_FINALIZED or FSDP_ERR_ABORTED for a
+ * bad handle */
 FSDP_EXPORT fsdp_status_t fsdp_step_boundary(fsdp_context_t ctx);
 
 /** Since 0.9: gradient sync for one unit (FSDP2's per-module set_requires_gradient_sync). The

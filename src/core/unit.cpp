@@ -509,14 +509,17 @@ void* Unit::param_data(std::size_t i) {
   return element(unsharded_.data(), layout_.flat_offset(i), precision_.param);
 }
 
+void Unit::acquire_full_grad() {
+  if (full_grad_) return;
+  Lease g = ctx_.pool().acquire(full_grad_bytes(), BufferPool::Use::Gradients);
+  ctx_.memory().zero(g.data(), full_grad_bytes());  // unwritten parameters and padding add zero
+  ctx_.memory().record(grad_ready_.get());
+  full_grad_ = std::move(g);
+}
+
 void* Unit::grad_data(std::size_t i) {
   if (pending_ == Pending::Reduce) complete_pending();
-  if (!full_grad_) {
-    Lease g = ctx_.pool().acquire(full_grad_bytes(), BufferPool::Use::Gradients);
-    ctx_.memory().zero(g.data(), full_grad_bytes());  // unwritten parameters and padding add zero
-    ctx_.memory().record(grad_ready_.get());
-    full_grad_ = std::move(g);
-  }
+  acquire_full_grad();
   ctx_.memory().caller_waits(grad_ready_.get());
   grad_written_ = true;
   hold_wrote_grad_ = true;  // not a forward use (hpZ)
@@ -607,11 +610,7 @@ bool Unit::deferred_gradient() const {
 }
 
 void Unit::reduce_at_boundary() {
-  if (!full_grad_ && !accumulated_) {  // this rank wrote none: it adds zeros
-    Lease g = ctx_.pool().acquire(full_grad_bytes(), BufferPool::Use::Gradients);
-    ctx_.memory().zero(g.data(), full_grad_bytes());
-    full_grad_ = std::move(g);
-  }
+  if (!accumulated_) acquire_full_grad();  // this rank wrote none: it adds zeros
   at_boundary_ = true;
   try {
     reduce_grads();

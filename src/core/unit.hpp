@@ -239,6 +239,8 @@ class Unit {
   // may keep it in place (the same answer on every rank).
   bool shard_is_a_block() const;
   void release_unsharded();
+  // A zeroed full gradient buffer, unless one is held (what grad_data writes into).
+  void acquire_full_grad();
   // Where its unsharded parameters live: the backend's storage, or for a unit used by any subset
   // of ranks a private pool buffer (no collective order to follow).
   UnshardedStorage& storage() const;
